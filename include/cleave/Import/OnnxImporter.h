@@ -1,0 +1,60 @@
+//===- OnnxImporter.h - ONNX model to MLIR on static tensors --------------===//
+//
+// The first phase of Cleave: reads an ONNX ModelProto and produces a module with
+// one `func.func @main` on static tensor types, written in linalg, tensor, arith
+// and math. Graph inputs and weights become function arguments tagged with their
+// ONNX names (`cleave.input`, `cleave.param`); outputs are tagged `cleave.output`.
+// Shape and constant-only subgraphs are folded on the way in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_IMPORT_ONNXIMPORTER_H
+#define CLEAVE_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave {
+
+/// Argument and result attribute names on the imported `@main`.
+inline constexpr llvm::StringLiteral kInputAttrName = "cleave.input";
+inline constexpr llvm::StringLiteral kParamAttrName = "cleave.param";
+inline constexpr llvm::StringLiteral kOutputAttrName = "cleave.output";
+
+struct ImportOptions {
+  /// Full static shapes for graph inputs, by input name (--input-shape).
+  std::map<std::string, llvm::SmallVector<int64_t>> inputShapes;
+  /// Graph inputs made compile-time constants, by name: a path to a `.npy`
+  /// file or a serialized TensorProto (--bind-input).
+  std::map<std::string, std::string> boundInputs;
+  /// Initializers with at most this many elements are inlined as constants
+  /// (shape values, scalars); larger ones become function parameters.
+  int64_t inlineElementLimit = 64;
+  /// Constant subgraphs whose results have at most this many elements are
+  /// folded at import; larger constant results are computed by the program.
+  int64_t foldElementLimit = 1 << 16;
+};
+
+/// Imports the ONNX model at `path`. Errors are reported through the context's
+/// diagnostic engine, each naming the ONNX node or input that caused it.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
+                                                  llvm::StringRef path,
+                                                  const ImportOptions &options);
+
+/// Every supported ONNX op (default domain) with the opset its handler starts
+/// from, sorted by name.
+std::vector<std::pair<std::string, int64_t>> supportedOnnxOps();
+
+/// Registers the dialects the imported IR uses.
+void registerImportDialects(mlir::DialectRegistry &registry);
+
+} // namespace cleave
+
+#endif // CLEAVE_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,43 @@
+//===- Phases.h - The phases of a Cleave compilation ----------------------===//
+//
+// A compilation is a sequence of named phases. The driver runs them in order,
+// can stop after any one (--compile-to) and can dump the IR after each one
+// (--dump-dir). After every phase a check verifies that what the phase must
+// remove is gone, since upstream passes can exit successfully while leaving
+// ops unconverted.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PIPELINES_PHASES_H
+#define CLEAVE_PIPELINES_PHASES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace cleave {
+
+enum class Phase {
+  /// ONNX -> func @main on static tensors in linalg/tensor/arith/math.
+  Import,
+};
+
+struct PhaseInfo {
+  Phase phase;
+  llvm::StringLiteral name;
+  llvm::StringLiteral summary;
+};
+
+/// Every phase, in the order a compilation runs them.
+llvm::ArrayRef<PhaseInfo> allPhases();
+std::optional<Phase> parsePhase(llvm::StringRef name);
+llvm::StringRef phaseName(Phase phase);
+
+/// Checks the invariants that hold after `phase`; reports each violation.
+mlir::LogicalResult verifyAfterPhase(mlir::ModuleOp module, Phase phase);
+
+} // namespace cleave
+
+#endif // CLEAVE_PIPELINES_PHASES_H

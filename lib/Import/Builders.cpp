@@ -1,0 +1,535 @@
+//===- Builders.cpp - Building blocks for lowering ONNX ops to linalg -----===//
+//
+// Implementations of the shared linalg/tensor constructors used by the op
+// families.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Builders.h"
+#include "ConstTensor.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace cleave::onnx_import;
+
+std::optional<SmallVector<int64_t>>
+cleave::onnx_import::broadcastShapes(ArrayRef<SmallVector<int64_t>> shapes) {
+  size_t rank = 0;
+  for (const auto &s : shapes)
+    rank = std::max(rank, s.size());
+  SmallVector<int64_t> result(rank, 1);
+  for (const auto &s : shapes) {
+    size_t offset = rank - s.size();
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &r = result[offset + d];
+      if (s[d] == r || s[d] == 1)
+        continue;
+      if (r != 1)
+        return std::nullopt;
+      r = s[d];
+    }
+  }
+  return result;
+}
+
+Value cleave::onnx_import::emptyTensor(OpBuilder &b, Location loc,
+                                       ArrayRef<int64_t> shape, Type elementType) {
+  return tensor::EmptyOp::create(b, loc, shape, elementType);
+}
+
+Value cleave::onnx_import::scalarConstant(OpBuilder &b, Location loc, Type type,
+                                          double value) {
+  if (auto floatType = dyn_cast<FloatType>(type))
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(floatType, value));
+  return arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(type, static_cast<int64_t>(value)));
+}
+
+Value cleave::onnx_import::filledTensor(OpBuilder &b, Location loc,
+                                        ArrayRef<int64_t> shape, Type elementType,
+                                        double value) {
+  Value scalar = scalarConstant(b, loc, elementType, value);
+  Value init = emptyTensor(b, loc, shape, elementType);
+  return linalg::FillOp::create(b, loc, scalar, init).getResult(0);
+}
+
+/// Collapses the dims of `value` not marked in `keep` (all of size 1).
+static Value dropUnitDims(OpBuilder &b, Location loc, Value value,
+                          ArrayRef<bool> keep) {
+  auto type = tensorTypeOf(value);
+  if (llvm::all_of(keep, [](bool k) { return k; }))
+    return value;
+  SmallVector<ReassociationIndices> groups;
+  ReassociationIndices pending;
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    pending.push_back(d);
+    if (keep[d]) {
+      groups.push_back(pending);
+      pending.clear();
+      shape.push_back(type.getDimSize(d));
+    }
+  }
+  if (!pending.empty() && !groups.empty())
+    groups.back().append(pending.begin(), pending.end());
+  auto resultType = RankedTensorType::get(shape, type.getElementType());
+  return tensor::CollapseShapeOp::create(b, loc, resultType, value, groups);
+}
+
+/// For an operand of `operandShape` broadcast to `shape`: which operand dims
+/// survive (the rest are broadcast unit dims) and the output dim each maps to.
+static void broadcastMapping(ArrayRef<int64_t> operandShape,
+                             ArrayRef<int64_t> shape, SmallVectorImpl<bool> &keep,
+                             SmallVectorImpl<int64_t> &outputDims) {
+  int64_t offset = shape.size() - operandShape.size();
+  for (size_t d = 0; d < operandShape.size(); ++d) {
+    bool broadcast = operandShape[d] == 1 && shape[offset + d] != 1;
+    keep.push_back(!broadcast);
+    if (!broadcast)
+      outputDims.push_back(offset + d);
+  }
+}
+
+Value cleave::onnx_import::elementwise(OpBuilder &b, Location loc,
+                                       ValueRange inputs, ArrayRef<int64_t> shape,
+                                       Type resultElementType, ScalarBodyFn body) {
+  Value init = emptyTensor(b, loc, shape, resultElementType);
+  if (productOf(shape) == 0)
+    return init;
+  int64_t rank = shape.size();
+  SmallVector<Value> operands;
+  SmallVector<AffineMap> maps;
+  for (Value input : inputs) {
+    SmallVector<bool> keep;
+    SmallVector<int64_t> outputDims;
+    broadcastMapping(tensorTypeOf(input).getShape(), shape, keep, outputDims);
+    operands.push_back(dropUnitDims(b, loc, input, keep));
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d : outputDims)
+      exprs.push_back(b.getAffineDimExpr(d));
+    maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
+  }
+  maps.push_back(b.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, operands, ValueRange{init}, maps,
+      iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value result = body(nb, nl, args.drop_back());
+        linalg::YieldOp::create(nb, nl, result);
+      });
+  return generic.getResult(0);
+}
+
+Value cleave::onnx_import::broadcastTo(OpBuilder &b, Location loc, Value value,
+                                       ArrayRef<int64_t> shape) {
+  auto type = tensorTypeOf(value);
+  if (type.getShape() == shape)
+    return value;
+  Value init = emptyTensor(b, loc, shape, type.getElementType());
+  if (productOf(shape) == 0)
+    return init;
+  SmallVector<bool> keep;
+  SmallVector<int64_t> outputDims;
+  broadcastMapping(type.getShape(), shape, keep, outputDims);
+  Value input = dropUnitDims(b, loc, value, keep);
+  SmallVector<int64_t> added;
+  for (int64_t d = 0, e = shape.size(); d < e; ++d)
+    if (!llvm::is_contained(outputDims, d))
+      added.push_back(d);
+  if (added.empty())
+    return reshape(b, loc, input, shape);
+  return linalg::BroadcastOp::create(b, loc, input, init, added).getResult()[0];
+}
+
+Value cleave::onnx_import::reshape(OpBuilder &b, Location loc, Value value,
+                                   ArrayRef<int64_t> shape) {
+  auto type = tensorTypeOf(value);
+  ArrayRef<int64_t> in = type.getShape();
+  if (in == shape)
+    return value;
+  Type elementType = type.getElementType();
+  auto resultType = RankedTensorType::get(shape, elementType);
+  if (productOf(shape) == 0)
+    return emptyTensor(b, loc, shape, elementType);
+  if (in.empty())
+    return tensor::ExpandShapeOp::create(b, loc, resultType, value,
+                                         ArrayRef<ReassociationIndices>{});
+  if (shape.empty())
+    return tensor::CollapseShapeOp::create(b, loc, resultType, value,
+                                           ArrayRef<ReassociationIndices>{});
+
+  // Pair up runs of input and output dims with equal products; each pair is
+  // collapsed to one dim and expanded again.
+  SmallVector<ReassociationIndices> inGroups, outGroups;
+  size_t i = 0, j = 0;
+  while (i < in.size() && j < shape.size()) {
+    ReassociationIndices gi{static_cast<int64_t>(i)}, gj{static_cast<int64_t>(j)};
+    int64_t pi = in[i++], pj = shape[j++];
+    while (pi != pj) {
+      if (pi < pj) {
+        gi.push_back(i);
+        pi *= in[i++];
+      } else {
+        gj.push_back(j);
+        pj *= shape[j++];
+      }
+    }
+    inGroups.push_back(gi);
+    outGroups.push_back(gj);
+  }
+  for (; i < in.size(); ++i)
+    inGroups.back().push_back(i);
+  for (; j < shape.size(); ++j)
+    outGroups.back().push_back(j);
+
+  SmallVector<int64_t> middle;
+  for (const auto &group : inGroups) {
+    int64_t product = 1;
+    for (int64_t d : group)
+      product *= in[d];
+    middle.push_back(product);
+  }
+  Value result = value;
+  if (middle.size() != in.size())
+    result = tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get(middle, elementType), result, inGroups);
+  if (middle.size() != shape.size())
+    result = tensor::ExpandShapeOp::create(b, loc, resultType, result, outGroups);
+  return result;
+}
+
+Value cleave::onnx_import::transpose(OpBuilder &b, Location loc, Value value,
+                                     ArrayRef<int64_t> permutation) {
+  auto type = tensorTypeOf(value);
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(permutation))
+    identity &= static_cast<int64_t>(i) == p;
+  if (identity)
+    return value;
+  SmallVector<int64_t> shape;
+  for (int64_t p : permutation)
+    shape.push_back(type.getDimSize(p));
+  Value init = emptyTensor(b, loc, shape, type.getElementType());
+  return linalg::TransposeOp::create(b, loc, value, init, permutation)
+      .getResult()[0];
+}
+
+/// The identity element of a reduction over `type`.
+static Value reductionIdentity(OpBuilder &b, Location loc, Type type,
+                               ReduceKind kind) {
+  if (auto floatType = dyn_cast<FloatType>(type)) {
+    const llvm::fltSemantics &sem = floatType.getFloatSemantics();
+    switch (kind) {
+    case ReduceKind::Sum:
+      return scalarConstant(b, loc, type, 0.0);
+    case ReduceKind::Prod:
+      return scalarConstant(b, loc, type, 1.0);
+    case ReduceKind::Max:
+      return arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/true)));
+    case ReduceKind::Min:
+      return arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/false)));
+    }
+  }
+  unsigned width = type.getIntOrFloatBitWidth();
+  APInt v;
+  switch (kind) {
+  case ReduceKind::Sum:
+    v = APInt(width, 0);
+    break;
+  case ReduceKind::Prod:
+    v = APInt(width, 1);
+    break;
+  case ReduceKind::Max:
+    v = width == 1 ? APInt(1, 0) : APInt::getSignedMinValue(width);
+    break;
+  case ReduceKind::Min:
+    v = width == 1 ? APInt(1, 1) : APInt::getSignedMaxValue(width);
+    break;
+  }
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
+}
+
+Value cleave::onnx_import::reduce(OpBuilder &b, Location loc, Value value,
+                                  ArrayRef<int64_t> axes, ReduceKind kind,
+                                  bool keepDims) {
+  auto type = tensorTypeOf(value);
+  Type elementType = type.getElementType();
+  SmallVector<int64_t> reducedShape, keptShape;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    keptShape.push_back(reduced ? 1 : type.getDimSize(d));
+    if (!reduced)
+      reducedShape.push_back(type.getDimSize(d));
+  }
+  Value identity = reductionIdentity(b, loc, elementType, kind);
+  Value init = linalg::FillOp::create(
+                   b, loc, identity, emptyTensor(b, loc, reducedShape, elementType))
+                   .getResult(0);
+  Value result = init;
+  if (!axes.empty()) {
+    auto op = linalg::ReduceOp::create(
+        b, loc, ValueRange{value}, ValueRange{init}, axes,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value combined;
+          switch (kind) {
+          case ReduceKind::Sum:
+            combined = addS(nb, nl, args[0], args[1]);
+            break;
+          case ReduceKind::Prod:
+            combined = mulS(nb, nl, args[0], args[1]);
+            break;
+          case ReduceKind::Max:
+            combined = maxS(nb, nl, args[0], args[1]);
+            break;
+          case ReduceKind::Min:
+            combined = minS(nb, nl, args[0], args[1]);
+            break;
+          }
+          linalg::YieldOp::create(nb, nl, combined);
+        });
+    result = op.getResult(0);
+  } else {
+    result = value;
+  }
+  return keepDims ? reshape(b, loc, result, keptShape) : result;
+}
+
+Value cleave::onnx_import::softmax(OpBuilder &b, Location loc, Value x,
+                                   int64_t axis, bool logSoftmax,
+                                   bool guardMaskedRows) {
+  auto type = tensorTypeOf(x);
+  Type elementType = type.getElementType();
+  ArrayRef<int64_t> shape = type.getShape();
+  Value max = reduce(b, loc, x, {axis}, ReduceKind::Max, /*keepDims=*/true);
+  if (guardMaskedRows) {
+    auto negInf = APFloat::getInf(cast<FloatType>(elementType).getFloatSemantics(),
+                                  /*Negative=*/true);
+    max = elementwise(b, loc, max, tensorTypeOf(max).getShape(), elementType,
+                      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                        Value inf = arith::ConstantOp::create(
+                            nb, nl, nb.getFloatAttr(elementType, negInf));
+                        Value masked = arith::CmpFOp::create(
+                            nb, nl, arith::CmpFPredicate::OEQ, args[0], inf);
+                        return arith::SelectOp::create(
+                            nb, nl, masked, scalarConstant(nb, nl, elementType, 0.0),
+                            args[0]);
+                      });
+  }
+  Value shifted = elementwise(b, loc, {x, max}, shape, elementType,
+                              [](OpBuilder &nb, Location nl, ValueRange args) {
+                                return subS(nb, nl, args[0], args[1]);
+                              });
+  Value exps = elementwise(b, loc, shifted, shape, elementType,
+                           [](OpBuilder &nb, Location nl, ValueRange args) {
+                             return math::ExpOp::create(nb, nl, args[0]);
+                           });
+  Value sum = reduce(b, loc, exps, {axis}, ReduceKind::Sum, /*keepDims=*/true);
+  if (guardMaskedRows)
+    sum = elementwise(b, loc, sum, tensorTypeOf(sum).getShape(), elementType,
+                      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                        Value zero = scalarConstant(nb, nl, elementType, 0.0);
+                        Value empty = arith::CmpFOp::create(
+                            nb, nl, arith::CmpFPredicate::OEQ, args[0], zero);
+                        return arith::SelectOp::create(
+                            nb, nl, empty, scalarConstant(nb, nl, elementType, 1.0),
+                            args[0]);
+                      });
+  if (logSoftmax)
+    return elementwise(b, loc, {shifted, sum}, shape, elementType,
+                       [](OpBuilder &nb, Location nl, ValueRange args) {
+                         return subS(nb, nl, args[0],
+                                     math::LogOp::create(nb, nl, args[1]));
+                       });
+  return elementwise(b, loc, {exps, sum}, shape, elementType,
+                     [](OpBuilder &nb, Location nl, ValueRange args) {
+                       return divS(nb, nl, args[0], args[1]);
+                     });
+}
+
+Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
+                                  Value rhs) {
+  auto lhsType = tensorTypeOf(lhs), rhsType = tensorTypeOf(rhs);
+  Type elementType = lhsType.getElementType();
+  SmallVector<int64_t> lhsShape(lhsType.getShape()), rhsShape(rhsType.getShape());
+  bool lhsVector = lhsShape.size() == 1, rhsVector = rhsShape.size() == 1;
+  if (lhsVector) {
+    lhsShape.insert(lhsShape.begin(), 1);
+    lhs = reshape(b, loc, lhs, lhsShape);
+  }
+  if (rhsVector) {
+    rhsShape.push_back(1);
+    rhs = reshape(b, loc, rhs, rhsShape);
+  }
+  int64_t m = lhsShape[lhsShape.size() - 2], k = lhsShape.back();
+  int64_t n = rhsShape.back();
+  SmallVector<int64_t> lhsBatch(lhsShape.begin(), lhsShape.end() - 2);
+  SmallVector<int64_t> rhsBatch(rhsShape.begin(), rhsShape.end() - 2);
+  SmallVector<int64_t> batch = *broadcastShapes({lhsBatch, rhsBatch});
+
+  SmallVector<int64_t> resultShape(batch);
+  resultShape.push_back(m);
+  resultShape.push_back(n);
+  Value result;
+  if (rhsBatch.empty()) {
+    // [..., M, K] x [K, N]: fold the batch into M and run one GEMM, the shape
+    // every linear layer has.
+    int64_t rows = productOf(lhsBatch) * m;
+    Value a = reshape(b, loc, lhs, {rows, k});
+    Value init = filledTensor(b, loc, {rows, n}, elementType, 0.0);
+    result = linalg::MatmulOp::create(b, loc, ValueRange{a, rhs}, ValueRange{init})
+                 .getResult(0);
+  } else {
+    int64_t batchSize = productOf(batch);
+    SmallVector<int64_t> lhsFull(batch), rhsFull(batch);
+    lhsFull.append({m, k});
+    rhsFull.append({k, n});
+    Value a = reshape(b, loc, broadcastTo(b, loc, lhs, lhsFull), {batchSize, m, k});
+    Value c = reshape(b, loc, broadcastTo(b, loc, rhs, rhsFull), {batchSize, k, n});
+    Value init = filledTensor(b, loc, {batchSize, m, n}, elementType, 0.0);
+    result = linalg::BatchMatmulOp::create(b, loc, ValueRange{a, c},
+                                           ValueRange{init})
+                 .getResult(0);
+  }
+  result = reshape(b, loc, result, resultShape);
+  SmallVector<int64_t> finalShape(batch);
+  if (!lhsVector)
+    finalShape.push_back(m);
+  if (!rhsVector)
+    finalShape.push_back(n);
+  return reshape(b, loc, result, finalShape);
+}
+
+Value cleave::onnx_import::sliceAxis(OpBuilder &b, Location loc, Value value,
+                                     int64_t axis, int64_t offset, int64_t size) {
+  auto type = tensorTypeOf(value);
+  if (size == 0 || type.getNumElements() == 0) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = size;
+    return emptyTensor(b, loc, shape, type.getElementType());
+  }
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(b.getIndexAttr(d == axis ? size : type.getDimSize(d)));
+  offsets[axis] = b.getIndexAttr(offset);
+  return tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides);
+}
+
+Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,
+                                     ArrayRef<int64_t> low, ArrayRef<int64_t> high,
+                                     Value padValue) {
+  auto type = tensorTypeOf(value);
+  SmallVector<int64_t> shape;
+  SmallVector<OpFoldResult> lowAttrs, highAttrs;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    shape.push_back(type.getDimSize(d) + low[d] + high[d]);
+    lowAttrs.push_back(b.getIndexAttr(low[d]));
+    highAttrs.push_back(b.getIndexAttr(high[d]));
+  }
+  auto resultType = RankedTensorType::get(shape, type.getElementType());
+  return tensor::PadOp::create(b, loc, resultType, value, lowAttrs, highAttrs,
+                               padValue);
+}
+
+Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
+                                      Type to) {
+  Type from = value.getType();
+  if (from == to)
+    return value;
+  auto fromFloat = dyn_cast<FloatType>(from);
+  auto toFloat = dyn_cast<FloatType>(to);
+  if (fromFloat && toFloat) {
+    if (fromFloat.getWidth() < toFloat.getWidth())
+      return arith::ExtFOp::create(b, loc, to, value);
+    if (fromFloat.getWidth() > toFloat.getWidth())
+      return arith::TruncFOp::create(b, loc, to, value);
+    Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+    return arith::TruncFOp::create(b, loc, to, wide);
+  }
+  if (toFloat) {
+    if (from.isInteger(1))
+      return arith::UIToFPOp::create(b, loc, to, value);
+    return arith::SIToFPOp::create(b, loc, to, value);
+  }
+  if (fromFloat) {
+    if (to.isInteger(1)) {
+      Value zero = scalarConstant(b, loc, from, 0.0);
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value, zero);
+    }
+    return arith::FPToSIOp::create(b, loc, to, value);
+  }
+  unsigned fromWidth = from.getIntOrFloatBitWidth();
+  unsigned toWidth = to.getIntOrFloatBitWidth();
+  if (toWidth == 1) {
+    Value zero = scalarConstant(b, loc, from, 0.0);
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, value, zero);
+  }
+  if (fromWidth < toWidth)
+    return fromWidth == 1 ? Value(arith::ExtUIOp::create(b, loc, to, value))
+                          : Value(arith::ExtSIOp::create(b, loc, to, value));
+  return arith::TruncIOp::create(b, loc, to, value);
+}
+
+Value cleave::onnx_import::castTensor(OpBuilder &b, Location loc, Value value,
+                                      Type elementType) {
+  auto type = tensorTypeOf(value);
+  if (type.getElementType() == elementType)
+    return value;
+  return elementwise(b, loc, value, type.getShape(), elementType,
+                     [&](OpBuilder &nb, Location nl, ValueRange args) {
+                       return castScalar(nb, nl, args[0], elementType);
+                     });
+}
+
+Value cleave::onnx_import::addS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::AddFOp::create(b, loc, x, y);
+  if (x.getType().isInteger(1))
+    return arith::OrIOp::create(b, loc, x, y);
+  return arith::AddIOp::create(b, loc, x, y);
+}
+
+Value cleave::onnx_import::subS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::SubFOp::create(b, loc, x, y);
+  return arith::SubIOp::create(b, loc, x, y);
+}
+
+Value cleave::onnx_import::mulS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::MulFOp::create(b, loc, x, y);
+  if (x.getType().isInteger(1))
+    return arith::AndIOp::create(b, loc, x, y);
+  return arith::MulIOp::create(b, loc, x, y);
+}
+
+Value cleave::onnx_import::divS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::DivFOp::create(b, loc, x, y);
+  return arith::DivSIOp::create(b, loc, x, y);
+}
+
+Value cleave::onnx_import::maxS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::MaximumFOp::create(b, loc, x, y);
+  if (x.getType().isInteger(1))
+    return arith::OrIOp::create(b, loc, x, y);
+  return arith::MaxSIOp::create(b, loc, x, y);
+}
+
+Value cleave::onnx_import::minS(OpBuilder &b, Location loc, Value x, Value y) {
+  if (isFloat(x.getType()))
+    return arith::MinimumFOp::create(b, loc, x, y);
+  if (x.getType().isInteger(1))
+    return arith::AndIOp::create(b, loc, x, y);
+  return arith::MinSIOp::create(b, loc, x, y);
+}

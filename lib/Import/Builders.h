@@ -1,0 +1,104 @@
+//===- Builders.h - Building blocks for lowering ONNX ops to linalg -------===//
+//
+// Small, shape-aware constructors that every op family shares: broadcasting
+// elementwise ops (ONNX's numpy rules), static reshapes as expand/collapse_shape,
+// transposes, reductions, numpy-style matmul and casts. All of them build linalg
+// named ops where one exists and linalg.generic otherwise. Size-1 broadcasts are
+// expressed by collapsing the unit dimension away and using a projected
+// indexing map, never a constant-0 map, so sharding propagation can follow them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_BUILDERS_H
+#define CLEAVE_LIB_IMPORT_BUILDERS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+
+namespace cleave::onnx_import {
+
+using ScalarBodyFn =
+    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                   mlir::ValueRange)>;
+
+/// The numpy broadcast of `shapes`, or nullopt when they are incompatible.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<llvm::SmallVector<int64_t>> shapes);
+
+mlir::Value emptyTensor(mlir::OpBuilder &b, mlir::Location loc,
+                        llvm::ArrayRef<int64_t> shape, mlir::Type elementType);
+/// A scalar `arith.constant` of `type` holding `value`.
+mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Type type, double value);
+/// A tensor of `shape` filled with `value` (linalg.fill).
+mlir::Value filledTensor(mlir::OpBuilder &b, mlir::Location loc,
+                         llvm::ArrayRef<int64_t> shape, mlir::Type elementType,
+                         double value);
+
+/// A linalg.generic computing `body` elementwise over `inputs`, which are
+/// broadcast to `shape` following ONNX's rules.
+mlir::Value elementwise(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::ValueRange inputs, llvm::ArrayRef<int64_t> shape,
+                        mlir::Type resultElementType, ScalarBodyFn body);
+
+/// `value` broadcast to `shape` (linalg.broadcast after dropping unit dims).
+mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                        llvm::ArrayRef<int64_t> shape);
+/// `value` reshaped (same element count) with collapse/expand_shape.
+mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                    llvm::ArrayRef<int64_t> shape);
+/// linalg.transpose: result dim i is input dim `permutation[i]`.
+mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                      llvm::ArrayRef<int64_t> permutation);
+
+enum class ReduceKind { Sum, Max, Min, Prod };
+/// linalg.reduce over `axes` (sorted, unique), keeping them as size-1 dims if
+/// `keepDims`.
+mlir::Value reduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                   llvm::ArrayRef<int64_t> axes, ReduceKind kind, bool keepDims);
+
+/// Softmax, or log-softmax, along `axis`. With `guardMaskedRows` a row whose
+/// every element is -inf gives zeros instead of NaN (Attention's convention).
+mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                    int64_t axis, bool logSoftmax, bool guardMaskedRows = false);
+
+/// numpy matmul: 1-D promotion and batch broadcast, on linalg.matmul or
+/// linalg.batch_matmul.
+mlir::Value matmul(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
+                   mlir::Value rhs);
+
+/// A contiguous slice along `axis` (tensor.extract_slice).
+mlir::Value sliceAxis(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                      int64_t axis, int64_t offset, int64_t size);
+
+/// `value` padded with `low`/`high` elements per dim, all equal to `padValue`.
+mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                      llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
+                      mlir::Value padValue);
+
+/// Converts a scalar or a tensor to `elementType` (ONNX Cast semantics).
+mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                       mlir::Type elementType);
+mlir::Value castTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                       mlir::Type elementType);
+
+// Scalar arithmetic choosing the float or integer form from the operand type.
+mlir::Value addS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value subS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value mulS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value divS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value maxS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value minS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+
+/// Whether an element type is floating point.
+inline bool isFloat(mlir::Type type) { return llvm::isa<mlir::FloatType>(type); }
+inline mlir::RankedTensorType tensorTypeOf(mlir::Value value) {
+  return llvm::cast<mlir::RankedTensorType>(value.getType());
+}
+
+} // namespace cleave::onnx_import
+
+#endif // CLEAVE_LIB_IMPORT_BUILDERS_H

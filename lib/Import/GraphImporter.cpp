@@ -1,0 +1,621 @@
+//===- GraphImporter.cpp - Walks an ONNX graph into func @main ------------===//
+//
+// Declares graph inputs and weights as function arguments, dispatches every node
+// to its handler, and returns the graph outputs. Also implements NodeContext and
+// the OpRegistry that handlers are looked up in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphImporter.h"
+#include "ModelLoader.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace cleave;
+using namespace cleave::onnx_import;
+
+//===----------------------------------------------------------------------===//
+// OpRegistry
+//===----------------------------------------------------------------------===//
+
+void OpRegistry::add(StringRef opType, int64_t sinceVersion, OpHandler handler) {
+  auto &versions = handlers[opType];
+  versions.emplace_back(sinceVersion, handler);
+  llvm::sort(versions, [](auto &a, auto &b) { return a.first < b.first; });
+}
+
+OpHandler OpRegistry::lookup(StringRef opType, int64_t opset) const {
+  auto it = handlers.find(opType);
+  if (it == handlers.end())
+    return nullptr;
+  OpHandler found = nullptr;
+  for (auto &[since, handler] : it->second)
+    if (since <= opset)
+      found = handler;
+  return found;
+}
+
+std::vector<std::pair<std::string, int64_t>> OpRegistry::entries() const {
+  std::vector<std::pair<std::string, int64_t>> result;
+  for (auto &entry : handlers)
+    for (auto &[since, handler] : entry.second)
+      result.emplace_back(entry.getKey().str(), since);
+  llvm::sort(result);
+  return result;
+}
+
+const OpRegistry &OpRegistry::get() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    registerElementwiseOps(r);
+    registerShapeOps(r);
+    registerMatMulOps(r);
+    registerReductionOps(r);
+    registerNormalizationOps(r);
+    registerAttentionOps(r);
+    registerControlFlowOps(r);
+    return r;
+  }();
+  return registry;
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
+                         StringRef displayName, int64_t opset, Location loc)
+    : importer(importer), node(node), displayName(displayName.str()),
+      opsetVersion(opset), location(loc) {}
+
+OpBuilder &NodeContext::builder() { return importer.builder(); }
+
+StringRef NodeContext::modelDir() const { return importer.modelDir(); }
+
+bool NodeContext::hasInput(unsigned i) const {
+  return i < static_cast<unsigned>(node.input_size()) && !node.input(i).empty();
+}
+
+Value NodeContext::input(unsigned i) {
+  assert(hasInput(i) && "operand is not given");
+  return importer.materialize(*importer.lookup(node.input(i)), location);
+}
+
+RankedTensorType NodeContext::inputType(unsigned i) const {
+  assert(hasInput(i) && "operand is not given");
+  return importer.lookup(node.input(i))->getType();
+}
+
+const ConstTensor *NodeContext::constantInput(unsigned i) const {
+  if (!hasInput(i))
+    return nullptr;
+  return importer.lookup(node.input(i))->constant.get();
+}
+
+FailureOr<const ConstTensor *>
+NodeContext::requireConstantInput(unsigned i, StringRef role) {
+  if (const ConstTensor *c = constantInput(i))
+    return c;
+  if (!hasInput(i)) {
+    (void)fail("operand '" + role + "' is required");
+    return failure();
+  }
+  emitError() << "operand '" << role << "' ('" << node.input(i)
+              << "') must be known at compile time; if it comes from a graph "
+                 "input, bind that input with --bind-input NAME=FILE.npy";
+  return failure();
+}
+
+bool NodeContext::allInputsConstant() const {
+  for (unsigned i = 0, e = numInputs(); i < e; ++i)
+    if (hasInput(i) && !constantInput(i))
+      return false;
+  return true;
+}
+
+bool NodeContext::hasAttr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return true;
+  return false;
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) {
+  readAttrs.insert(name);
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::intAttr(StringRef name, int64_t defaultValue) {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->i() : defaultValue;
+}
+
+float NodeContext::floatAttr(StringRef name, float defaultValue) {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->f() : defaultValue;
+}
+
+std::string NodeContext::stringAttr(StringRef name, StringRef defaultValue) {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->s() : defaultValue.str();
+}
+
+SmallVector<int64_t> NodeContext::intsAttr(StringRef name) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return {};
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+SmallVector<float> NodeContext::floatsAttr(StringRef name) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return {};
+  return SmallVector<float>(a->floats().begin(), a->floats().end());
+}
+
+void NodeContext::ignoreAttrs(ArrayRef<StringRef> names) {
+  for (StringRef name : names)
+    readAttrs.insert(name);
+}
+
+std::optional<std::string> NodeContext::firstUnreadAttr() const {
+  for (const auto &a : node.attribute())
+    if (!readAttrs.contains(a.name()))
+      return a.name();
+  return std::nullopt;
+}
+
+bool NodeContext::hasOutput(unsigned i) const {
+  return i < static_cast<unsigned>(node.output_size()) && !node.output(i).empty();
+}
+
+void NodeContext::setOutput(unsigned i, Value value) {
+  if (!hasOutput(i))
+    return;
+  GraphValue v;
+  v.value = value;
+  importer.define(node.output(i), std::move(v));
+}
+
+void NodeContext::setOutput(unsigned i, ConstTensor value) {
+  if (!hasOutput(i))
+    return;
+  GraphValue v;
+  v.constant = std::make_shared<const ConstTensor>(std::move(value));
+  importer.define(node.output(i), std::move(v));
+}
+
+InFlightDiagnostic NodeContext::emitError() {
+  InFlightDiagnostic diag = mlir::emitError(location);
+  diag << "node '" << displayName << "' (" << opType() << "-" << opsetVersion
+       << "): ";
+  return diag;
+}
+
+LogicalResult NodeContext::fail(const Twine &message) {
+  return emitError() << message;
+}
+
+FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
+                                              StringRef what) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+    emitError() << what << " " << axis << " is out of range for rank " << rank;
+    return failure();
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+bool NodeContext::shouldFold(ArrayRef<int64_t> shape) const {
+  return productOf(shape) <= importer.options().foldElementLimit;
+}
+
+Value NodeContext::materialize(const ConstTensor &value) {
+  return arith::ConstantOp::create(builder(), location, value.toAttr());
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+GraphImporter::GraphImporter(MLIRContext &context, const ImportOptions &options,
+                             StringRef path)
+    : context(context), importOptions(options), modelPath(path.str()),
+      modelDirectory(llvm::sys::path::parent_path(path).str()),
+      opBuilder(&context) {
+  scopes.emplace_back();
+}
+
+GraphValue *GraphImporter::lookup(StringRef name) {
+  for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+    auto found = it->find(name);
+    if (found != it->end())
+      return &found->second;
+  }
+  return nullptr;
+}
+
+void GraphImporter::define(StringRef name, GraphValue value) {
+  scopes.back()[name] = std::move(value);
+}
+
+Value GraphImporter::materialize(GraphValue &value, Location loc) {
+  if (!value.value)
+    value.value =
+        arith::ConstantOp::create(opBuilder, loc, value.constant->toAttr());
+  return value.value;
+}
+
+Location GraphImporter::nodeLocation(StringRef name) {
+  return NameLoc::get(StringAttr::get(&context, name),
+                      FileLineColLoc::get(&context, modelPath, 0, 0));
+}
+
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  return llvm::join(llvm::map_range(shape,
+                                    [](int64_t d) { return std::to_string(d); }),
+                    "x");
+}
+
+LogicalResult GraphImporter::checkOptions(const onnx::GraphProto &graph) {
+  llvm::StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  llvm::StringSet<> inputs;
+  std::vector<std::string> inputNames;
+  for (const auto &input : graph.input())
+    if (!initializers.contains(input.name())) {
+      inputs.insert(input.name());
+      inputNames.push_back("'" + input.name() + "'");
+    }
+  auto check = [&](StringRef flag, StringRef name) -> LogicalResult {
+    if (inputs.contains(name))
+      return success();
+    return mlir::emitError(UnknownLoc::get(&context))
+           << flag << " names '" << name
+           << "', which is not an input of the model (its inputs: "
+           << llvm::join(inputNames, ", ") << ")";
+  };
+  for (auto &[name, shape] : importOptions.inputShapes)
+    if (failed(check("--input-shape", name)))
+      return failure();
+  for (auto &[name, file] : importOptions.boundInputs)
+    if (failed(check("--bind-input", name)))
+      return failure();
+  return success();
+}
+
+LogicalResult
+GraphImporter::declareInputs(const onnx::GraphProto &graph,
+                             SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<std::string> &argNames,
+                             SmallVectorImpl<bool> &argIsParam) {
+  Location loc = FileLineColLoc::get(&context, modelPath, 0, 0);
+  llvm::StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+
+  std::vector<std::string> unpinned;
+  for (const auto &input : graph.input()) {
+    if (initializers.contains(input.name()))
+      continue; // An initializer listed as an input: a weight with a default.
+    if (!input.type().has_tensor_type())
+      return mlir::emitError(loc) << "graph input '" << input.name()
+                                  << "' is not a tensor; only tensors are supported";
+    const auto &tensorType = input.type().tensor_type();
+    Type elementType = elementTypeFor(&context, tensorType.elem_type());
+    if (!elementType)
+      return mlir::emitError(loc)
+             << "graph input '" << input.name() << "' has unsupported type "
+             << onnxDataTypeName(tensorType.elem_type());
+
+    SmallVector<int64_t> declared;
+    SmallVector<std::string> symbolic;
+    bool hasShape = tensorType.has_shape();
+    if (hasShape) {
+      for (const auto &dim : tensorType.shape().dim()) {
+        if (dim.has_dim_value() && dim.dim_value() >= 0) {
+          declared.push_back(dim.dim_value());
+          symbolic.push_back("");
+        } else {
+          declared.push_back(ShapedType::kDynamic);
+          symbolic.push_back(dim.has_dim_param() ? dim.dim_param() : "?");
+        }
+      }
+    }
+
+    auto bound = importOptions.boundInputs.find(input.name());
+    if (bound != importOptions.boundInputs.end()) {
+      auto tensor = readTensorFile(&context, bound->second);
+      if (!tensor)
+        return mlir::emitError(loc) << "--bind-input " << input.name() << ": "
+                                    << llvm::toString(tensor.takeError());
+      if (tensor->getElementType() != elementType)
+        return mlir::emitError(loc)
+               << "--bind-input " << input.name() << ": '" << bound->second
+               << "' holds " << tensor->getElementType() << ", the input is "
+               << elementType;
+      bool matches = !hasShape || declared.size() == tensor->getShape().size();
+      for (size_t d = 0; matches && hasShape && d < declared.size(); ++d)
+        matches = declared[d] == ShapedType::kDynamic ||
+                  declared[d] == tensor->getShape()[d];
+      if (!matches)
+        return mlir::emitError(loc)
+               << "--bind-input " << input.name() << ": '" << bound->second
+               << "' has shape " << formatShape(tensor->getShape())
+               << ", which does not fit the input's declared shape";
+      GraphValue value;
+      value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
+      define(input.name(), std::move(value));
+      continue;
+    }
+
+    auto pinned = importOptions.inputShapes.find(input.name());
+    SmallVector<int64_t> shape;
+    if (pinned != importOptions.inputShapes.end()) {
+      shape = pinned->second;
+      if (hasShape && shape.size() != declared.size())
+        return mlir::emitError(loc)
+               << "--input-shape " << input.name() << "=" << formatShape(shape)
+               << " has rank " << shape.size() << ", the input has rank "
+               << declared.size();
+      for (size_t d = 0; hasShape && d < declared.size(); ++d)
+        if (declared[d] != ShapedType::kDynamic && declared[d] != shape[d])
+          return mlir::emitError(loc)
+                 << "--input-shape " << input.name() << "=" << formatShape(shape)
+                 << " sets dimension " << d << " to " << shape[d]
+                 << ", the model fixes it to " << declared[d];
+    } else if (!hasShape) {
+      unpinned.push_back("'" + input.name() + "' (rank unknown)");
+      continue;
+    } else {
+      shape = declared;
+      std::vector<std::string> open;
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] == ShapedType::kDynamic)
+          open.push_back("dim " + std::to_string(d) + " '" + symbolic[d] + "'");
+      if (!open.empty()) {
+        unpinned.push_back("'" + input.name() + "' (" + llvm::join(open, ", ") +
+                           ")");
+        continue;
+      }
+    }
+    argTypes.push_back(RankedTensorType::get(shape, elementType));
+    argNames.push_back(input.name());
+    argIsParam.push_back(false);
+  }
+  if (!unpinned.empty())
+    return mlir::emitError(loc)
+           << "graph inputs with unpinned dimensions: " << llvm::join(unpinned, "; ")
+           << "; pin them with --input-shape NAME=DxD";
+
+  for (const auto &init : graph.initializer()) {
+    Type elementType = elementTypeFor(&context, init.data_type());
+    if (!elementType)
+      return mlir::emitError(loc) << "initializer '" << init.name()
+                                  << "' has unsupported type "
+                                  << onnxDataTypeName(init.data_type());
+    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    int64_t elements = productOf(shape);
+    if (elements <= importOptions.inlineElementLimit) {
+      auto tensor = readTensorProto(&context, init, modelDirectory);
+      if (!tensor)
+        return mlir::emitError(loc) << llvm::toString(tensor.takeError());
+      GraphValue value;
+      value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
+      define(init.name(), std::move(value));
+      continue;
+    }
+    // A weight: check that its bytes exist, without reading them.
+    int64_t bytes = elements * onnxElementBytes(init.data_type());
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      auto ref = resolveExternalData(init, modelDirectory, bytes);
+      if (!ref)
+        return mlir::emitError(loc) << llvm::toString(ref.takeError());
+    } else if (init.has_raw_data() &&
+               static_cast<int64_t>(init.raw_data().size()) != bytes) {
+      return mlir::emitError(loc)
+             << "initializer '" << init.name() << "' holds "
+             << init.raw_data().size() << " bytes, its shape needs " << bytes;
+    }
+    argTypes.push_back(RankedTensorType::get(shape, elementType));
+    argNames.push_back(init.name());
+    argIsParam.push_back(true);
+  }
+  if (graph.sparse_initializer_size() > 0)
+    return mlir::emitError(loc) << "sparse initializer '"
+                                << graph.sparse_initializer(0).values().name()
+                                << "' is not supported";
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) {
+  Location fileLoc = FileLineColLoc::get(&context, modelPath, 0, 0);
+  for (const auto &opset : model.opset_import()) {
+    std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    opsets[domain] = opset.version();
+  }
+  if (!opsets.count("")) {
+    if (model.ir_version() < 3)
+      opsets[""] = 1;
+    else {
+      mlir::emitError(fileLoc) << "the model imports no opset of the default "
+                                  "ONNX domain";
+      return nullptr;
+    }
+  }
+  if (model.ir_version() > 13)
+    mlir::emitWarning(fileLoc) << "IR version " << model.ir_version()
+                               << " is newer than the newest Cleave knows (13)";
+
+  const onnx::GraphProto &graph = model.graph();
+  if (failed(checkOptions(graph)))
+    return nullptr;
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  module->getOperation()->setAttr(
+      "cleave.onnx_opset", opBuilder.getI64IntegerAttr(opsets.lookup("")));
+  opBuilder.setInsertionPointToEnd(module->getBody());
+
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  SmallVector<bool> argIsParam;
+  if (failed(declareInputs(graph, argTypes, argNames, argIsParam)))
+    return nullptr;
+
+  auto func = func::FuncOp::create(opBuilder, fileLoc, "main",
+                                   opBuilder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(i, argIsParam[i] ? kParamAttrName : kInputAttrName,
+                    opBuilder.getStringAttr(name));
+    GraphValue value;
+    value.value = entry->getArgument(i);
+    define(name, std::move(value));
+  }
+  opBuilder.setInsertionPointToStart(entry);
+
+  if (failed(importNodes(graph.node())))
+    return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &output : graph.output()) {
+    GraphValue *value = lookup(output.name());
+    if (!value) {
+      mlir::emitError(fileLoc) << "graph output '" << output.name()
+                               << "' is not produced by any node";
+      return nullptr;
+    }
+    RankedTensorType type = value->getType();
+    if (output.type().has_tensor_type()) {
+      const auto &declared = output.type().tensor_type();
+      Type declaredElement = elementTypeFor(&context, declared.elem_type());
+      if (declared.elem_type() != 0 && declaredElement != type.getElementType()) {
+        mlir::emitError(fileLoc)
+            << "graph output '" << output.name() << "' is computed as " << type
+            << " but the model declares element type "
+            << onnxDataTypeName(declared.elem_type());
+        return nullptr;
+      }
+      if (declared.has_shape()) {
+        bool matches = declared.shape().dim_size() == type.getRank();
+        for (int d = 0; matches && d < declared.shape().dim_size(); ++d) {
+          const auto &dim = declared.shape().dim(d);
+          matches = !dim.has_dim_value() || dim.dim_value() == type.getDimSize(d);
+        }
+        if (!matches) {
+          mlir::emitError(fileLoc)
+              << "graph output '" << output.name() << "' is computed with shape "
+              << formatShape(type.getShape())
+              << ", which does not fit the shape the model declares";
+          return nullptr;
+        }
+      }
+    }
+    results.push_back(materialize(*value, fileLoc));
+    resultTypes.push_back(type);
+  }
+  func::ReturnOp::create(opBuilder, fileLoc, results);
+  func.setFunctionType(opBuilder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(output.name()));
+
+  // Weights nothing reads are dropped, so they are neither sharded nor stored.
+  llvm::BitVector unused(func.getNumArguments());
+  for (BlockArgument arg : entry->getArguments())
+    if (argIsParam[arg.getArgNumber()] && arg.use_empty())
+      unused.set(arg.getArgNumber());
+  if (failed(func.eraseArguments(unused)))
+    return nullptr;
+
+  if (failed(mlir::verify(*module)))
+    return nullptr;
+  return module;
+}
+
+LogicalResult GraphImporter::importNodes(
+    const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes) {
+  for (int i = 0; i < nodes.size(); ++i)
+    if (failed(importNode(nodes[i], i)))
+      return failure();
+  return success();
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
+                                        unsigned index) {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "#" + std::to_string(index)
+                         : node.name();
+  Location loc = nodeLocation(name);
+  std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  if (!domain.empty() && !opsets.count(domain))
+    return mlir::emitError(loc) << "node '" << name << "' uses domain '" << domain
+                                << "', which the model does not import";
+  int64_t opset = opsets.lookup(domain);
+  OpHandler handler =
+      domain.empty() ? OpRegistry::get().lookup(node.op_type(), opset) : nullptr;
+  if (!handler) {
+    if (!domain.empty())
+      return mlir::emitError(loc)
+             << "unsupported ONNX op '" << domain << "." << node.op_type()
+             << "' (opset " << opset << ") at node '" << name << "'";
+    return mlir::emitError(loc) << "unsupported ONNX op '" << node.op_type()
+                                << "' (opset " << opset << ") at node '" << name
+                                << "'";
+  }
+  for (const std::string &input : node.input())
+    if (!input.empty() && !lookup(input))
+      return mlir::emitError(loc)
+             << "node '" << name << "' (" << node.op_type() << "-" << opset
+             << "): operand '" << input << "' is not defined before its use";
+
+  NodeContext ctx(*this, node, name, opset, loc);
+  if (failed(handler(ctx)))
+    return failure();
+  if (std::optional<std::string> unread = ctx.firstUnreadAttr())
+    return mlir::emitError(loc)
+           << "unsupported attribute '" << *unread << "' of ONNX op '"
+           << node.op_type() << "' (opset " << opset << ") at node '" << name
+           << "'";
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && !lookup(node.output(i)))
+      return mlir::emitError(loc)
+             << "node '" << name << "' (" << node.op_type() << "-" << opset
+             << "): result " << i << " ('" << node.output(i)
+             << "') is not supported";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context, StringRef path,
+                                              const ImportOptions &options) {
+  auto model = loadModelProto(path);
+  if (!model) {
+    mlir::emitError(FileLineColLoc::get(&context, path, 0, 0))
+        << llvm::toString(model.takeError());
+    return nullptr;
+  }
+  GraphImporter importer(context, options, path);
+  return importer.importModel(*model);
+}
+
+std::vector<std::pair<std::string, int64_t>> cleave::supportedOnnxOps() {
+  return OpRegistry::get().entries();
+}

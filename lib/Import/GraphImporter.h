@@ -1,0 +1,65 @@
+//===- GraphImporter.h - Walks an ONNX graph into func @main --------------===//
+//
+// Owns the state of one import: the builder, the ONNX value table (a stack of
+// scopes, so subgraph bodies can be folded), the opset of each domain and the
+// function being built.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_GRAPHIMPORTER_H
+#define CLEAVE_LIB_IMPORT_GRAPHIMPORTER_H
+
+#include "ImportContext.h"
+
+#include "cleave/Import/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace cleave::onnx_import {
+
+class GraphImporter {
+public:
+  GraphImporter(mlir::MLIRContext &context, const ImportOptions &options,
+                llvm::StringRef modelPath);
+
+  /// Imports `model` into a new module; null after reporting an error.
+  mlir::OwningOpRef<mlir::ModuleOp> importModel(const onnx::ModelProto &model);
+
+  /// Imports `nodes` in order into the current scope.
+  mlir::LogicalResult importNodes(
+      const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes);
+
+  mlir::OpBuilder &builder() { return opBuilder; }
+  const ImportOptions &options() const { return importOptions; }
+  llvm::StringRef modelDir() const { return modelDirectory; }
+
+  /// The value named `name`, searching enclosing scopes; null if undefined.
+  GraphValue *lookup(llvm::StringRef name);
+  void define(llvm::StringRef name, GraphValue value);
+  /// The SSA tensor of `value`, materialising a constant on first use.
+  mlir::Value materialize(GraphValue &value, mlir::Location loc);
+
+  void pushScope() { scopes.emplace_back(); }
+  void popScope() { scopes.pop_back(); }
+
+private:
+  mlir::LogicalResult importNode(const onnx::NodeProto &node, unsigned index);
+  mlir::LogicalResult declareInputs(const onnx::GraphProto &graph,
+                                    llvm::SmallVectorImpl<mlir::Type> &argTypes,
+                                    llvm::SmallVectorImpl<std::string> &argNames,
+                                    llvm::SmallVectorImpl<bool> &argIsParam);
+  mlir::LogicalResult checkOptions(const onnx::GraphProto &graph);
+  mlir::Location nodeLocation(llvm::StringRef name);
+
+  mlir::MLIRContext &context;
+  const ImportOptions &importOptions;
+  std::string modelPath;
+  std::string modelDirectory;
+  mlir::OpBuilder opBuilder;
+  std::vector<llvm::StringMap<GraphValue>> scopes;
+  llvm::StringMap<int64_t> opsets;
+};
+
+} // namespace cleave::onnx_import
+
+#endif // CLEAVE_LIB_IMPORT_GRAPHIMPORTER_H

@@ -1,0 +1,384 @@
+//===- ModelLoader.cpp - Reading ONNX protobufs and tensor files ----------===//
+//
+// Decodes the on-disk formats the importer reads: ModelProto, TensorProto (all
+// its storage forms) and numpy's .npy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelLoader.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <climits>
+#include <cstring>
+
+using namespace mlir;
+using namespace cleave::onnx_import;
+using llvm::createStringError;
+using llvm::Expected;
+using llvm::inconvertibleErrorCode;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+Expected<onnx::ModelProto> cleave::onnx_import::loadModelProto(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError("cannot read ONNX model '" + path +
+                     "': " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.empty())
+    return makeError("ONNX model '" + path + "' is empty");
+  google::protobuf::io::CodedInputStream stream(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  stream.SetTotalBytesLimit(INT_MAX);
+  onnx::ModelProto model;
+  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+    return makeError("'" + path +
+                     "' is not a valid ONNX model: the protobuf is truncated or "
+                     "malformed");
+  if (!model.has_graph())
+    return makeError("ONNX model '" + path + "' has no graph");
+  return model;
+}
+
+Type cleave::onnx_import::elementTypeFor(MLIRContext *ctx, int32_t dataType) {
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return Float32Type::get(ctx);
+  case onnx::TensorProto::FLOAT16:
+    return Float16Type::get(ctx);
+  case onnx::TensorProto::BFLOAT16:
+    return BFloat16Type::get(ctx);
+  case onnx::TensorProto::DOUBLE:
+    return Float64Type::get(ctx);
+  case onnx::TensorProto::INT8:
+    return IntegerType::get(ctx, 8);
+  case onnx::TensorProto::INT16:
+    return IntegerType::get(ctx, 16);
+  case onnx::TensorProto::INT32:
+    return IntegerType::get(ctx, 32);
+  case onnx::TensorProto::INT64:
+    return IntegerType::get(ctx, 64);
+  case onnx::TensorProto::BOOL:
+    return IntegerType::get(ctx, 1);
+  default:
+    return Type();
+  }
+}
+
+std::string cleave::onnx_import::onnxDataTypeName(int32_t dataType) {
+  if (onnx::TensorProto::DataType_IsValid(dataType))
+    return onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(dataType));
+  return "data type " + std::to_string(dataType);
+}
+
+int64_t cleave::onnx_import::onnxElementBytes(int32_t dataType) {
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+    return 8;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+Expected<ExternalDataRef>
+cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
+                                         llvm::StringRef modelDir,
+                                         int64_t expectedBytes) {
+  ExternalDataRef ref;
+  for (const auto &entry : tensor.external_data()) {
+    if (entry.key() == "location") {
+      ref.path = entry.value();
+    } else if (entry.key() == "offset") {
+      if (llvm::StringRef(entry.value()).getAsInteger(10, ref.offset))
+        return makeError("tensor '" + tensor.name() +
+                         "' has a malformed external data offset '" +
+                         entry.value() + "'");
+    } else if (entry.key() == "length") {
+      if (llvm::StringRef(entry.value()).getAsInteger(10, ref.length))
+        return makeError("tensor '" + tensor.name() +
+                         "' has a malformed external data length '" +
+                         entry.value() + "'");
+    }
+  }
+  if (ref.path.empty())
+    return makeError("tensor '" + tensor.name() +
+                     "' is stored externally but names no location");
+  llvm::SmallString<256> fullPath(modelDir);
+  llvm::sys::path::append(fullPath, ref.path);
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(fullPath, fileSize))
+    return makeError("external data file '" + fullPath + "' of tensor '" +
+                     tensor.name() + "' cannot be read: " + ec.message());
+  ref.path = std::string(fullPath);
+  if (ref.length < 0)
+    ref.length = static_cast<int64_t>(fileSize - std::min(fileSize, ref.offset));
+  if (expectedBytes >= 0 && ref.length != expectedBytes)
+    return makeError("external data of tensor '" + tensor.name() + "' holds " +
+                     llvm::Twine(ref.length) + " bytes, its shape needs " +
+                     llvm::Twine(expectedBytes));
+  if (ref.offset + static_cast<uint64_t>(ref.length) > fileSize)
+    return makeError("external data file '" + ref.path + "' of tensor '" +
+                     tensor.name() + "' is too short: it ends at byte " +
+                     llvm::Twine(fileSize) + ", the tensor at byte " +
+                     llvm::Twine(ref.offset + ref.length));
+  return ref;
+}
+
+/// Decodes `count` little-endian elements of ONNX type `dataType` from `bytes`.
+static void decodeRaw(const char *bytes, int64_t count, int32_t dataType,
+                      std::vector<int64_t> &ints, std::vector<double> &floats) {
+  auto load = [&](auto zero, int64_t i) {
+    decltype(zero) v;
+    std::memcpy(&v, bytes + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    switch (dataType) {
+    case onnx::TensorProto::FLOAT:
+      floats.push_back(load(float(), i));
+      break;
+    case onnx::TensorProto::DOUBLE:
+      floats.push_back(load(double(), i));
+      break;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: {
+      const llvm::fltSemantics &sem = dataType == onnx::TensorProto::FLOAT16
+                                          ? llvm::APFloat::IEEEhalf()
+                                          : llvm::APFloat::BFloat();
+      llvm::APFloat v(sem, llvm::APInt(16, load(uint16_t(), i)));
+      bool losesInfo = false;
+      v.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      floats.push_back(v.convertToDouble());
+      break;
+    }
+    case onnx::TensorProto::INT8:
+      ints.push_back(load(int8_t(), i));
+      break;
+    case onnx::TensorProto::INT16:
+      ints.push_back(load(int16_t(), i));
+      break;
+    case onnx::TensorProto::INT32:
+      ints.push_back(load(int32_t(), i));
+      break;
+    case onnx::TensorProto::INT64:
+      ints.push_back(load(int64_t(), i));
+      break;
+    case onnx::TensorProto::BOOL:
+      ints.push_back(load(uint8_t(), i) != 0);
+      break;
+    }
+  }
+}
+
+/// Builds a ConstTensor from decoded values, checking the element count.
+static Expected<ConstTensor> finishTensor(Type elementType,
+                                          llvm::ArrayRef<int64_t> shape,
+                                          std::vector<int64_t> ints,
+                                          std::vector<double> floats,
+                                          llvm::StringRef name) {
+  int64_t expected = productOf(shape);
+  int64_t got = isa<FloatType>(elementType) ? floats.size() : ints.size();
+  if (got != expected)
+    return makeError("tensor '" + name + "' holds " + llvm::Twine(got) +
+                     " elements, its shape needs " + llvm::Twine(expected));
+  if (isa<FloatType>(elementType))
+    return ConstTensor::floats(elementType, shape, std::move(floats));
+  return ConstTensor::ints(elementType, shape, std::move(ints));
+}
+
+Expected<ConstTensor>
+cleave::onnx_import::readTensorProto(MLIRContext *ctx,
+                                     const onnx::TensorProto &tensor,
+                                     llvm::StringRef modelDir) {
+  int32_t dataType = tensor.data_type();
+  Type elementType = elementTypeFor(ctx, dataType);
+  if (!elementType)
+    return makeError("tensor '" + tensor.name() + "' has unsupported type " +
+                     onnxDataTypeName(dataType));
+  llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  for (int64_t d : shape)
+    if (d < 0)
+      return makeError("tensor '" + tensor.name() + "' has a negative dimension");
+  int64_t count = productOf(shape);
+  int64_t bytesPerElement = onnxElementBytes(dataType);
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto ref = resolveExternalData(tensor, modelDir, count * bytesPerElement);
+    if (!ref)
+      return ref.takeError();
+    auto buffer = llvm::MemoryBuffer::getFileSlice(ref->path, ref->length,
+                                                   ref->offset);
+    if (!buffer)
+      return makeError("cannot read external data file '" + ref->path +
+                       "': " + buffer.getError().message());
+    decodeRaw((*buffer)->getBufferStart(), count, dataType, ints, floats);
+    return finishTensor(elementType, shape, std::move(ints), std::move(floats),
+                        tensor.name());
+  }
+
+  if (tensor.has_raw_data()) {
+    const std::string &raw = tensor.raw_data();
+    if (static_cast<int64_t>(raw.size()) != count * bytesPerElement)
+      return makeError("tensor '" + tensor.name() + "' holds " +
+                       llvm::Twine(raw.size()) + " bytes of raw data, its shape " +
+                       "needs " + llvm::Twine(count * bytesPerElement));
+    decodeRaw(raw.data(), count, dataType, ints, floats);
+    return finishTensor(elementType, shape, std::move(ints), std::move(floats),
+                        tensor.name());
+  }
+
+  // Typed fields: int32_data also carries 8/16-bit integers, bool, and the bit
+  // patterns of float16 and bfloat16.
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    floats.assign(tensor.float_data().begin(), tensor.float_data().end());
+    break;
+  case onnx::TensorProto::DOUBLE:
+    floats.assign(tensor.double_data().begin(), tensor.double_data().end());
+    break;
+  case onnx::TensorProto::INT64:
+    ints.assign(tensor.int64_data().begin(), tensor.int64_data().end());
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    for (int32_t bits : tensor.int32_data()) {
+      uint16_t half = static_cast<uint16_t>(bits);
+      decodeRaw(reinterpret_cast<const char *>(&half), 1, dataType, ints, floats);
+    }
+    break;
+  default:
+    ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
+    break;
+  }
+  return finishTensor(elementType, shape, std::move(ints), std::move(floats),
+                      tensor.name());
+}
+
+/// Reads numpy's `.npy` format (versions 1 to 3, C order, little endian).
+static Expected<ConstTensor> readNpy(MLIRContext *ctx, llvm::StringRef path,
+                                     llvm::StringRef bytes) {
+  auto bad = [&](const llvm::Twine &why) {
+    return makeError("'" + path + "' is not a valid .npy file: " + why);
+  };
+  if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
+    return bad("missing the \\x93NUMPY magic");
+  uint8_t major = bytes[6];
+  size_t headerStart = major == 1 ? 10 : 12;
+  if (bytes.size() < headerStart)
+    return bad("truncated header");
+  uint32_t headerLen = major == 1
+                           ? uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8
+                           : uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8 |
+                                 uint8_t(bytes[10]) << 16 | uint8_t(bytes[11]) << 24;
+  if (bytes.size() < headerStart + headerLen)
+    return bad("truncated header");
+  llvm::StringRef header = bytes.substr(headerStart, headerLen);
+
+  auto field = [&](llvm::StringRef key) -> llvm::StringRef {
+    size_t at = header.find(("'" + key + "'").str());
+    if (at == llvm::StringRef::npos)
+      return {};
+    llvm::StringRef rest = header.substr(at + key.size() + 2).ltrim(" :");
+    return rest;
+  };
+  llvm::StringRef descr = field("descr");
+  if (descr.empty() || descr.front() != '\'')
+    return bad("no 'descr' in the header");
+  descr = descr.drop_front().take_until([](char c) { return c == '\''; });
+  if (field("fortran_order").starts_with("True"))
+    return bad("Fortran-ordered arrays are not supported; save with C order");
+  llvm::StringRef shapeText = field("shape");
+  if (shapeText.empty() || shapeText.front() != '(')
+    return bad("no 'shape' in the header");
+  shapeText = shapeText.drop_front().take_until([](char c) { return c == ')'; });
+  llvm::SmallVector<int64_t> shape;
+  llvm::SmallVector<llvm::StringRef> parts;
+  shapeText.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef part : parts) {
+    part = part.trim();
+    if (part.empty())
+      continue;
+    int64_t dim;
+    if (part.getAsInteger(10, dim) || dim < 0)
+      return bad("malformed shape '" + shapeText + "'");
+    shape.push_back(dim);
+  }
+
+  int32_t dataType;
+  if (descr == "<f4")
+    dataType = onnx::TensorProto::FLOAT;
+  else if (descr == "<f8")
+    dataType = onnx::TensorProto::DOUBLE;
+  else if (descr == "<f2")
+    dataType = onnx::TensorProto::FLOAT16;
+  else if (descr == "<i8")
+    dataType = onnx::TensorProto::INT64;
+  else if (descr == "<i4")
+    dataType = onnx::TensorProto::INT32;
+  else if (descr == "<i2")
+    dataType = onnx::TensorProto::INT16;
+  else if (descr == "|i1")
+    dataType = onnx::TensorProto::INT8;
+  else if (descr == "|b1")
+    dataType = onnx::TensorProto::BOOL;
+  else
+    return bad("unsupported dtype '" + descr + "'");
+
+  int64_t count = productOf(shape);
+  size_t dataStart = headerStart + headerLen;
+  int64_t need = count * onnxElementBytes(dataType);
+  if (static_cast<int64_t>(bytes.size() - dataStart) < need)
+    return bad("it holds fewer bytes than its shape needs");
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  decodeRaw(bytes.data() + dataStart, count, dataType, ints, floats);
+  return finishTensor(elementTypeFor(ctx, dataType), shape, std::move(ints),
+                      std::move(floats), path);
+}
+
+Expected<ConstTensor> cleave::onnx_import::readTensorFile(MLIRContext *ctx,
+                                                          llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError("cannot read tensor file '" + path +
+                     "': " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.starts_with("\x93NUMPY"))
+    return readNpy(ctx, path, bytes);
+  onnx::TensorProto tensor;
+  if (!tensor.ParseFromArray(bytes.data(), bytes.size()))
+    return makeError("'" + path +
+                     "' is neither a .npy file nor a serialized TensorProto");
+  return readTensorProto(ctx, tensor, llvm::sys::path::parent_path(path));
+}

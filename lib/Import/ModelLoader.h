@@ -1,0 +1,62 @@
+//===- ModelLoader.h - Reading ONNX protobufs and tensor files ------------===//
+//
+// Everything that touches bytes on disk for the importer: the ModelProto itself
+// (with a clear error for truncated or malformed files), TensorProto payloads
+// (inline, typed fields or external data), and numpy `.npy` files given to
+// --bind-input. Weights that become function parameters are never read here;
+// only their metadata is checked.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_MODELLOADER_H
+#define CLEAVE_LIB_IMPORT_MODELLOADER_H
+
+#include "ConstTensor.h"
+
+#include "onnx/onnx.pb.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace cleave::onnx_import {
+
+/// Parses the binary ModelProto at `path`.
+llvm::Expected<onnx::ModelProto> loadModelProto(llvm::StringRef path);
+
+/// The MLIR element type of an ONNX TensorProto data type, or a null type for
+/// types Cleave does not handle.
+mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxDataType);
+/// ONNX's name of a data type, for messages ("FLOAT16", "STRING").
+std::string onnxDataTypeName(int32_t onnxDataType);
+
+/// Where an external tensor's bytes live.
+struct ExternalDataRef {
+  std::string path;
+  uint64_t offset = 0;
+  int64_t length = -1; // -1: up to the end of the file
+};
+
+/// Resolves (relative to `modelDir`) and checks the external data reference of
+/// `tensor`: the file must exist and hold the tensor's bytes.
+llvm::Expected<ExternalDataRef> resolveExternalData(const onnx::TensorProto &tensor,
+                                                    llvm::StringRef modelDir,
+                                                    int64_t expectedBytes);
+
+/// Reads a TensorProto's elements (inline or external) into a ConstTensor.
+llvm::Expected<ConstTensor> readTensorProto(mlir::MLIRContext *ctx,
+                                            const onnx::TensorProto &tensor,
+                                            llvm::StringRef modelDir);
+
+/// Reads a tensor file: numpy `.npy`, or a serialized TensorProto (`.pb`).
+llvm::Expected<ConstTensor> readTensorFile(mlir::MLIRContext *ctx,
+                                           llvm::StringRef path);
+
+/// Bytes of one element of an ONNX data type, 0 if unknown.
+int64_t onnxElementBytes(int32_t onnxDataType);
+
+} // namespace cleave::onnx_import
+
+#endif // CLEAVE_LIB_IMPORT_MODELLOADER_H

@@ -1,0 +1,871 @@
+//===- Shape.cpp - ONNX shape, layout and indexing ops --------------------===//
+//
+// Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
+// Slice, Gather, Expand, ConstantOfShape, Range, Trilu, Pad and Tile. Shapes are
+// static, so Shape and Size always fold, and every shape-like operand (Reshape
+// targets, Slice bounds, axes) must be a compile-time constant. Data movement on
+// constants folds; on tensors it becomes tensor.expand/collapse_shape,
+// extract_slice, concat, pad, linalg.transpose or linalg.broadcast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Builders.h"
+#include "../ImportContext.h"
+#include "../ModelLoader.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <climits>
+#include <numeric>
+
+using namespace mlir;
+using namespace cleave::onnx_import;
+
+namespace {
+
+/// Sets result `i` to `input` reshaped, folding when it is a constant.
+void setReshaped(NodeContext &ctx, unsigned result, ArrayRef<int64_t> shape) {
+  if (const ConstTensor *c = ctx.constantInput(0))
+    ctx.setOutput(result, c->reshaped(shape));
+  else
+    ctx.setOutput(result, reshape(ctx.builder(), ctx.loc(), ctx.input(0), shape));
+}
+
+/// Axes from operand `operandIndex` (newer opsets) or attribute `axes` (older
+/// ones), normalised against `rank` and sorted; nullopt when none are given.
+FailureOr<std::optional<SmallVector<int64_t>>>
+readAxes(NodeContext &ctx, int64_t inputSince, unsigned operandIndex, int64_t rank) {
+  std::vector<int64_t> raw;
+  if (ctx.opset() >= inputSince) {
+    if (!ctx.hasInput(operandIndex))
+      return std::optional<SmallVector<int64_t>>();
+    auto c = ctx.requireConstantInput(operandIndex, "axes");
+    if (failed(c))
+      return failure();
+    raw = (*c)->toInts();
+  } else {
+    if (!ctx.hasAttr("axes")) {
+      ctx.attr("axes");
+      return std::optional<SmallVector<int64_t>>();
+    }
+    auto a = ctx.intsAttr("axes");
+    raw.assign(a.begin(), a.end());
+  }
+  SmallVector<int64_t> axes;
+  for (int64_t axis : raw) {
+    auto n = ctx.normalizeAxis(axis, rank, "axis");
+    if (failed(n))
+      return failure();
+    if (llvm::is_contained(axes, *n)) {
+      ctx.emitError() << "axis " << axis << " is given twice";
+      return failure();
+    }
+    axes.push_back(*n);
+  }
+  llvm::sort(axes);
+  return std::optional<SmallVector<int64_t>>(axes);
+}
+
+LogicalResult lowerShape(NodeContext &ctx) {
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  int64_t rank = shape.size();
+  auto clampIndex = [&](int64_t v) {
+    if (v < 0)
+      v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  int64_t start = clampIndex(ctx.intAttr("start", 0));
+  int64_t end = clampIndex(ctx.intAttr("end", rank));
+  SmallVector<int64_t> dims;
+  for (int64_t d = start; d < end; ++d)
+    dims.push_back(shape[d]);
+  ctx.setOutput(0, ConstTensor::i64Vector(ctx.context(), dims));
+  return success();
+}
+
+LogicalResult lowerSize(NodeContext &ctx) {
+  ctx.setOutput(0, ConstTensor::i64Scalar(ctx.context(),
+                                          productOf(ctx.inputShape(0))));
+  return success();
+}
+
+LogicalResult lowerReshape(NodeContext &ctx) {
+  auto target = ctx.requireConstantInput(1, "shape");
+  if (failed(target))
+    return failure();
+  bool allowZero = ctx.intAttr("allowzero", 0) != 0;
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1, known = 1;
+  std::vector<int64_t> values = (*target)->toInts();
+  for (auto [i, v] : llvm::enumerate(values)) {
+    if (v == 0 && !allowZero) {
+      if (i >= in.size())
+        return ctx.emitError() << "shape entry " << i
+                               << " is 0 (copy) but the input has rank "
+                               << in.size();
+      v = in[i];
+    }
+    if (v == -1) {
+      if (inferred >= 0)
+        return ctx.fail("the target shape has more than one -1");
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (v < 0)
+      return ctx.emitError() << "shape entry " << i << " is " << v;
+    shape.push_back(v);
+    known *= v;
+  }
+  int64_t total = productOf(in);
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0)
+      return ctx.emitError() << "cannot infer the -1 entry: " << total
+                             << " elements do not divide by " << known;
+    shape[inferred] = total / known;
+  }
+  if (productOf(shape) != total)
+    return ctx.emitError() << "cannot reshape " << total << " elements to "
+                           << productOf(shape);
+  setReshaped(ctx, 0, shape);
+  return success();
+}
+
+LogicalResult lowerFlatten(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  int64_t axis = ctx.intAttr("axis", 1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return ctx.emitError() << "axis " << ctx.intAttr("axis", 1)
+                           << " is out of range for rank " << rank;
+  setReshaped(ctx, 0, {productOf(in.take_front(axis)), productOf(in.drop_front(axis))});
+  return success();
+}
+
+LogicalResult lowerSqueeze(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  auto axes = readAxes(ctx, 13, 1, in.size());
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    bool squeezed = *axes ? llvm::is_contained(**axes, d) : in[d] == 1;
+    if (squeezed && in[d] != 1)
+      return ctx.emitError() << "cannot squeeze dimension " << d << " of size "
+                             << in[d];
+    if (!squeezed)
+      shape.push_back(in[d]);
+  }
+  setReshaped(ctx, 0, shape);
+  return success();
+}
+
+LogicalResult lowerUnsqueeze(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  // Axes refer to the result, whose rank is only known once they are counted.
+  int64_t count = 0;
+  if (ctx.opset() >= 13) {
+    auto c = ctx.requireConstantInput(1, "axes");
+    if (failed(c))
+      return failure();
+    count = (*c)->getNumElements();
+  } else {
+    count = ctx.intsAttr("axes").size();
+  }
+  auto axes = readAxes(ctx, 13, 1, in.size() + count);
+  if (failed(axes))
+    return failure();
+  if (!*axes)
+    return ctx.fail("operand 'axes' is required");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0, next = 0, e = in.size() + count; d < e; ++d)
+    shape.push_back(llvm::is_contained(**axes, d) ? 1 : in[next++]);
+  setReshaped(ctx, 0, shape);
+  return success();
+}
+
+LogicalResult lowerTranspose(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  SmallVector<int64_t> perm = ctx.intsAttr("perm");
+  if (perm.empty())
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  for (int64_t d = 0; d < rank; ++d)
+    if (static_cast<int64_t>(sorted.size()) != rank || sorted[d] != d)
+      return ctx.fail("'perm' is not a permutation of the input's dimensions");
+  if (const ConstTensor *c = ctx.constantInput(0)) {
+    SmallVector<int64_t> shape, strides = stridesOf(in);
+    for (int64_t p : perm)
+      shape.push_back(in[p]);
+    ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        flat += index[d] * strides[perm[d]];
+      return flat;
+    }));
+    return success();
+  }
+  ctx.setOutput(0, transpose(ctx.builder(), ctx.loc(), ctx.input(0), perm));
+  return success();
+}
+
+LogicalResult lowerConcat(NodeContext &ctx) {
+  int64_t rank = ctx.inputType(0).getRank();
+  Type type = ctx.inputElementType(0);
+  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(ctx.inputShape(0));
+  shape[*axis] = 0;
+  for (unsigned i = 0; i < ctx.numInputs(); ++i) {
+    ArrayRef<int64_t> s = ctx.inputShape(i);
+    if (ctx.inputElementType(i) != type || static_cast<int64_t>(s.size()) != rank)
+      return ctx.emitError() << "operand " << i
+                             << " differs from operand 0 in rank or element type";
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis && s[d] != shape[d])
+        return ctx.emitError() << "operand " << i << " has size " << s[d]
+                               << " in dimension " << d << ", operand 0 has "
+                               << shape[d];
+    shape[*axis] += s[*axis];
+  }
+  if (ctx.allInputsConstant() && ctx.shouldFold(shape)) {
+    // Element at `index` comes from the operand whose range covers index[axis].
+    SmallVector<const ConstTensor *> parts;
+    for (unsigned i = 0; i < ctx.numInputs(); ++i)
+      parts.push_back(ctx.constantInput(i));
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    forEachIndex(shape, [&](ArrayRef<int64_t> index) {
+      int64_t along = index[*axis];
+      for (const ConstTensor *part : parts) {
+        int64_t size = part->getShape()[*axis];
+        if (along >= size) {
+          along -= size;
+          continue;
+        }
+        SmallVector<int64_t> local(index);
+        local[*axis] = along;
+        int64_t flat = 0;
+        SmallVector<int64_t> strides = stridesOf(part->getShape());
+        for (int64_t d = 0; d < rank; ++d)
+          flat += local[d] * strides[d];
+        if (part->isFloat())
+          floats.push_back(part->getDouble(flat));
+        else
+          ints.push_back(part->getInt(flat));
+        break;
+      }
+    });
+    ctx.setOutput(0, isFloat(type) ? ConstTensor::floats(type, shape, floats)
+                                   : ConstTensor::ints(type, shape, ints));
+    return success();
+  }
+  SmallVector<Value> operands;
+  for (unsigned i = 0; i < ctx.numInputs(); ++i)
+    if (ctx.inputShape(i)[*axis] != 0)
+      operands.push_back(ctx.input(i));
+  if (operands.empty()) {
+    ctx.setOutput(0, emptyTensor(ctx.builder(), ctx.loc(), shape, type));
+  } else if (operands.size() == 1) {
+    ctx.setOutput(0, operands.front());
+  } else {
+    ctx.setOutput(0, tensor::ConcatOp::create(ctx.builder(), ctx.loc(), *axis,
+                                              operands));
+  }
+  return success();
+}
+
+/// Extracts `[offset, offset + size)` along `axis` of operand 0, folding on
+/// constants.
+void setSlice(NodeContext &ctx, unsigned result, int64_t axis, int64_t offset,
+              int64_t size) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  SmallVector<int64_t> shape(in);
+  shape[axis] = size;
+  if (const ConstTensor *c = ctx.constantInput(0)) {
+    SmallVector<int64_t> strides = stridesOf(in);
+    ctx.setOutput(result, c->gather(shape, [&](ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < index.size(); ++d)
+        flat += (index[d] + (static_cast<int64_t>(d) == axis ? offset : 0)) *
+                strides[d];
+      return flat;
+    }));
+    return;
+  }
+  ctx.setOutput(result, sliceAxis(ctx.builder(), ctx.loc(), ctx.input(0), axis,
+                                  offset, size));
+}
+
+LogicalResult lowerSplit(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), in.size(), "axis");
+  if (failed(axis))
+    return failure();
+  int64_t dim = in[*axis];
+  int64_t parts = ctx.numOutputs();
+  std::vector<int64_t> sizes;
+  if (ctx.opset() >= 13 && ctx.hasInput(1)) {
+    auto c = ctx.requireConstantInput(1, "split");
+    if (failed(c))
+      return failure();
+    sizes = (*c)->toInts();
+  } else if (ctx.opset() < 13 && ctx.hasAttr("split")) {
+    auto s = ctx.intsAttr("split");
+    sizes.assign(s.begin(), s.end());
+  } else {
+    ctx.attr("split");
+    if (ctx.opset() >= 18) {
+      if (!ctx.hasAttr("num_outputs"))
+        return ctx.fail("either operand 'split' or attribute 'num_outputs' is "
+                        "required");
+      parts = ctx.intAttr("num_outputs", parts);
+    }
+    // Even parts; with num_outputs the last one may be smaller.
+    int64_t chunk = (dim + parts - 1) / parts;
+    if (ctx.opset() < 18 && dim % parts != 0)
+      return ctx.emitError() << "dimension of size " << dim
+                             << " does not split evenly into " << parts;
+    for (int64_t i = 0, left = dim; i < parts; ++i, left -= chunk)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, left)));
+  }
+  ctx.attr("num_outputs");
+  if (static_cast<int64_t>(sizes.size()) != ctx.numOutputs())
+    return ctx.emitError() << "split into " << sizes.size() << " parts, but the "
+                           << "node has " << ctx.numOutputs() << " results";
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
+    return ctx.emitError() << "split sizes do not add up to " << dim;
+  int64_t offset = 0;
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    setSlice(ctx, i, *axis, offset, size);
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult lowerSlice(NodeContext &ctx) {
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() >= 10) {
+    auto s = ctx.requireConstantInput(1, "starts");
+    auto e = ctx.requireConstantInput(2, "ends");
+    if (failed(s) || failed(e))
+      return failure();
+    starts = (*s)->toInts();
+    ends = (*e)->toInts();
+    if (ctx.hasInput(3)) {
+      auto a = ctx.requireConstantInput(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = (*a)->toInts();
+    }
+    if (ctx.hasInput(4)) {
+      auto st = ctx.requireConstantInput(4, "steps");
+      if (failed(st))
+        return failure();
+      steps = (*st)->toInts();
+    }
+  } else {
+    auto s = ctx.intsAttr("starts"), e = ctx.intsAttr("ends"),
+         a = ctx.intsAttr("axes");
+    starts.assign(s.begin(), s.end());
+    ends.assign(e.begin(), e.end());
+    axes.assign(a.begin(), a.end());
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return ctx.fail("'starts', 'ends', 'axes' and 'steps' differ in length");
+
+  SmallVector<int64_t> offset(rank, 0), size(in), stride(rank, 1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto axis = ctx.normalizeAxis(axes[i], rank, "axis");
+    if (failed(axis))
+      return failure();
+    int64_t dim = in[*axis], step = steps[i];
+    if (step == 0)
+      return ctx.fail("a step of 0 is not allowed");
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0)
+      start = start < -dim ? 0 : start + dim;
+    if (end < 0)
+      end = end < -dim ? -1 : end + dim;
+    int64_t count;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      count = start > end ? (start - end - step - 1) / -step : 0;
+    }
+    offset[*axis] = start;
+    size[*axis] = count;
+    stride[*axis] = step;
+  }
+
+  Type type = ctx.inputElementType(0);
+  auto sourceIndex = [&](ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
+    int64_t flat = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      flat += (offset[d] + index[d] * stride[d]) * strides[d];
+    return flat;
+  };
+  if (const ConstTensor *c = ctx.constantInput(0)) {
+    SmallVector<int64_t> strides = stridesOf(in);
+    ctx.setOutput(0, c->gather(size, [&](ArrayRef<int64_t> index) {
+      return sourceIndex(index, strides);
+    }));
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (productOf(size) == 0) {
+    ctx.setOutput(0, emptyTensor(b, loc, size, type));
+    return success();
+  }
+  if (llvm::all_of(stride, [](int64_t s) { return s > 0; })) {
+    auto attrs = [&](ArrayRef<int64_t> v) {
+      SmallVector<OpFoldResult> r;
+      for (int64_t x : v)
+        r.push_back(b.getIndexAttr(x));
+      return r;
+    };
+    ctx.setOutput(0, tensor::ExtractSliceOp::create(b, loc, ctx.input(0),
+                                                    attrs(offset), attrs(size),
+                                                    attrs(stride)));
+    return success();
+  }
+  // Negative steps: read element offset + i * step of the source directly.
+  Value source = ctx.input(0);
+  Value init = emptyTensor(b, loc, size, type);
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
+      SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)}, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange) {
+        SmallVector<Value> indices;
+        for (int64_t d = 0; d < rank; ++d) {
+          Value i = linalg::IndexOp::create(nb, nl, d);
+          Value scaled = arith::MulIOp::create(
+              nb, nl, i, arith::ConstantIndexOp::create(nb, nl, stride[d]));
+          indices.push_back(arith::AddIOp::create(
+              nb, nl, scaled, arith::ConstantIndexOp::create(nb, nl, offset[d])));
+        }
+        Value v = tensor::ExtractOp::create(nb, nl, source, indices);
+        linalg::YieldOp::create(nb, nl, v);
+      });
+  ctx.setOutput(0, generic.getResult(0));
+  return success();
+}
+
+LogicalResult lowerGather(NodeContext &ctx) {
+  ArrayRef<int64_t> data = ctx.inputShape(0);
+  ArrayRef<int64_t> indicesShape = ctx.inputShape(1);
+  int64_t rank = data.size(), indexRank = indicesShape.size();
+  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  if (isFloat(ctx.inputElementType(1)))
+    return ctx.fail("indices must be integers");
+  int64_t dim = data[*axis];
+  SmallVector<int64_t> shape(data.take_front(*axis));
+  shape.append(indicesShape.begin(), indicesShape.end());
+  shape.append(data.begin() + *axis + 1, data.end());
+
+  const ConstTensor *indices = ctx.constantInput(1);
+  std::vector<int64_t> indexValues;
+  if (indices) {
+    indexValues = indices->toInts();
+    for (int64_t &i : indexValues) {
+      if (i < -dim || i >= dim)
+        return ctx.emitError() << "index " << i << " is out of range for a "
+                               << "dimension of size " << dim;
+      if (i < 0)
+        i += dim;
+    }
+  }
+  if (const ConstTensor *c = ctx.constantInput(0); c && indices) {
+    SmallVector<int64_t> strides = stridesOf(data);
+    SmallVector<int64_t> indexStrides = stridesOf(indicesShape);
+    ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
+      int64_t flat = 0, which = 0;
+      for (int64_t d = 0; d < indexRank; ++d)
+        which += index[*axis + d] * indexStrides[d];
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t v = d < *axis    ? index[d]
+                    : d == *axis ? indexValues[which]
+                                 : index[d + indexRank - 1];
+        flat += v * strides[d];
+      }
+      return flat;
+    }));
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value source = ctx.input(0);
+  if (indices && indexRank == 0) {
+    // A constant scalar index picks one slice: no data-dependent indexing.
+    Value slice = sliceAxis(b, loc, source, *axis, indexValues[0], 1);
+    ctx.setOutput(0, reshape(b, loc, slice, shape));
+    return success();
+  }
+  // General gather (embedding lookups): one generic reading the indices and
+  // extracting from the data tensor.
+  int64_t outRank = shape.size();
+  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
+  if (productOf(shape) == 0) {
+    ctx.setOutput(0, init);
+    return success();
+  }
+  SmallVector<AffineExpr> indexExprs;
+  for (int64_t d = 0; d < indexRank; ++d)
+    indexExprs.push_back(b.getAffineDimExpr(*axis + d));
+  SmallVector<AffineMap> maps{
+      AffineMap::get(outRank, 0, indexExprs, b.getContext()),
+      b.getMultiDimIdentityMap(outRank)};
+  SmallVector<utils::IteratorType> iterators(outRank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(1)},
+      ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value i = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
+        Value size = arith::ConstantIndexOp::create(nb, nl, dim);
+        Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
+        Value negative =
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, i, zero);
+        i = arith::SelectOp::create(nb, nl, negative,
+                                    arith::AddIOp::create(nb, nl, i, size), i);
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d) {
+          if (d == *axis)
+            at.push_back(i);
+          else
+            at.push_back(linalg::IndexOp::create(
+                nb, nl, d < *axis ? d : d + indexRank - 1));
+        }
+        linalg::YieldOp::create(nb, nl,
+                                tensor::ExtractOp::create(nb, nl, source, at)
+                                    .getResult());
+      });
+  ctx.setOutput(0, generic.getResult(0));
+  return success();
+}
+
+LogicalResult lowerExpand(NodeContext &ctx) {
+  auto target = ctx.requireConstantInput(1, "shape");
+  if (failed(target))
+    return failure();
+  std::vector<int64_t> values = (*target)->toInts();
+  SmallVector<int64_t> requested(values.begin(), values.end());
+  SmallVector<int64_t> in(ctx.inputShape(0));
+  auto shape = broadcastShapes({in, requested});
+  if (!shape)
+    return ctx.fail("the input cannot be expanded to the requested shape");
+  if (const ConstTensor *c = ctx.constantInput(0)) {
+    SmallVector<int64_t> strides = stridesOf(in);
+    int64_t offset = shape->size() - in.size();
+    ctx.setOutput(0, c->gather(*shape, [&](ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < in.size(); ++d)
+        flat += (in[d] == 1 ? 0 : index[offset + d]) * strides[d];
+      return flat;
+    }));
+    return success();
+  }
+  ctx.setOutput(0, broadcastTo(ctx.builder(), ctx.loc(), ctx.input(0), *shape));
+  return success();
+}
+
+LogicalResult lowerConstantOfShape(NodeContext &ctx) {
+  auto target = ctx.requireConstantInput(0, "input");
+  if (failed(target))
+    return failure();
+  std::vector<int64_t> values = (*target)->toInts();
+  SmallVector<int64_t> shape(values.begin(), values.end());
+  ConstTensor fill = ConstTensor::floats(Float32Type::get(ctx.context()), {}, {0.0});
+  if (const onnx::AttributeProto *a = ctx.attr("value")) {
+    auto tensor = readTensorProto(ctx.context(), a->t(), ctx.modelDir());
+    if (!tensor)
+      return ctx.fail(llvm::toString(tensor.takeError()));
+    if (tensor->getNumElements() != 1)
+      return ctx.fail("attribute 'value' must hold one element");
+    fill = std::move(*tensor);
+  }
+  // Always a splat, so it folds at any size.
+  ctx.setOutput(0, ConstTensor::splat(fill.getElementType(), shape,
+                                      fill.isFloat() ? fill.getDouble(0)
+                                                     : fill.getInt(0)));
+  return success();
+}
+
+LogicalResult lowerRange(NodeContext &ctx) {
+  ctx.ignoreAttrs({"stash_type"}); // Only the precision of float accumulation.
+  auto start = ctx.requireConstantInput(0, "start");
+  auto limit = ctx.requireConstantInput(1, "limit");
+  auto delta = ctx.requireConstantInput(2, "delta");
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  Type type = (*start)->getElementType();
+  if (isFloat(type)) {
+    double s = (*start)->getDouble(0), l = (*limit)->getDouble(0),
+           d = (*delta)->getDouble(0);
+    if (d == 0)
+      return ctx.fail("'delta' is 0");
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(s + i * d);
+    ctx.setOutput(0, ConstTensor::floats(type, {n}, std::move(v)));
+    return success();
+  }
+  int64_t s = (*start)->getInt(0), l = (*limit)->getInt(0), d = (*delta)->getInt(0);
+  if (d == 0)
+    return ctx.fail("'delta' is 0");
+  int64_t n = std::max<int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(s + i * d);
+  ctx.setOutput(0, ConstTensor::ints(type, {n}, std::move(v)));
+  return success();
+}
+
+LogicalResult lowerTrilu(NodeContext &ctx) {
+  bool upper = ctx.intAttr("upper", 1) != 0;
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    auto c = ctx.requireConstantInput(1, "k");
+    if (failed(c))
+      return failure();
+    k = (*c)->getInt(0);
+  }
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  int64_t rank = shape.size();
+  if (rank < 2)
+    return ctx.fail("the input must have rank 2 or more");
+  Type type = ctx.inputElementType(0);
+  auto keep = [&](int64_t row, int64_t col) {
+    return upper ? col - row >= k : col - row <= k;
+  };
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    SmallVector<int64_t> outShape(shape);
+    ConstTensor zero = ConstTensor::splat(type, {}, 0.0);
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    int64_t flat = 0;
+    forEachIndex(shape, [&](ArrayRef<int64_t> index) {
+      bool kept = keep(index[rank - 2], index[rank - 1]);
+      if (c->isFloat())
+        floats.push_back(kept ? c->getDouble(flat) : 0.0);
+      else
+        ints.push_back(kept ? c->getInt(flat) : 0);
+      ++flat;
+    });
+    ctx.setOutput(0, c->isFloat() ? ConstTensor::floats(type, outShape, floats)
+                                  : ConstTensor::ints(type, outShape, ints));
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  ctx.setOutput(0, elementwise(
+      b, ctx.loc(), ctx.input(0), shape, type,
+      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+        Value row = linalg::IndexOp::create(nb, nl, rank - 2);
+        Value col = linalg::IndexOp::create(nb, nl, rank - 1);
+        Value diff = arith::SubIOp::create(nb, nl, col, row);
+        Value kk = arith::ConstantIndexOp::create(nb, nl, k);
+        Value kept = arith::CmpIOp::create(
+            nb, nl, upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle,
+            diff, kk);
+        return arith::SelectOp::create(nb, nl, kept, args[0],
+                                       scalarConstant(nb, nl, type, 0.0));
+      }));
+  return success();
+}
+
+LogicalResult lowerPad(NodeContext &ctx) {
+  std::string mode = ctx.stringAttr("mode", "constant");
+  if (mode != "constant")
+    return ctx.emitError() << "unsupported value '" << mode
+                           << "' for attribute 'mode'";
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  Type type = ctx.inputElementType(0);
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  std::vector<int64_t> axes;
+  if (ctx.opset() >= 11) {
+    auto p = ctx.requireConstantInput(1, "pads");
+    if (failed(p))
+      return failure();
+    pads = (*p)->toInts();
+    if (ctx.hasInput(2)) {
+      auto v = ctx.requireConstantInput(2, "constant_value");
+      if (failed(v))
+        return failure();
+      value = (*v)->getDouble(0);
+    }
+    if (ctx.hasInput(3)) {
+      auto a = ctx.requireConstantInput(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = (*a)->toInts();
+    }
+  } else {
+    auto p = ctx.intsAttr("pads");
+    pads.assign(p.begin(), p.end());
+    value = ctx.floatAttr("value", 0.0f);
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return ctx.emitError() << "'pads' has " << pads.size() << " entries, "
+                           << 2 * axes.size() << " expected";
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = ctx.normalizeAxis(axes[i], rank, "axis");
+    if (failed(axis))
+      return failure();
+    low[*axis] = pads[i];
+    high[*axis] = pads[i + axes.size()];
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(in[d] + low[d] + high[d]);
+  auto sourceOf = [&](ArrayRef<int64_t> index, SmallVectorImpl<int64_t> &src) {
+    src.clear();
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t s = index[d] - low[d];
+      if (s < 0 || s >= in[d])
+        return false;
+      src.push_back(s);
+    }
+    return true;
+  };
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    SmallVector<int64_t> strides = stridesOf(in), src;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    forEachIndex(shape, [&](ArrayRef<int64_t> index) {
+      bool inside = sourceOf(index, src);
+      int64_t flat = 0;
+      for (int64_t d = 0; inside && d < rank; ++d)
+        flat += src[d] * strides[d];
+      if (c->isFloat())
+        floats.push_back(inside ? c->getDouble(flat) : value);
+      else
+        ints.push_back(inside ? c->getInt(flat) : static_cast<int64_t>(value));
+    });
+    ctx.setOutput(0, c->isFloat() ? ConstTensor::floats(type, shape, floats)
+                                  : ConstTensor::ints(type, shape, ints));
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value source = ctx.input(0);
+  // Negative pads crop: slice first, then pad with the non-negative parts.
+  SmallVector<int64_t> cropOffset(rank, 0), cropSize(in);
+  bool crop = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (low[d] < 0) {
+      cropOffset[d] = -low[d];
+      cropSize[d] += low[d];
+      low[d] = 0;
+      crop = true;
+    }
+    if (high[d] < 0) {
+      cropSize[d] += high[d];
+      high[d] = 0;
+      crop = true;
+    }
+  }
+  if (crop) {
+    auto attrs = [&](ArrayRef<int64_t> v) {
+      SmallVector<OpFoldResult> r;
+      for (int64_t x : v)
+        r.push_back(b.getIndexAttr(x));
+      return r;
+    };
+    source = tensor::ExtractSliceOp::create(
+        b, loc, source, attrs(cropOffset), attrs(cropSize),
+        attrs(SmallVector<int64_t>(rank, 1)));
+  }
+  ctx.setOutput(0, padTensor(b, loc, source, low, high,
+                             scalarConstant(b, loc, type, value)));
+  return success();
+}
+
+LogicalResult lowerTile(NodeContext &ctx) {
+  auto repeatsOr = ctx.requireConstantInput(1, "repeats");
+  if (failed(repeatsOr))
+    return failure();
+  std::vector<int64_t> repeats = (*repeatsOr)->toInts();
+  ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  if (static_cast<int64_t>(repeats.size()) != rank)
+    return ctx.fail("'repeats' must have one entry per input dimension");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(in[d] * repeats[d]);
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    SmallVector<int64_t> strides = stridesOf(in);
+    ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        flat += (index[d] % in[d]) * strides[d];
+      return flat;
+    }));
+    return success();
+  }
+  // Tiling is a broadcast over a new outer dim per axis, then a reshape.
+  OpBuilder &b = ctx.builder();
+  SmallVector<int64_t> interleaved;
+  SmallVector<int64_t> withUnits;
+  for (int64_t d = 0; d < rank; ++d) {
+    interleaved.append({repeats[d], in[d]});
+    withUnits.append({1, in[d]});
+  }
+  Value x = reshape(b, ctx.loc(), ctx.input(0), withUnits);
+  x = broadcastTo(b, ctx.loc(), x, interleaved);
+  ctx.setOutput(0, reshape(b, ctx.loc(), x, shape));
+  return success();
+}
+
+} // namespace
+
+void cleave::onnx_import::registerShapeOps(OpRegistry &r) {
+  r.add("Shape", 1, lowerShape);
+  r.add("Size", 1, lowerSize);
+  r.add("Reshape", 5, lowerReshape);
+  r.add("Flatten", 1, lowerFlatten);
+  r.add("Squeeze", 1, lowerSqueeze);
+  r.add("Unsqueeze", 1, lowerUnsqueeze);
+  r.add("Transpose", 1, lowerTranspose);
+  r.add("Concat", 4, lowerConcat);
+  r.add("Split", 2, lowerSplit);
+  r.add("Slice", 1, lowerSlice);
+  r.add("Gather", 1, lowerGather);
+  r.add("Expand", 8, lowerExpand);
+  r.add("ConstantOfShape", 9, lowerConstantOfShape);
+  r.add("Range", 11, lowerRange);
+  r.add("Trilu", 14, lowerTrilu);
+  r.add("Pad", 2, lowerPad);
+  r.add("Tile", 6, lowerTile);
+}

@@ -1,0 +1,26 @@
+# Cleave's lit suite: importer, driver, conformance and (later) pass tests.
+import os
+
+import lit.formats
+
+config.name = "Cleave"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
+config.excludes = ["lit-tools", "CMakeLists.txt", "README.md"]
+
+bin_dir = os.path.join(config.cleave_obj_root, "bin")
+config.environment["PATH"] = os.pathsep.join(
+    [bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])]
+)
+tools = os.path.join(config.test_source_root, "lit-tools")
+config.substitutions.append(
+    ("%onnx-from-text", f"{config.python_executable} {tools}/onnx_from_text.py")
+)
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%lit_tools", tools))
+config.substitutions.append(
+    ("%conformance_dir",
+     os.path.join(os.path.dirname(config.cleave_src_root), "shared", "onnx-node-tests"))
+)

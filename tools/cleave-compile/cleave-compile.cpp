@@ -1,0 +1,218 @@
+//===- cleave-compile.cpp - The Cleave compiler driver --------------------===//
+//
+// Parses the command line, runs the compilation phases in order and writes the
+// result. Stops after --compile-to=PHASE, writing that phase's IR to -o, and can
+// dump the IR after every phase into --dump-dir. Everything else lives in the
+// libraries.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Pipelines/Phases.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace llvm;
+using namespace cleave;
+
+namespace {
+
+cl::OptionCategory category("cleave-compile options");
+
+cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
+                               cl::cat(category));
+cl::opt<std::string> outputPath(
+    "o", cl::desc("Output: an .mlir file with --compile-to, else a bundle folder"),
+    cl::value_desc("OUT"), cl::cat(category));
+cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Static shape of a graph input, e.g. input_ids=1x128 (repeatable)"),
+    cl::value_desc("NAME=DxD"), cl::cat(category));
+cl::list<std::string> boundInputs(
+    "bind-input",
+    cl::desc("Make a graph input a compile-time constant, read from a .npy file "
+             "or a serialized TensorProto (repeatable)"),
+    cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::opt<std::string> compileTo(
+    "compile-to", cl::desc("Stop after this phase and write its IR to -o"),
+    cl::value_desc("PHASE"), cl::cat(category));
+cl::opt<std::string> dumpDir("dump-dir",
+                             cl::desc("Write the IR after each phase into DIR"),
+                             cl::value_desc("DIR"), cl::cat(category));
+cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
+                    cl::cat(category));
+cl::opt<bool> listOps("list-ops",
+                      cl::desc("List the supported ONNX ops and exit"),
+                      cl::cat(category));
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "cleave-compile") << message << "\n";
+  return 1;
+}
+
+/// Parses "NAME=VALUE" options.
+bool splitAssignment(StringRef option, StringRef text, StringRef &name,
+                     StringRef &value) {
+  std::tie(name, value) = text.split('=');
+  if (name.empty() || value.empty()) {
+    fail("--" + option + " expects NAME=VALUE, got '" + text + "'");
+    return false;
+  }
+  return true;
+}
+
+/// Writes `module` to `path` atomically: a failed write leaves nothing behind.
+bool writeModule(mlir::ModuleOp module, StringRef path) {
+  std::string error;
+  auto file = mlir::openOutputFile(path, &error);
+  if (!file) {
+    fail(error);
+    return false;
+  }
+  module.print(file->os());
+  file->os() << "\n";
+  file->keep();
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  cl::HideUnrelatedOptions({&category, &getColorCategory()});
+  std::string phases;
+  for (const PhaseInfo &info : allPhases())
+    phases += ("\n  " + info.name + ": " + info.summary).str();
+  cl::SetVersionPrinter([](raw_ostream &os) { os << "cleave-compile 0.1\n"; });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Cleave: compiles an ONNX transformer model into an SPMD program.\n\n"
+      "Phases (for --compile-to and --dump-dir):" +
+          phases +
+          "\n\nCode generation and the program bundle are not implemented yet: "
+          "pass --compile-to=import.\n");
+
+  if (listOps) {
+    for (auto &[op, since] : supportedOnnxOps())
+      outs() << op << " " << since << "\n";
+    return 0;
+  }
+  if (modelPath.empty())
+    return fail("no model given; usage: cleave-compile MODEL.onnx -o OUT");
+  if (outputPath.empty())
+    return fail("no output given: pass -o OUT");
+
+  std::optional<Phase> last;
+  if (compileTo.empty())
+    return fail("code generation is not implemented yet; pass "
+                "--compile-to=import to write the imported IR");
+  last = parsePhase(compileTo);
+  if (!last) {
+    std::vector<std::string> names;
+    for (const PhaseInfo &info : allPhases())
+      names.push_back(info.name.str());
+    return fail("unknown phase '" + compileTo + "' (phases: " +
+                join(names, ", ") + ")");
+  }
+
+  ImportOptions options;
+  for (const std::string &text : inputShapes) {
+    StringRef name, dims;
+    if (!splitAssignment("input-shape", text, name, dims))
+      return 1;
+    SmallVector<int64_t> shape;
+    SmallVector<StringRef> parts;
+    if (dims != "scalar")
+      dims.split(parts, 'x');
+    for (StringRef part : parts) {
+      int64_t d;
+      if (part.getAsInteger(10, d) || d < 0)
+        return fail("--input-shape " + text + ": '" + part +
+                    "' is not a dimension size");
+      shape.push_back(d);
+    }
+    if (!options.inputShapes.emplace(name.str(), shape).second)
+      return fail("--input-shape given twice for '" + name + "'");
+  }
+  for (const std::string &text : boundInputs) {
+    StringRef name, file;
+    if (!splitAssignment("bind-input", text, name, file))
+      return 1;
+    if (!options.boundInputs.emplace(name.str(), file.str()).second)
+      return fail("--bind-input given twice for '" + name + "'");
+  }
+
+  mlir::DialectRegistry registry;
+  registerImportDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    raw_ostream &os = errs();
+    switch (diag.getSeverity()) {
+    case mlir::DiagnosticSeverity::Error:
+      WithColor::error(os, "cleave-compile");
+      break;
+    case mlir::DiagnosticSeverity::Warning:
+      WithColor::warning(os, "cleave-compile");
+      break;
+    default:
+      WithColor::note(os, "cleave-compile");
+      break;
+    }
+    os << diag << "\n";
+    for (const mlir::Diagnostic &note : diag.getNotes())
+      WithColor::note(os, "cleave-compile") << note << "\n";
+  });
+
+  if (!dumpDir.empty())
+    if (std::error_code ec = sys::fs::create_directories(dumpDir))
+      return fail("cannot create --dump-dir '" + dumpDir + "': " + ec.message());
+
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  int index = 0;
+  for (const PhaseInfo &info : allPhases()) {
+    auto start = std::chrono::steady_clock::now();
+    switch (info.phase) {
+    case Phase::Import:
+      module = importOnnxModel(context, modelPath, options);
+      break;
+    }
+    if (!module)
+      return 1;
+    if (failed(verifyAfterPhase(*module, info.phase)))
+      return fail("phase '" + info.name + "' left invalid IR (see above)");
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    if (!quiet)
+      errs() << format("cleave-compile: %-10s %8.3f s\n",
+                       info.name.str().c_str(), seconds);
+    ++index;
+    if (!dumpDir.empty()) {
+      SmallString<256> path(dumpDir);
+      sys::path::append(path, (Twine(index < 10 ? "0" : "") + Twine(index) + "-" + info.name + ".mlir").str());
+      if (!writeModule(*module, path))
+        return 1;
+    }
+    if (info.phase == *last)
+      return writeModule(*module, outputPath) ? 0 : 1;
+  }
+  return 0;
+}
