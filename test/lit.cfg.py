@@ -20,7 +20,9 @@ config.substitutions.append(
 )
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%lit_tools", tools))
-config.substitutions.append(
-    ("%conformance_dir",
-     os.path.join(os.path.dirname(config.cleave_src_root), "shared", "onnx-node-tests"))
-)
+conformance_dir = os.environ.get(
+    "CLEAVE_CONFORMANCE_DIR",
+    os.path.join(os.path.dirname(config.cleave_src_root), "shared", "onnx-node-tests"))
+config.substitutions.append(("%conformance_dir", conformance_dir))
+if os.path.isdir(conformance_dir):
+    config.available_features.add("conformance-cases")

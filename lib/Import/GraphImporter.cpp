@@ -410,7 +410,12 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
                                   << onnxDataTypeName(init.data_type());
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     int64_t elements = productOf(shape);
-    if (elements <= importOptions.inlineElementLimit) {
+    // Shape values and scalars are inlined so shape chains fold; any float
+    // tensor with more than one element is a weight, however small (a norm's
+    // scale, a rotary frequency table), and stays a parameter.
+    bool inlined = elements <= 1 || (!isa<FloatType>(elementType) &&
+                                     elements <= importOptions.inlineElementLimit);
+    if (inlined) {
       auto tensor = readTensorProto(&context, init, modelDirectory);
       if (!tensor)
         return mlir::emitError(loc) << llvm::toString(tensor.takeError());

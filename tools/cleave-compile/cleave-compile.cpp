@@ -9,6 +9,7 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
+#include "cleave/Pipelines/Summary.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -56,6 +57,9 @@ cl::opt<std::string> dumpDir("dump-dir",
                              cl::value_desc("DIR"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
+cl::opt<bool> summary("summary",
+                      cl::desc("Print a summary of the IR after the last phase"),
+                      cl::cat(category));
 cl::opt<bool> listOps("list-ops",
                       cl::desc("List the supported ONNX ops and exit"),
                       cl::cat(category));
@@ -211,8 +215,13 @@ int main(int argc, char **argv) {
       if (!writeModule(*module, path))
         return 1;
     }
-    if (info.phase == *last)
+    if (info.phase == *last) {
+      if (summary) {
+        printModuleSummary(*module, outs());
+        outs().flush();
+      }
       return writeModule(*module, outputPath) ? 0 : 1;
+    }
   }
   return 0;
 }

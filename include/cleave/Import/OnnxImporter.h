@@ -34,8 +34,9 @@ struct ImportOptions {
   /// Graph inputs made compile-time constants, by name: a path to a `.npy`
   /// file or a serialized TensorProto (--bind-input).
   std::map<std::string, std::string> boundInputs;
-  /// Initializers with at most this many elements are inlined as constants
-  /// (shape values, scalars); larger ones become function parameters.
+  /// Integer and bool initializers with at most this many elements (shape
+  /// values, axes) are inlined as constants, as are one-element initializers;
+  /// every other initializer becomes a function parameter.
   int64_t inlineElementLimit = 64;
   /// Constant subgraphs whose results have at most this many elements are
   /// folded at import; larger constant results are computed by the program.

@@ -218,9 +218,11 @@ LogicalResult lowerAttention(NodeContext &ctx) {
   if (qHeads != kvHeads) {
     int64_t reps = qHeads / kvHeads;
     auto repeat = [&](Value x) {
-      ArrayRef<int64_t> s = tensorTypeOf(x).getShape();
-      Value r = reshape(b, loc, x, {s[0], s[1], 1, s[2], s[3]});
-      r = broadcastTo(b, loc, r, {s[0], s[1], reps, s[2], s[3]});
+      auto t = tensorTypeOf(x);
+      ArrayRef<int64_t> s = t.getShape();
+      Value init = emptyTensor(b, loc, {s[0], s[1], reps, s[2], s[3]},
+                               t.getElementType());
+      Value r = linalg::BroadcastOp::create(b, loc, x, init, {2}).getResult()[0];
       return reshape(b, loc, r, {s[0], s[1] * reps, s[2], s[3]});
     };
     k = repeat(k);

@@ -526,6 +526,17 @@ LogicalResult lowerGather(NodeContext &ctx) {
     ctx.setOutput(0, reshape(b, loc, slice, shape));
     return success();
   }
+  if (indices && indexRank == 1 && !indexValues.empty()) {
+    // Constant ascending consecutive indices (position ids) are a slice.
+    bool consecutive = true;
+    for (size_t i = 1; i < indexValues.size(); ++i)
+      consecutive &= indexValues[i] == indexValues[0] + static_cast<int64_t>(i);
+    if (consecutive) {
+      ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0],
+                                 indexValues.size()));
+      return success();
+    }
+  }
   // General gather (embedding lookups): one generic reading the indices and
   // extracting from the data tensor.
   int64_t outRank = shape.size();
