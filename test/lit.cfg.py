@@ -8,7 +8,8 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
-config.excludes = ["lit-tools", "CMakeLists.txt", "README.md"]
+config.excludes = ["lit-tools", "CMakeLists.txt", "README.md", "make_inputs.py",
+                   "check_mlp.py", "run-exclusions.txt"]
 
 bin_dir = os.path.join(config.cleave_obj_root, "bin")
 config.environment["PATH"] = os.pathsep.join(

@@ -308,6 +308,13 @@ Value cleave::onnx_import::softmax(OpBuilder &b, Location loc, Value x,
                                    bool guardMaskedRows) {
   auto type = tensorTypeOf(x);
   Type elementType = type.getElementType();
+  // 16-bit floats are normalised in float32: their sums lose too much
+  // precision in 16 bits.
+  if (cast<FloatType>(elementType).getWidth() < 32) {
+    Value wide = softmax(b, loc, castTensor(b, loc, x, b.getF32Type()), axis,
+                         logSoftmax, guardMaskedRows);
+    return castTensor(b, loc, wide, elementType);
+  }
   ArrayRef<int64_t> shape = type.getShape();
   Value max = reduce(b, loc, x, {axis}, ReduceKind::Max, /*keepDims=*/true);
   if (guardMaskedRows) {
@@ -359,6 +366,14 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
                                   Value rhs) {
   auto lhsType = tensorTypeOf(lhs), rhsType = tensorTypeOf(rhs);
   Type elementType = lhsType.getElementType();
+  // 16-bit floats accumulate in float32, as numpy and ONNX Runtime do.
+  if (auto floatType = dyn_cast<FloatType>(elementType);
+      floatType && floatType.getWidth() < 32) {
+    Type f32 = b.getF32Type();
+    Value wide = matmul(b, loc, castTensor(b, loc, lhs, f32),
+                        castTensor(b, loc, rhs, f32));
+    return castTensor(b, loc, wide, elementType);
+  }
   SmallVector<int64_t> lhsShape(lhsType.getShape()), rhsShape(rhsType.getShape());
   bool lhsVector = lhsShape.size() == 1, rhsVector = rhsShape.size() == 1;
   if (lhsVector) {

@@ -10,6 +10,9 @@
 #include "ModelLoader.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/BitVector.h"
@@ -611,6 +614,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
 
 OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context, StringRef path,
                                               const ImportOptions &options) {
+  context.loadDialect<arith::ArithDialect, func::FuncDialect,
+                      linalg::LinalgDialect, math::MathDialect,
+                      tensor::TensorDialect>();
   auto model = loadModelProto(path);
   if (!model) {
     mlir::emitError(FileLineColLoc::get(&context, path, 0, 0))

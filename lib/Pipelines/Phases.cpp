@@ -1,6 +1,7 @@
 //===- Phases.cpp - The phases of a Cleave compilation --------------------===//
 //
-// The phase table and the invariant checks run after each phase.
+// The phase table, the pass pipelines of the MLIR-to-MLIR phases and the
+// invariant checks run after each phase.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
 using namespace cleave;
@@ -16,6 +18,12 @@ using namespace cleave;
 static const PhaseInfo kPhases[] = {
     {Phase::Import, "import",
      "ONNX to func @main on static tensors (linalg, tensor, arith, math)"},
+    {Phase::Fuse, "fuse", "elementwise fusion; GEMMs stay named"},
+    {Phase::Bufferize, "bufferize",
+     "tensors to buffers, outputs as arguments, buffers freed after last use"},
+    {Phase::Lower, "lower", "GEMMs to BLAS calls, loops, LLVM dialect"},
+    {Phase::Bundle, "bundle",
+     "host object code linked with the runtime, weights, manifest"},
 };
 
 ArrayRef<PhaseInfo> cleave::allPhases() { return kPhases; }
@@ -34,33 +42,92 @@ StringRef cleave::phaseName(Phase phase) {
   llvm_unreachable("unknown phase");
 }
 
+/// The textual pass pipeline of each MLIR-to-MLIR phase.
+static StringRef pipelineText(Phase phase) {
+  switch (phase) {
+  case Phase::Fuse:
+    return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
+           "cleave-fuse-elementwise, canonicalize, cse)";
+  case Phase::Bufferize:
+    return "func.func(cleave-duplicate-shared-fills), "
+           "cleave-outputs-to-arguments, "
+           "one-shot-bufferize{bufferize-function-boundaries "
+           "function-boundary-type-conversion=identity-layout-map}, "
+           "drop-equivalent-buffer-results, cleave-drop-returned-arguments, "
+           "func.func(canonicalize, cleave-free-buffers)";
+  case Phase::Lower:
+    return "func.func(cleave-copies-to-linalg, cleave-linalg-to-blas, "
+           "convert-linalg-to-loops), "
+           "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
+           "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "
+           "finalize-memref-to-llvm, arith-expand{include-bf16=true}, "
+           "convert-arith-to-llvm, "
+           "convert-index-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
+           "reconcile-unrealized-casts";
+  default:
+    return "";
+  }
+}
+
+LogicalResult cleave::buildPhasePipeline(Phase phase, OpPassManager &pm) {
+  StringRef text = pipelineText(phase);
+  if (text.empty())
+    return success();
+  return parsePassPipeline(text, pm, llvm::errs());
+}
+
+/// Reports every op outside `allowed` dialects; `what` names the phase.
+static bool onlyDialects(ModuleOp module, ArrayRef<StringRef> allowed,
+                         StringRef what) {
+  bool ok = true;
+  module.walk([&](Operation *op) {
+    StringRef dialect = op->getName().getDialectNamespace();
+    if (!llvm::is_contained(allowed, dialect)) {
+      op->emitError() << "op '" << op->getName() << "' is left after the "
+                      << what << " phase";
+      ok = false;
+    }
+  });
+  return ok;
+}
+
 /// After import: one @main, only the import dialects, every tensor static.
 static LogicalResult verifyImported(ModuleOp module) {
-  static const StringRef allowed[] = {"builtin", "func", "linalg", "tensor",
-                                      "arith", "math"};
-  bool ok = true;
+  bool ok = onlyDialects(module,
+                         {"builtin", "func", "linalg", "tensor", "arith", "math"},
+                         "import");
   if (!module.lookupSymbol<func::FuncOp>("main")) {
     module.emitError("imported module has no func @main");
     ok = false;
   }
   module.walk([&](Operation *op) {
-    StringRef dialect = op->getName().getDialectNamespace();
-    if (!llvm::is_contained(allowed, dialect)) {
-      op->emitError() << "op '" << op->getName()
-                      << "' is outside the dialects the import phase produces";
-      ok = false;
-    }
-    auto isDynamic = [](Type type) {
-      auto shaped = dyn_cast<ShapedType>(type);
-      return shaped && !shaped.hasStaticShape();
-    };
     for (Type type : op->getResultTypes())
-      if (isDynamic(type)) {
-        op->emitError() << "result of type " << type
-                        << " is not static after import";
+      if (auto shaped = dyn_cast<ShapedType>(type); shaped && !shaped.hasStaticShape()) {
+        op->emitError() << "result of type " << type << " is not static";
         ok = false;
       }
   });
+  return success(ok);
+}
+
+/// After bufferization: no tensor values anywhere, @main returns nothing.
+static LogicalResult verifyBufferized(ModuleOp module) {
+  bool ok = onlyDialects(module,
+                         {"builtin", "func", "linalg", "memref", "arith", "math"},
+                         "bufferize");
+  module.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (isa<TensorType>(v.getType())) {
+        op->emitError() << "result of tensor type " << v.getType()
+                        << " is left after bufferization";
+        ok = false;
+      }
+  });
+  if (auto main = module.lookupSymbol<func::FuncOp>("main");
+      main && main.getNumResults() != 0) {
+    main.emitError("@main still returns values after bufferization");
+    ok = false;
+  }
   return success(ok);
 }
 
@@ -68,6 +135,15 @@ LogicalResult cleave::verifyAfterPhase(ModuleOp module, Phase phase) {
   switch (phase) {
   case Phase::Import:
     return verifyImported(module);
+  case Phase::Fuse:
+    return success(onlyDialects(
+        module, {"builtin", "func", "linalg", "tensor", "arith", "math"}, "fuse"));
+  case Phase::Bufferize:
+    return verifyBufferized(module);
+  case Phase::Lower:
+    return success(onlyDialects(module, {"builtin", "llvm"}, "lower"));
+  case Phase::Bundle:
+    return success();
   }
   llvm_unreachable("unknown phase");
 }

@@ -9,12 +9,15 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
+#include "cleave/Pipelines/Registration.h"
 #include "cleave/Pipelines/Summary.h"
+#include "cleave/Target/Bundle.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -50,8 +53,13 @@ cl::list<std::string> boundInputs(
              "or a serialized TensorProto (repeatable)"),
     cl::value_desc("NAME=FILE"), cl::cat(category));
 cl::opt<std::string> compileTo(
-    "compile-to", cl::desc("Stop after this phase and write its IR to -o"),
-    cl::value_desc("PHASE"), cl::cat(category));
+    "compile-to",
+    cl::desc("Stop after this phase and write its IR to -o (default: bundle)"),
+    cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
+cl::opt<std::string> target("target",
+                            cl::desc("Code generation target (only 'cpu' so far)"),
+                            cl::value_desc("cpu"), cl::init("cpu"),
+                            cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
@@ -78,6 +86,14 @@ bool splitAssignment(StringRef option, StringRef text, StringRef &name,
     return false;
   }
   return true;
+}
+
+/// The runtime library that bundles link: lib/libcleave_rt.a beside bin/.
+std::string runtimeLibrary(const char *argv0) {
+  std::string exe = sys::fs::getMainExecutable(argv0, (void *)&runtimeLibrary);
+  SmallString<256> path(sys::path::parent_path(sys::path::parent_path(exe)));
+  sys::path::append(path, "lib", "libcleave_rt.a");
+  return std::string(path);
 }
 
 /// Writes `module` to `path` atomically: a failed write leaves nothing behind.
@@ -107,11 +123,12 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](raw_ostream &os) { os << "cleave-compile 0.1\n"; });
   cl::ParseCommandLineOptions(
       argc, argv,
-      "Cleave: compiles an ONNX transformer model into an SPMD program.\n\n"
+      "Cleave: compiles an ONNX transformer model into a program bundle.\n\n"
       "Phases (for --compile-to and --dump-dir):" +
           phases +
-          "\n\nCode generation and the program bundle are not implemented yet: "
-          "pass --compile-to=import.\n");
+          "\n\nWith --compile-to before 'bundle', -o names an .mlir file; "
+          "otherwise -o names the bundle folder (program, weights.bin, "
+          "manifest.json, plan.txt). Run bundles with cleave-run.\n");
 
   if (listOps) {
     for (auto &[op, since] : supportedOnnxOps())
@@ -123,11 +140,9 @@ int main(int argc, char **argv) {
   if (outputPath.empty())
     return fail("no output given: pass -o OUT");
 
-  std::optional<Phase> last;
-  if (compileTo.empty())
-    return fail("code generation is not implemented yet; pass "
-                "--compile-to=import to write the imported IR");
-  last = parsePhase(compileTo);
+  if (target != "cpu")
+    return fail("target '" + target + "' is not supported yet (only 'cpu')");
+  std::optional<Phase> last = parsePhase(compileTo);
   if (!last) {
     std::vector<std::string> names;
     for (const PhaseInfo &info : allPhases())
@@ -164,9 +179,8 @@ int main(int argc, char **argv) {
   }
 
   mlir::DialectRegistry registry;
-  registerImportDialects(registry);
+  registerEverything(registry);
   mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
   context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
     raw_ostream &os = errs();
     switch (diag.getSeverity()) {
@@ -190,18 +204,44 @@ int main(int argc, char **argv) {
       return fail("cannot create --dump-dir '" + dumpDir + "': " + ec.message());
 
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  ModelSignature signature;
   int index = 0;
   for (const PhaseInfo &info : allPhases()) {
     auto start = std::chrono::steady_clock::now();
     switch (info.phase) {
     case Phase::Import:
       module = importOnnxModel(context, modelPath, options);
+      if (!module)
+        return 1;
+      break;
+    case Phase::Fuse:
+    case Phase::Bufferize:
+    case Phase::Lower: {
+      mlir::PassManager pm(&context);
+      if (failed(buildPhasePipeline(info.phase, pm)) || failed(pm.run(*module)))
+        return fail("phase '" + info.name + "' failed (see above)");
       break;
     }
-    if (!module)
-      return 1;
+    case Phase::Bundle: {
+      BundleOptions bundle;
+      bundle.modelPath = modelPath;
+      bundle.outDir = outputPath;
+      bundle.dumpDir = dumpDir;
+      bundle.runtimeLibrary = runtimeLibrary(argv[0]);
+      bundle.compilerVersion = "cleave-compile 0.1";
+      if (failed(writeBundle(*module, signature, bundle)))
+        return 1;
+      break;
+    }
+    }
     if (failed(verifyAfterPhase(*module, info.phase)))
       return fail("phase '" + info.name + "' left invalid IR (see above)");
+    if (info.phase == Phase::Bufferize) {
+      auto extracted = extractSignature(*module);
+      if (failed(extracted))
+        return 1;
+      signature = std::move(*extracted);
+    }
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
@@ -209,9 +249,11 @@ int main(int argc, char **argv) {
       errs() << format("cleave-compile: %-10s %8.3f s\n",
                        info.name.str().c_str(), seconds);
     ++index;
-    if (!dumpDir.empty()) {
+    if (!dumpDir.empty() && info.phase != Phase::Bundle) {
       SmallString<256> path(dumpDir);
-      sys::path::append(path, (Twine(index < 10 ? "0" : "") + Twine(index) + "-" + info.name + ".mlir").str());
+      sys::path::append(path, (Twine(index < 10 ? "0" : "") + Twine(index) + "-" +
+                               info.name + ".mlir")
+                                  .str());
       if (!writeModule(*module, path))
         return 1;
     }
@@ -220,6 +262,8 @@ int main(int argc, char **argv) {
         printModuleSummary(*module, outs());
         outs().flush();
       }
+      if (info.phase == Phase::Bundle)
+        return 0;
       return writeModule(*module, outputPath) ? 0 : 1;
     }
   }

@@ -12,6 +12,7 @@
 #define CLEAVE_PIPELINES_PHASES_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -22,6 +23,14 @@ namespace cleave {
 enum class Phase {
   /// ONNX -> func @main on static tensors in linalg/tensor/arith/math.
   Import,
+  /// Elementwise fusion into producers and consumers; GEMMs stay named.
+  Fuse,
+  /// Tensors -> buffers; outputs become arguments; buffers freed after use.
+  Bufferize,
+  /// GEMMs -> runtime BLAS calls, the rest -> loops, everything -> LLVM dialect.
+  Lower,
+  /// LLVM IR, host object code, link with the runtime, weights and manifest.
+  Bundle,
 };
 
 struct PhaseInfo {
@@ -34,6 +43,9 @@ struct PhaseInfo {
 llvm::ArrayRef<PhaseInfo> allPhases();
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
+
+/// Adds the passes of a pass-pipeline phase (Fuse, Bufferize, Lower) to `pm`.
+mlir::LogicalResult buildPhasePipeline(Phase phase, mlir::OpPassManager &pm);
 
 /// Checks the invariants that hold after `phase`; reports each violation.
 mlir::LogicalResult verifyAfterPhase(mlir::ModuleOp module, Phase phase);

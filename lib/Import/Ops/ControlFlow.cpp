@@ -67,7 +67,7 @@ FailureOr<ConstTensor> stack(NodeContext &ctx, ArrayRef<ConstTensor> parts,
   std::vector<double> floats;
   for (const ConstTensor &part : parts) {
     if (part.getShape() != ArrayRef<int64_t>(shape).drop_front()) {
-      ctx.fail("scan outputs change shape between iterations");
+      (void)ctx.fail("scan outputs change shape between iterations");
       return failure();
     }
     for (int64_t i = 0; i < part.getNumElements(); ++i) {

@@ -1,0 +1,24 @@
+//===- Passes.h - Cleave's passes on upstream dialects --------------------===//
+
+#ifndef CLEAVE_TRANSFORMS_PASSES_H
+#define CLEAVE_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace cleave {
+
+#define GEN_PASS_DECL
+#include "cleave/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "cleave/Transforms/Passes.h.inc"
+
+} // namespace cleave
+
+#endif // CLEAVE_TRANSFORMS_PASSES_H

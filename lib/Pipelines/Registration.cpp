@@ -1,0 +1,22 @@
+//===- Registration.cpp - Everything a Cleave tool registers --------------===//
+
+#include "cleave/Pipelines/Registration.h"
+
+#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+
+void cleave::registerEverything(mlir::DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  registerImportDialects(registry);
+  static bool passesRegistered = [] {
+    mlir::registerAllPasses();
+    registerCleavePasses();
+    return true;
+  }();
+  (void)passesRegistered;
+}

@@ -1,0 +1,318 @@
+//===- Bundle.cpp - Writing the program bundle ----------------------------===//
+//
+// Assembles the bundle in `OUT.partial`: weights first (their checksum goes
+// into the program), then the object code, the link with the runtime, the
+// manifest and the plan; then renames the folder to OUT.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Target/Bundle.h"
+
+#include "LlvmEmitter.h"
+
+#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Import/WeightWriter.h"
+#include "cleave/Runtime/Abi.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace cleave;
+
+#ifndef CLEAVE_LLVM_TOOLS_DIR
+#define CLEAVE_LLVM_TOOLS_DIR ""
+#endif
+
+static std::string dtypeOf(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF64())
+    return "f64";
+  if (type.isInteger(1))
+    return "bool";
+  if (type.isInteger(8))
+    return "i8";
+  if (type.isInteger(16))
+    return "i16";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  return "";
+}
+
+FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main) {
+    module.emitError("no func @main");
+    return failure();
+  }
+  ModelSignature signature;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    auto type = dyn_cast<MemRefType>(main.getArgument(i).getType());
+    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) {
+      main.emitError() << "argument " << i
+                       << " is not a static, row-major memref";
+      return failure();
+    }
+    BufferSignature buffer;
+    if (auto name = main.getArgAttrOfType<StringAttr>(i, kInputAttrName)) {
+      buffer.kind = BufferSignature::Kind::Input;
+      buffer.name = name.str();
+    } else if (auto name = main.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+      buffer.kind = BufferSignature::Kind::Param;
+      buffer.name = name.str();
+    } else if (auto name = main.getArgAttrOfType<StringAttr>(i, kOutputAttrName)) {
+      buffer.kind = BufferSignature::Kind::Output;
+      buffer.name = name.str();
+    } else {
+      main.emitError() << "argument " << i << " has no cleave name";
+      return failure();
+    }
+    buffer.dtype = dtypeOf(type.getElementType());
+    if (buffer.dtype.empty()) {
+      main.emitError() << "argument " << i << " has unsupported element type "
+                       << type.getElementType();
+      return failure();
+    }
+    buffer.shape.assign(type.getShape().begin(), type.getShape().end());
+    buffer.bytes = type.getNumElements() *
+                   std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    signature.buffers.push_back(std::move(buffer));
+  }
+  return signature;
+}
+
+/// Percent-encodes the characters the descriptor uses as separators.
+static std::string encodeName(StringRef name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ' || c == '%' || c == '\n' || c == '\t' || c == '\r')
+      out += llvm::formatv("%{0:X-2}", static_cast<unsigned char>(c)).str();
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+static std::string descriptorText(const ModelSignature &signature) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "cleave-model " << CLEAVE_ABI_VERSION << "\n";
+  os << "weights " << signature.weightFileBytes << " "
+     << llvm::format_hex_no_prefix(signature.weightChecksum, 16) << "\n";
+  for (const BufferSignature &b : signature.buffers) {
+    os << (b.kind == BufferSignature::Kind::Input   ? "input"
+           : b.kind == BufferSignature::Kind::Param ? "param"
+                                                    : "output")
+       << " " << encodeName(b.name) << " " << b.dtype << " " << b.shape.size();
+    for (int64_t d : b.shape)
+      os << " " << d;
+    if (b.kind == BufferSignature::Kind::Param)
+      os << " " << b.offset << " " << b.bytes;
+    os << "\n";
+  }
+  return text;
+}
+
+static std::string findClang() {
+  for (StringRef name : {"clang++-22", "clang++"}) {
+    if (auto path = llvm::sys::findProgramByName(name, {CLEAVE_LLVM_TOOLS_DIR}))
+      return *path;
+    if (auto path = llvm::sys::findProgramByName(name))
+      return *path;
+  }
+  return "";
+}
+
+static LogicalResult linkProgram(StringRef object, StringRef runtime,
+                                 StringRef output, StringRef logPath) {
+  std::string clang = findClang();
+  if (clang.empty()) {
+    llvm::errs() << "cleave-compile: error: clang++-22 not found to link the "
+                    "program\n";
+    return failure();
+  }
+  SmallVector<StringRef> args = {clang,   "-o",          output,  object,
+                                 runtime, "-fuse-ld=lld", "-lopenblas", "-lm"};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
+                                          StringRef(logPath)};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(clang, args, std::nullopt, redirects, 0, 0,
+                                     &error);
+  if (rc != 0) {
+    auto log = llvm::MemoryBuffer::getFile(logPath);
+    llvm::errs() << "cleave-compile: error: linking the program failed"
+                 << (error.empty() ? "" : ": " + error) << "\n"
+                 << (log ? (*log)->getBuffer() : "") << "\n";
+    return failure();
+  }
+  return success();
+}
+
+static llvm::json::Array bufferList(const ModelSignature &signature,
+                                    BufferSignature::Kind kind) {
+  llvm::json::Array list;
+  for (const BufferSignature &b : signature.buffers)
+    if (b.kind == kind)
+      list.push_back(llvm::json::Object{
+          {"name", b.name},
+          {"dtype", b.dtype},
+          {"shape", llvm::json::Array(b.shape)},
+      });
+  return list;
+}
+
+static LogicalResult writeText(StringRef path, StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    llvm::errs() << "cleave-compile: error: cannot write '" << path
+                 << "': " << ec.message() << "\n";
+    return failure();
+  }
+  os << text;
+  return success();
+}
+
+LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
+                                  const BundleOptions &options) {
+  namespace fs = llvm::sys::fs;
+  auto fail = [](const llvm::Twine &message) {
+    llvm::errs() << "cleave-compile: error: " << message << "\n";
+    return failure();
+  };
+  // Refuse to replace a folder that is not a bundle.
+  if (fs::exists(options.outDir)) {
+    bool isBundle = fs::exists(options.outDir + "/manifest.json");
+    std::error_code ec;
+    bool empty = fs::directory_iterator(options.outDir, ec) == fs::directory_iterator();
+    if (!fs::is_directory(options.outDir) || (!isBundle && !empty))
+      return fail("'" + options.outDir +
+                  "' exists and is not a Cleave bundle; not replacing it");
+  }
+  std::string staging = options.outDir + ".partial";
+  fs::remove_directories(staging);
+  if (std::error_code ec = fs::create_directories(staging))
+    return fail("cannot create '" + staging + "': " + ec.message());
+  auto cleanup = llvm::make_scope_exit([&] { fs::remove_directories(staging); });
+
+  // Weights: streamed from the model, placements recorded in the signature.
+  std::vector<std::string> params;
+  for (const BufferSignature &b : signature.buffers)
+    if (b.kind == BufferSignature::Kind::Param)
+      params.push_back(b.name);
+  auto weights =
+      writeWeightFile(options.modelPath, params, staging + "/weights.bin");
+  if (!weights)
+    return fail(llvm::toString(weights.takeError()));
+  size_t next = 0;
+  for (BufferSignature &b : signature.buffers)
+    if (b.kind == BufferSignature::Kind::Param) {
+      b.offset = weights->placements[next].offset;
+      if (weights->placements[next].bytes != b.bytes)
+        return fail("parameter '" + b.name + "' holds " +
+                    llvm::Twine(weights->placements[next].bytes) +
+                    " bytes in the model, the program expects " +
+                    llvm::Twine(b.bytes));
+      ++next;
+    }
+  signature.weightFileBytes = weights->fileBytes;
+  signature.weightChecksum = weights->checksum;
+
+  // Program: object code for the host, linked with the runtime.
+  llvm::LLVMContext context;
+  auto llvmModule =
+      translateForRuntime(module, context, signature, descriptorText(signature));
+  if (failed(llvmModule))
+    return failure();
+  std::string irDump =
+      options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
+  std::string object = staging + "/model.o";
+  if (failed(emitHostObject(**llvmModule, object, irDump)))
+    return failure();
+  if (failed(linkProgram(object, options.runtimeLibrary, staging + "/program",
+                         staging + "/link.log")))
+    return failure();
+  fs::remove(object);
+  fs::remove(staging + "/link.log");
+
+  // Manifest and plan.
+  auto modelChecksum = checksumFile(options.modelPath);
+  if (!modelChecksum)
+    return fail(llvm::toString(modelChecksum.takeError()));
+  uint64_t paramBytes = 0;
+  for (const BufferSignature &b : signature.buffers)
+    if (b.kind == BufferSignature::Kind::Param)
+      paramBytes += b.bytes;
+  llvm::json::Object manifest{
+      {"format", "cleave-bundle"},
+      {"format_version", 1},
+      {"compiler", options.compilerVersion},
+      {"model", llvm::json::Object{
+                    {"path", options.modelPath},
+                    {"checksum",
+                     llvm::utohexstr(*modelChecksum, /*LowerCase=*/true, 16)}}},
+      {"target", llvm::json::Object{{"kind", "cpu"},
+                                    {"triple", llvm::sys::getProcessTriple()},
+                                    {"cpu", llvm::sys::getHostCPUName().str()}}},
+      {"mesh", llvm::json::Object{}},
+      {"ranks", 1},
+      {"program", "program"},
+      {"weights", llvm::json::Array{"weights.bin"}},
+      {"inputs", bufferList(signature, BufferSignature::Kind::Input)},
+      {"outputs", bufferList(signature, BufferSignature::Kind::Output)},
+      {"parameters", llvm::json::Object{{"count", int64_t(params.size())},
+                                        {"bytes", int64_t(paramBytes)}}},
+      {"bytes_per_rank", llvm::json::Array{int64_t(signature.weightFileBytes)}},
+  };
+  std::string manifestText;
+  llvm::raw_string_ostream(manifestText)
+      << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  if (failed(writeText(staging + "/manifest.json", manifestText)))
+    return failure();
+
+  std::string plan;
+  llvm::raw_string_ostream os(plan);
+  os << "Cleave plan for " << options.modelPath << "\n"
+     << "ranks: 1 (no mesh), target: cpu (" << llvm::sys::getHostCPUName()
+     << ")\n"
+     << "weights: " << params.size() << " parameters, " << paramBytes
+     << " bytes, all on rank 0\n\n";
+  for (const BufferSignature &b : signature.buffers) {
+    if (b.kind != BufferSignature::Kind::Param)
+      continue;
+    os << llvm::format("  %-48s %-5s %12llu bytes  [", b.name.c_str(),
+                       b.dtype.c_str(), (unsigned long long)b.bytes);
+    llvm::interleave(b.shape, os, "x");
+    os << "]\n";
+  }
+  if (failed(writeText(staging + "/plan.txt", plan)))
+    return failure();
+
+  // Swap the finished bundle into place.
+  if (fs::exists(options.outDir))
+    if (std::error_code ec = fs::remove_directories(options.outDir))
+      return fail("cannot replace '" + options.outDir + "': " + ec.message());
+  if (std::error_code ec = fs::rename(staging, options.outDir))
+    return fail("cannot move the bundle to '" + options.outDir +
+                "': " + ec.message());
+  cleanup.release();
+  return success();
+}

@@ -1,0 +1,129 @@
+//===- LinalgToBlas.cpp - float32 GEMMs to the runtime's BLAS calls -------===//
+//
+// On bufferized IR, replaces float32 linalg.matmul / linalg.batch_matmul whose
+// operands have contiguous rows by calls into the runtime (cleave_rt_sgemm,
+// cleave_rt_sgemm_batched). A zero fill of the result right before the GEMM
+// is folded into the call as beta = 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "cleave/Runtime/Abi.h"
+
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/Matchers.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVELINALGTOBLAS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// Base pointer (as index), offset and strides of a strided memref whose
+/// innermost stride is 1, or failure.
+struct StridedOperand {
+  Value base, offset;
+  SmallVector<Value> strides;
+};
+
+FailureOr<StridedOperand> describe(OpBuilder &b, Location loc, Value memref) {
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  if (!type || !type.getElementType().isF32())
+    return failure();
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+    return failure();
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  StridedOperand result;
+  result.base = memref::ExtractAlignedPointerAsIndexOp::create(
+      b, loc, meta.getBaseBuffer());
+  result.offset = meta.getOffset();
+  result.strides.assign(meta.getStrides().begin(), meta.getStrides().end());
+  return result;
+}
+
+func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  SmallVector<Type> args(indices, b.getIndexType());
+  args.push_back(b.getF32Type()); // beta
+  auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                b.getFunctionType(args, {}));
+  f.setPrivate();
+  return f;
+}
+
+/// Whether `op`'s output was just zero-filled by the op right before it; if
+/// so the fill is erased and the GEMM overwrites instead of accumulating.
+bool takeZeroFill(linalg::LinalgOp op) {
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  if (!fill || fill.getOutputs()[0] != op.getDpsInitsMutable()[0].get())
+    return false;
+  if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+    return false;
+  fill.erase();
+  return true;
+}
+
+struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto module = func->getParentOfType<ModuleOp>();
+    SmallVector<linalg::LinalgOp> gemms;
+    func.walk([&](linalg::LinalgOp op) {
+      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) &&
+          op.hasPureBufferSemantics())
+        gemms.push_back(op);
+    });
+    for (linalg::LinalgOp op : gemms) {
+      // Only the plain forms: no transposed or broadcast indexing maps.
+      if (auto mm = dyn_cast<linalg::MatmulOp>(op.getOperation())) {
+        if (mm.getIndexingMapsArray() !=
+            linalg::MatmulOp::getDefaultIndexingMaps(&getContext()))
+          continue;
+      } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op.getOperation())) {
+        if (bmm.getIndexingMapsArray() !=
+            linalg::BatchMatmulOp::getDefaultIndexingMaps(&getContext()))
+          continue;
+      }
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
+            c = op.getDpsInits()[0];
+      auto da = describe(b, loc, a), db = describe(b, loc, bm),
+           dc = describe(b, loc, c);
+      if (failed(da) || failed(db) || failed(dc))
+        continue;
+      bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
+      auto dim = [&](Value v, int64_t d) -> Value {
+        return memref::DimOp::create(b, loc, v, d);
+      };
+      int64_t r = batched ? 1 : 0;
+      SmallVector<Value> args;
+      if (batched)
+        args.push_back(dim(c, 0));
+      args.append({dim(c, r), dim(c, r + 1), dim(a, r + 1)});
+      for (auto *d : {&*da, &*db, &*dc}) {
+        args.append({d->base, d->offset});
+        if (batched)
+          args.push_back(d->strides[0]);
+        args.push_back(d->strides[r]);
+      }
+      bool overwrite = takeZeroFill(op);
+      args.push_back(arith::ConstantOp::create(
+          b, loc, b.getF32FloatAttr(overwrite ? 0.0f : 1.0f)));
+      StringRef name = batched ? CLEAVE_ABI_SGEMM_BATCHED : CLEAVE_ABI_SGEMM;
+      func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
+      func::CallOp::create(b, loc, callee, args);
+      op->erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,67 @@
+/*===- Abi.h - The boundary between emitted code and the runtime ----------===*
+ *
+ * Every symbol that code emitted by cleave-compile and the runtime exchange is
+ * named here; the compiler includes this header for the names, the runtime for
+ * the declarations, so the two cannot drift.
+ *
+ * The compiled model provides:
+ *   cleave_model_desc  a NUL-terminated text describing the model's buffers,
+ *                      one line each, in the order cleave_model_run takes them:
+ *                        cleave-model <abi-version>
+ *                        weights <data-bytes> <checksum as 16 hex digits>
+ *                        input  <name> <dtype> <rank> <dims...>
+ *                        param  <name> <dtype> <rank> <dims...> <offset> <bytes>
+ *                        output <name> <dtype> <rank> <dims...>
+ *                      names are percent-encoded (space, '%', newline, tab);
+ *                      dtypes: f32 f16 bf16 f64 i64 i32 i16 i8 bool.
+ *   cleave_model_run   runs the model once on `buffers`: one pointer per line
+ *                      above (inputs, params, outputs), row-major, each
+ *                      aligned to 64 bytes.
+ *
+ * The runtime provides the functions emitted code calls (prefix cleave_rt_).
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef CLEAVE_RUNTIME_ABI_H
+#define CLEAVE_RUNTIME_ABI_H
+
+#include <stdint.h>
+
+#define CLEAVE_ABI_VERSION 1
+
+/* Symbols of the compiled model. */
+#define CLEAVE_ABI_MODEL_DESC "cleave_model_desc"
+#define CLEAVE_ABI_MODEL_RUN "cleave_model_run"
+
+/* Symbols of the runtime called from compiled code. */
+#define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
+#define CLEAVE_ABI_SGEMM_BATCHED "cleave_rt_sgemm_batched"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const char cleave_model_desc[];
+void cleave_model_run(void **buffers);
+
+/* C[m x n] = A[m x k] * B[k x n] + beta * C, float32, row-major. Each operand
+ * is an aligned base pointer (passed as an integer), an element offset and a
+ * leading dimension (row stride in elements). */
+void cleave_rt_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
+                     int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb,
+                     intptr_t c, int64_t offsetC, int64_t ldc, float beta);
+
+/* `batch` independent sgemms; operand i of batch j starts at
+ * offset + j * batchStride. */
+void cleave_rt_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k,
+                             intptr_t a, int64_t offsetA, int64_t batchStrideA,
+                             int64_t lda, intptr_t b, int64_t offsetB,
+                             int64_t batchStrideB, int64_t ldb, intptr_t c,
+                             int64_t offsetC, int64_t batchStrideC, int64_t ldc,
+                             float beta);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLEAVE_RUNTIME_ABI_H */

@@ -1,0 +1,108 @@
+//===- Descriptor.cpp - Parsing cleave_model_desc -------------------------===//
+
+#include "Runtime.h"
+
+#include "cleave/Runtime/Abi.h"
+
+#include <cstdlib>
+#include <sstream>
+
+using namespace cleave::rt;
+
+size_t cleave::rt::dtypeBytes(const std::string &dtype) {
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "f64" || dtype == "i64")
+    return 8;
+  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
+    return 2;
+  if (dtype == "i8" || dtype == "bool")
+    return 1;
+  return 0;
+}
+
+int64_t BufferDesc::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string BufferDesc::shapeString() const {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+static std::string percentDecode(const std::string &text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      out.push_back(static_cast<char>(std::strtol(text.substr(i + 1, 2).c_str(),
+                                                  nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+ModelDesc cleave::rt::parseModelDesc(const char *text) {
+  std::istringstream in(text);
+  std::string line;
+  ModelDesc desc;
+  bool sawHeader = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind.empty())
+      continue;
+    if (kind == "cleave-model") {
+      int version = 0;
+      fields >> version;
+      if (version != CLEAVE_ABI_VERSION)
+        throw RuntimeError("the compiled model uses ABI version " +
+                           std::to_string(version) + ", this runtime " +
+                           std::to_string(CLEAVE_ABI_VERSION));
+      sawHeader = true;
+      continue;
+    }
+    if (kind == "weights") {
+      std::string checksum;
+      fields >> desc.weightBytes >> checksum;
+      desc.weightChecksum = std::strtoull(checksum.c_str(), nullptr, 16);
+      continue;
+    }
+    BufferDesc b;
+    if (kind == "input")
+      b.kind = BufferKind::Input;
+    else if (kind == "param")
+      b.kind = BufferKind::Param;
+    else if (kind == "output")
+      b.kind = BufferKind::Output;
+    else
+      throw RuntimeError("malformed model descriptor line '" + line + "'");
+    std::string name;
+    size_t rank = 0;
+    fields >> name >> b.dtype >> rank;
+    b.name = percentDecode(name);
+    b.shape.resize(rank);
+    for (int64_t &d : b.shape)
+      fields >> d;
+    if (b.kind == BufferKind::Param)
+      fields >> b.offset >> b.bytes;
+    else
+      b.bytes = b.numElements() * dtypeBytes(b.dtype);
+    if (!fields || dtypeBytes(b.dtype) == 0)
+      throw RuntimeError("malformed model descriptor line '" + line + "'");
+    desc.buffers.push_back(std::move(b));
+  }
+  if (!sawHeader)
+    throw RuntimeError("the model descriptor has no header");
+  return desc;
+}

@@ -1,0 +1,245 @@
+//===- Main.cpp - The entry point of every compiled Cleave program --------===//
+//
+// Loads the bundle's weights, reads and validates the inputs against the
+// model's descriptor, runs the model (repeatedly with --bench) and writes one
+// .npy per output. Outputs are written to temporary names and renamed only
+// once all of them are complete, so a failure leaves nothing half-written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runtime.h"
+
+#include "cleave/Runtime/Abi.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace cleave::rt;
+
+namespace {
+
+struct Options {
+  std::string bundle;
+  std::map<std::string, std::string> inputs;
+  std::string outputDir;
+  int bench = 0;
+  int threads = 0;
+};
+
+const char *kUsage =
+    "usage: program --bundle DIR --input NAME=FILE.npy ... --output-dir DIR\n"
+    "               [--bench N] [--threads N]\n"
+    "Normally started by cleave-run, which passes --bundle.\n";
+
+Options parseArgs(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos)
+        return arg.substr(eq + 1);
+      if (i + 1 >= argc)
+        throw RuntimeError("option '" + arg + "' needs a value");
+      return argv[++i];
+    };
+    std::string name = arg.substr(0, arg.find('='));
+    if (name == "--bundle") {
+      o.bundle = value();
+    } else if (name == "--input") {
+      std::string v = value();
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw RuntimeError("--input expects NAME=FILE.npy, got '" + v + "'");
+      if (!o.inputs.emplace(v.substr(0, eq), v.substr(eq + 1)).second)
+        throw RuntimeError("input '" + v.substr(0, eq) + "' is given twice");
+    } else if (name == "--output-dir") {
+      o.outputDir = value();
+    } else if (name == "--bench") {
+      o.bench = std::stoi(value());
+    } else if (name == "--threads") {
+      o.threads = std::stoi(value());
+    } else if (name == "--help" || name == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else {
+      throw RuntimeError("unknown option '" + arg + "'\n" + kUsage);
+    }
+  }
+  if (o.bundle.empty())
+    throw RuntimeError("--bundle is required");
+  return o;
+}
+
+/// A file name for output `name`: characters outside [A-Za-z0-9._-] become '_'.
+std::string fileNameFor(const std::string &name) {
+  std::string out = name;
+  for (char &c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
+        c != '-')
+      c = '_';
+  return out + ".npy";
+}
+
+void makeDirs(const std::string &path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
+        throw RuntimeError("cannot create output folder '" + partial +
+                           "': " + std::strerror(errno));
+    }
+    if (i < path.size())
+      partial.push_back(path[i]);
+  }
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int run(int argc, char **argv) {
+  Options options = parseArgs(argc, argv);
+  ModelDesc desc = parseModelDesc(cleave_model_desc);
+
+  int threads = options.threads;
+  if (threads <= 0) {
+    const char *env = std::getenv("CLEAVE_NUM_THREADS");
+    threads = env ? std::atoi(env) : 0;
+  }
+  if (threads <= 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  openblas_set_num_threads(threads);
+
+  // Inputs: every one given, none unknown, dtype and shape as compiled.
+  std::vector<std::string> known;
+  for (const BufferDesc &b : desc.buffers)
+    if (b.kind == BufferKind::Input)
+      known.push_back(b.name);
+  for (const auto &[name, file] : options.inputs)
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string &k : known)
+        list += (list.empty() ? "'" : ", '") + k + "'";
+      throw RuntimeError("'" + name + "' is not an input of the model (its inputs: " +
+                         list + ")");
+    }
+  std::vector<std::string> missing;
+  for (const std::string &k : known)
+    if (!options.inputs.count(k))
+      missing.push_back(k);
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &m : missing)
+      list += (list.empty() ? "'" : ", '") + m + "'";
+    throw RuntimeError("missing input " + list + ": pass --input NAME=FILE.npy");
+  }
+  if (!desc.buffers.empty() && options.outputDir.empty())
+    throw RuntimeError("--output-dir is required");
+
+  std::unique_ptr<WeightFile> weights;
+  bool hasParams = std::any_of(desc.buffers.begin(), desc.buffers.end(),
+                               [](auto &b) { return b.kind == BufferKind::Param; });
+  if (hasParams)
+    weights = std::make_unique<WeightFile>(options.bundle + "/weights.bin",
+                                           desc.weightBytes, desc.weightChecksum);
+
+  std::vector<std::unique_ptr<AlignedBuffer>> owned;
+  std::vector<void *> pointers;
+  std::vector<const BufferDesc *> outputs;
+  std::vector<void *> outputData;
+  for (const BufferDesc &b : desc.buffers) {
+    if (b.kind == BufferKind::Param) {
+      pointers.push_back(const_cast<char *>(weights->data()) + b.offset);
+      continue;
+    }
+    owned.push_back(std::make_unique<AlignedBuffer>(b.bytes));
+    pointers.push_back(owned.back()->data);
+    if (b.kind == BufferKind::Output) {
+      outputs.push_back(&b);
+      outputData.push_back(owned.back()->data);
+      continue;
+    }
+    const std::string &file = options.inputs.at(b.name);
+    NpyArray array = readNpy(file);
+    if (array.dtype != b.dtype)
+      throw RuntimeError("input '" + b.name + "': '" + file + "' holds " +
+                         array.dtype + ", the model takes " + b.dtype);
+    if (array.shape != b.shape) {
+      BufferDesc got = b;
+      got.shape = array.shape;
+      throw RuntimeError("input '" + b.name + "': '" + file + "' has shape " +
+                         got.shapeString() + ", the model was compiled for " +
+                         b.shapeString());
+    }
+    std::memcpy(owned.back()->data, array.data.data(), b.bytes);
+  }
+
+  using Clock = std::chrono::steady_clock;
+  if (options.bench > 0) {
+    int warmup = std::min(3, options.bench);
+    for (int i = 0; i < warmup; ++i)
+      cleave_model_run(pointers.data());
+    std::vector<double> ms;
+    for (int i = 0; i < options.bench; ++i) {
+      auto start = Clock::now();
+      cleave_model_run(pointers.data());
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start)
+                       .count());
+    }
+    double mean = 0;
+    for (double m : ms)
+      mean += m / ms.size();
+    std::printf("latency over %d runs (%d threads, %d warm-up): p50 %.3f ms, "
+                "p90 %.3f ms, mean %.3f ms\n",
+                options.bench, threads, warmup, percentile(ms, 0.5),
+                percentile(ms, 0.9), mean);
+  } else {
+    cleave_model_run(pointers.data());
+  }
+
+  // Write every output under a temporary name, then rename them all.
+  makeDirs(options.outputDir);
+  std::vector<std::pair<std::string, std::string>> written;
+  try {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string final = options.outputDir + "/" + fileNameFor(outputs[i]->name);
+      std::string temp = options.outputDir + "/." + fileNameFor(outputs[i]->name) +
+                         ".partial";
+      written.emplace_back(temp, final);
+      writeNpy(temp, outputs[i]->dtype, outputs[i]->shape, outputData[i],
+               outputs[i]->bytes);
+    }
+  } catch (...) {
+    for (auto &[temp, final] : written)
+      std::remove(temp.c_str());
+    throw;
+  }
+  for (auto &[temp, final] : written)
+    if (std::rename(temp.c_str(), final.c_str()) != 0)
+      throw RuntimeError("cannot write output '" + final +
+                         "': " + std::strerror(errno));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "cleave-run: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,143 @@
+//===- Npy.cpp - numpy .npy reading and writing ---------------------------===//
+//
+// Versions 1 to 3, little endian, C order. bfloat16 has no numpy dtype: such
+// tensors are exchanged as uint16 arrays holding the bit patterns.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runtime.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace cleave::rt;
+
+namespace {
+
+struct DtypeName {
+  const char *cleave;
+  const char *numpy;
+};
+const DtypeName kDtypes[] = {{"f32", "<f4"}, {"f16", "<f2"}, {"f64", "<f8"},
+                             {"i64", "<i8"}, {"i32", "<i4"}, {"i16", "<i2"},
+                             {"i8", "|i1"},  {"bool", "|b1"}, {"bf16", "<u2"}};
+
+std::string numpyDtype(const std::string &dtype) {
+  for (const DtypeName &d : kDtypes)
+    if (dtype == d.cleave)
+      return d.numpy;
+  throw RuntimeError("no .npy dtype for '" + dtype + "'");
+}
+
+std::string cleaveDtype(const std::string &descr) {
+  for (const DtypeName &d : kDtypes)
+    if (descr == d.numpy)
+      return d.cleave;
+  if (descr == "<i1" || descr == "i1")
+    return "i8";
+  return "";
+}
+
+/// The value text of `key` in a Python dict literal header.
+std::string headerField(const std::string &header, const std::string &key) {
+  size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos)
+    return "";
+  size_t colon = header.find(':', at);
+  size_t start = header.find_first_not_of(' ', colon + 1);
+  if (start == std::string::npos)
+    return "";
+  if (header[start] == '\'') {
+    size_t end = header.find('\'', start + 1);
+    return header.substr(start + 1, end - start - 1);
+  }
+  if (header[start] == '(') {
+    size_t end = header.find(')', start);
+    return header.substr(start + 1, end - start - 1);
+  }
+  size_t end = header.find_first_of(",}", start);
+  return header.substr(start, end - start);
+}
+
+} // namespace
+
+NpyArray cleave::rt::readNpy(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw RuntimeError("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string &why) {
+    return RuntimeError("'" + path + "' is not a valid .npy file: " + why);
+  };
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+    throw bad("missing the \\x93NUMPY magic");
+  uint8_t major = bytes[6];
+  size_t headerStart = major == 1 ? 10 : 12;
+  if (bytes.size() < headerStart)
+    throw bad("truncated header");
+  size_t headerLen = static_cast<uint8_t>(bytes[8]) |
+                     static_cast<uint8_t>(bytes[9]) << 8;
+  if (major != 1)
+    headerLen |= static_cast<size_t>(static_cast<uint8_t>(bytes[10])) << 16 |
+                 static_cast<size_t>(static_cast<uint8_t>(bytes[11])) << 24;
+  if (bytes.size() < headerStart + headerLen)
+    throw bad("truncated header");
+  std::string header(bytes.data() + headerStart, headerLen);
+
+  NpyArray array;
+  std::string descr = headerField(header, "descr");
+  array.dtype = cleaveDtype(descr);
+  if (array.dtype.empty())
+    throw bad("unsupported dtype '" + descr + "'");
+  if (headerField(header, "fortran_order") == "True")
+    throw bad("Fortran-ordered arrays are not supported; save in C order");
+  std::istringstream dims(headerField(header, "shape"));
+  std::string dim;
+  while (std::getline(dims, dim, ',')) {
+    size_t first = dim.find_first_not_of(' ');
+    if (first == std::string::npos)
+      continue;
+    array.shape.push_back(std::stoll(dim.substr(first)));
+  }
+  size_t count = 1;
+  for (int64_t d : array.shape)
+    count *= d;
+  size_t need = count * dtypeBytes(array.dtype);
+  size_t dataStart = headerStart + headerLen;
+  if (bytes.size() - dataStart < need)
+    throw bad("it holds fewer bytes than its shape needs");
+  array.data.assign(bytes.begin() + dataStart, bytes.begin() + dataStart + need);
+  return array;
+}
+
+void cleave::rt::writeNpy(const std::string &path, const std::string &dtype,
+                          const std::vector<int64_t> &shape, const void *data,
+                          size_t bytes) {
+  std::string shapeText;
+  for (int64_t d : shape)
+    shapeText += std::to_string(d) + ", ";
+  if (shape.size() > 1)
+    shapeText.erase(shapeText.size() - 2);
+  else if (shape.size() == 1)
+    shapeText.erase(shapeText.size() - 1);
+  std::string header = "{'descr': '" + numpyDtype(dtype) +
+                       "', 'fortran_order': False, 'shape': (" + shapeText +
+                       "), }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
+  uint16_t len = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  char lenBytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  out.write(lenBytes, 2);
+  out.write(header.data(), header.size());
+  out.write(static_cast<const char *>(data), bytes);
+  out.close();
+  if (!out)
+    throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
+}

@@ -1,0 +1,87 @@
+//===- Runtime.h - Internal pieces of the Cleave runtime ------------------===//
+//
+// The model descriptor, .npy files and the mapped weight file, as used by the
+// program's main. Errors are reported by throwing RuntimeError with a message
+// that names the culprit (input, file, output).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_RUNTIME_H
+#define CLEAVE_RUNTIME_RUNTIME_H
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class BufferKind { Input, Param, Output };
+
+/// One buffer the model takes, as listed by cleave_model_desc.
+struct BufferDesc {
+  BufferKind kind;
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0; // params: byte offset in weights.bin
+  uint64_t bytes = 0;
+
+  int64_t numElements() const;
+  std::string shapeString() const;
+};
+
+struct ModelDesc {
+  uint64_t weightBytes = 0;
+  uint64_t weightChecksum = 0;
+  std::vector<BufferDesc> buffers;
+};
+
+/// Parses the descriptor text the compiler embeds (see Abi.h).
+ModelDesc parseModelDesc(const char *text);
+/// Bytes of one element of `dtype`, 0 if unknown.
+size_t dtypeBytes(const std::string &dtype);
+
+/// A 64-byte aligned heap buffer.
+struct AlignedBuffer {
+  void *data = nullptr;
+  size_t size = 0;
+  explicit AlignedBuffer(size_t size);
+  ~AlignedBuffer();
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+};
+
+/// A .npy array: its Cleave dtype, shape and payload.
+struct NpyArray {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+};
+
+NpyArray readNpy(const std::string &path);
+/// Writes `data` as a .npy file at `path`.
+void writeNpy(const std::string &path, const std::string &dtype,
+              const std::vector<int64_t> &shape, const void *data, size_t bytes);
+
+/// weights.bin mapped read-only, header and checksum verified.
+class WeightFile {
+public:
+  WeightFile(const std::string &path, uint64_t expectedSize,
+             uint64_t expectedChecksum);
+  ~WeightFile();
+  const char *data() const { return base; }
+
+private:
+  const char *base = nullptr;
+  size_t size = 0;
+};
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_RUNTIME_H
