@@ -57,6 +57,7 @@ static StringRef pipelineText(Phase phase) {
            "func.func(canonicalize, cleave-free-buffers)";
   case Phase::Lower:
     return "func.func(cleave-copies-to-linalg, cleave-linalg-to-blas, "
+           "cleave-approximate-math, "
            "convert-linalg-to-loops), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
            "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "

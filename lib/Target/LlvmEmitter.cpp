@@ -9,7 +9,6 @@
 
 #include "cleave/Runtime/Abi.h"
 
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -18,6 +17,7 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -112,12 +112,26 @@ LogicalResult cleave::emitHostObject(llvm::Module &module, llvm::StringRef path,
   module.setTargetTriple(triple);
   module.setDataLayout(machine->createDataLayout());
 
-  auto optimize = makeOptimizingTransformer(3, 0, machine.get());
-  if (llvm::Error err = optimize(&module)) {
-    llvm::errs() << "cleave-compile: error: LLVM optimization failed: "
-                 << llvm::toString(std::move(err)) << "\n";
-    return failure();
-  }
+  // O3 with the loop and SLP vectorizers, but no loop unrolling: every loop
+  // has a static trip count, and full unrolling multiplies code size (and
+  // compile time) by the trip counts for little speed.
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = false;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(machine.get(), tuning);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
   if (!optimizedIrPath.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream ir(optimizedIrPath, ec);

@@ -107,6 +107,23 @@ def CleaveOutputsToArguments
 // CPU code generation
 //===----------------------------------------------------------------------===//
 
+def CleaveApproximateMath
+    : Pass<"cleave-approximate-math", "mlir::func::FuncOp"> {
+  let summary = "Inline polynomial approximations of erf, exp and tanh";
+  let description = [{
+    Left as math ops, erf and tanh become calls to libm (erff, tanhf) and exp
+    an llvm.exp intrinsic that LLVM scalarizes into expf calls: none of them
+    vectorize, and GELU and softmax spend most of their time there. This pass
+    rewrites them (float32, and 16-bit floats through float32) into upstream's
+    polynomial approximations, plain arithmetic that the loop vectorizer
+    handles. The approximations are accurate to a few ulp in float32; the
+    conformance suite and the ONNX Runtime comparisons check them.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
 def CleaveCopiesToLinalg
     : Pass<"cleave-copies-to-linalg", "mlir::func::FuncOp"> {
   let summary = "Turn memref.copy into linalg.copy";

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Writes a GPT-2-small-shaped stack of transformer blocks as ONNX.
+
+d_model 768, 12 heads, MLP 3072, pre-LN, causal mask, GELU (erf form, as
+PyTorch exports it), float32, random weights from a fixed seed. The graph uses
+the patterns exporters write: LayerNormalization, MatMul + Add for linear
+layers, Reshape/Transpose to split heads, Softmax, residual Adds. Input
+`hidden` [batch, seq, 768], output `out` of the same shape.
+
+Usage: gpt2_stack.py OUT.onnx [--layers N] [--batch B] [--seq S] [--external]
+"""
+import argparse
+import math
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+D, HEADS, FFN = 768, 12, 3072
+
+
+def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0):
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def weight(name, shape, scale=0.02):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def const(name, values, dtype=np.int64):
+        inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
+        return name
+
+    def node(op, inputs, **attrs):
+        out = f"t{len(nodes)}"
+        nodes.append(helper.make_node(op, inputs, [out], name=f"{op}_{len(nodes)}",
+                                      **attrs))
+        return out
+
+    head = D // HEADS
+    mask = np.triu(np.full((seq, seq), -1e9, np.float32), 1)[None, None]
+    inits.append(numpy_helper.from_array(mask, "causal_mask"))
+    split = const("split_shape", [batch, seq, HEADS, head])
+    merge = const("merge_shape", [batch, seq, D])
+    scale = const("scale", 1.0 / math.sqrt(head), np.float32)
+    sqrt2 = const("sqrt2", math.sqrt(2.0), np.float32)
+    one = const("one", 1.0, np.float32)
+    half = const("half", 0.5, np.float32)
+
+    x = "hidden"
+    for i in range(layers):
+        p = f"h.{i}."
+        ln = node("LayerNormalization", [x, weight(p + "ln_1.weight", [D], 1.0),
+                                         weight(p + "ln_1.bias", [D])], axis=-1)
+        heads = []
+        for part in ("q", "k", "v"):
+            proj = node("Add", [node("MatMul", [ln, weight(p + f"attn.{part}.weight",
+                                                           [D, D])]),
+                                weight(p + f"attn.{part}.bias", [D])])
+            heads.append(node("Transpose", [node("Reshape", [proj, split])],
+                              perm=[0, 2, 1, 3]))
+        q, k, v = heads
+        kt = node("Transpose", [k], perm=[0, 1, 3, 2])
+        scores = node("Add", [node("Mul", [node("MatMul", [q, kt]), scale]),
+                              "causal_mask"])
+        probs = node("Softmax", [scores], axis=-1)
+        ctx = node("Reshape", [node("Transpose", [node("MatMul", [probs, v])],
+                                    perm=[0, 2, 1, 3]), merge])
+        attn = node("Add", [node("MatMul", [ctx, weight(p + "attn.proj.weight",
+                                                        [D, D])]),
+                            weight(p + "attn.proj.bias", [D])])
+        x = node("Add", [x, attn])
+        ln2 = node("LayerNormalization", [x, weight(p + "ln_2.weight", [D], 1.0),
+                                          weight(p + "ln_2.bias", [D])], axis=-1)
+        fc = node("Add", [node("MatMul", [ln2, weight(p + "mlp.fc.weight", [D, FFN])]),
+                          weight(p + "mlp.fc.bias", [FFN])])
+        erf = node("Erf", [node("Div", [fc, sqrt2])])
+        gelu = node("Mul", [node("Mul", [fc, node("Add", [erf, one])]), half])
+        mlp = node("Add", [node("MatMul", [gelu, weight(p + "mlp.proj.weight",
+                                                        [FFN, D])]),
+                           weight(p + "mlp.proj.bias", [D])])
+        x = node("Add", [x, mlp])
+    nodes.append(helper.make_node("Identity", [x], ["out"], name="output"))
+    graph = helper.make_graph(
+        nodes, "gpt2_stack",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [batch, seq, D])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [batch, seq, D])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    if external:
+        onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location=path.split("/")[-1] + ".data", size_threshold=1024)
+    else:
+        onnx.save(model, path)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--external", action="store_true")
+    args = parser.parse_args()
+    make_stack(args.out, args.layers, args.batch, args.seq, args.external)

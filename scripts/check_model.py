@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Compiles an ONNX model with Cleave, runs it, and checks it against ONNX Runtime.
+
+Inputs are random with a fixed seed: floats from a normal distribution, integer
+inputs (token ids) uniform in [0, --int-high). Every output must satisfy
+|cleave - ort| <= atol + rtol * |ort|. With --bench N both run N times at the
+same thread count and the latency ratio Cleave / ONNX Runtime is printed.
+
+Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
+                      [--rtol R] [--atol A] [--bench N] [--threads T]
+                      [--bin DIR] [--work DIR]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
+            onnx.TensorProto.INT32: np.int32, onnx.TensorProto.FLOAT16: np.float16,
+            onnx.TensorProto.BOOL: np.bool_}
+
+
+def make_inputs(model, shapes, int_high, seed=0):
+    rng = np.random.default_rng(seed)
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = {}
+    for graph_input in model.graph.input:
+        if graph_input.name in initializers:
+            continue
+        dtype = NP_TYPES[graph_input.type.tensor_type.elem_type]
+        shape = shapes.get(graph_input.name)
+        if shape is None:
+            shape = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+        if np.issubdtype(dtype, np.integer):
+            inputs[graph_input.name] = rng.integers(0, int_high, shape).astype(dtype)
+        elif dtype == np.bool_:
+            inputs[graph_input.name] = rng.integers(0, 2, shape).astype(np.bool_)
+        else:
+            inputs[graph_input.name] = rng.standard_normal(shape).astype(dtype)
+    return inputs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model")
+    parser.add_argument("--input-shape", action="append", default=[])
+    parser.add_argument("--int-high", type=int, default=2)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument("--bench", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
+                                                      "build", "bin"))
+    parser.add_argument("--work")
+    args = parser.parse_args()
+
+    shapes = {}
+    for text in args.input_shape:
+        name, dims = text.split("=")
+        shapes[name] = [int(d) for d in dims.split("x")]
+    model = onnx.load(args.model)
+    inputs = make_inputs(model, shapes, args.int_high)
+    work = args.work or tempfile.mkdtemp(prefix="cleave-check-")
+    os.makedirs(work, exist_ok=True)
+    bundle = os.path.join(work, "bundle")
+
+    start = time.monotonic()
+    subprocess.run([os.path.join(args.bin, "cleave-compile"), args.model, "--quiet",
+                    "-o", bundle] + [f"--input-shape={s}" for s in args.input_shape],
+                   check=True)
+    compile_s = time.monotonic() - start
+    run = [os.path.join(args.bin, "cleave-run"), bundle, "--output-dir",
+           os.path.join(work, "out"), "--threads", str(args.threads)]
+    for name, value in inputs.items():
+        path = os.path.join(work, f"in_{len(run)}.npy")
+        np.save(path, value)
+        run.append(f"--input={name}={path}")
+    subprocess.run(run, check=True)
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(args.model, options,
+                                   providers=["CPUExecutionProvider"])
+    expected = session.run(None, inputs)
+    worst = 0.0
+    ok = True
+    for output, reference in zip(model.graph.output, expected):
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", output.name)
+        actual = np.load(os.path.join(work, "out", name + ".npy"))
+        if actual.shape != reference.shape:
+            print(f"output '{output.name}': shape {actual.shape}, ONNX Runtime "
+                  f"{reference.shape}")
+            ok = False
+            continue
+        diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64))
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        bad = diff > args.atol + args.rtol * np.abs(reference)
+        if bad.any():
+            print(f"output '{output.name}': {int(bad.sum())} of {bad.size} "
+                  f"elements differ from ONNX Runtime (max |diff| {diff.max():.3g})")
+            ok = False
+    print(f"{os.path.basename(args.model)}: outputs match ONNX Runtime: "
+          f"{'yes' if ok else 'NO'} (max |diff| {worst:.3g}, rtol {args.rtol}, "
+          f"atol {args.atol}); compile {compile_s:.2f} s")
+    if not ok:
+        return 1
+
+    if args.bench:
+        result = subprocess.run(run + ["--bench", str(args.bench)], check=True,
+                                capture_output=True, text=True)
+        cleave_p50 = float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
+        for _ in range(3):
+            session.run(None, inputs)
+        times = []
+        for _ in range(args.bench):
+            t = time.perf_counter()
+            session.run(None, inputs)
+            times.append((time.perf_counter() - t) * 1000)
+        ort_p50 = float(np.percentile(times, 50))
+        print(f"latency at {args.threads} thread(s), p50 over {args.bench} runs: "
+              f"Cleave {cleave_p50:.3f} ms, ONNX Runtime {ort_p50:.3f} ms, "
+              f"ratio {cleave_p50 / ort_p50:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
