@@ -58,12 +58,14 @@ static StringRef pipelineText(Phase phase) {
   case Phase::Lower:
     return "func.func(cleave-copies-to-linalg, cleave-linalg-to-blas, "
            "cleave-approximate-math, "
-           "convert-linalg-to-loops), "
+           "convert-linalg-to-parallel-loops, cleave-parallelize-outer-loops), "
+           "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
            "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "
            "finalize-memref-to-llvm, arith-expand{include-bf16=true}, "
            "convert-arith-to-llvm, "
            "convert-index-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
+           "convert-openmp-to-llvm, "
            "reconcile-unrealized-casts";
   default:
     return "";
@@ -142,7 +144,8 @@ LogicalResult cleave::verifyAfterPhase(ModuleOp module, Phase phase) {
   case Phase::Bufferize:
     return verifyBufferized(module);
   case Phase::Lower:
-    return success(onlyDialects(module, {"builtin", "llvm"}, "lower"));
+    // OpenMP ops stay: they translate directly to LLVM IR.
+    return success(onlyDialects(module, {"builtin", "llvm", "omp"}, "lower"));
   case Phase::Bundle:
     return success();
   }

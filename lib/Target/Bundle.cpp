@@ -149,8 +149,9 @@ static LogicalResult linkProgram(StringRef object, StringRef runtime,
                     "program\n";
     return failure();
   }
-  SmallVector<StringRef> args = {clang,   "-o",          output,  object,
-                                 runtime, "-fuse-ld=lld", "-lopenblas", "-lm"};
+  SmallVector<StringRef> args = {clang,   "-o",           output,      object,
+                                 runtime, "-fuse-ld=lld", "-lopenblas", "-fopenmp",
+                                 "-lm"};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};
   std::string error;

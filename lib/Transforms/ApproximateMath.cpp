@@ -22,7 +22,7 @@ struct ApproximateMathPass
     : cleave::impl::CleaveApproximateMathBase<ApproximateMathPass> {
   void runOnOperation() override {
     auto selected = [](StringRef name) {
-      return name == "erf" || name == "exp" || name == "tanh";
+      return name == "math.erf" || name == "math.exp" || name == "math.tanh";
     };
     RewritePatternSet patterns(&getContext());
     populateMathF32ExpansionPatterns(patterns, selected);

@@ -26,6 +26,10 @@
 
 using namespace cleave::rt;
 
+// From the OpenMP runtime (libomp) the program links for its parallel loops.
+extern "C" void omp_set_num_threads(int threads);
+extern "C" void kmp_set_blocktime(int milliseconds);
+
 namespace {
 
 struct Options {
@@ -126,6 +130,10 @@ int run(int argc, char **argv) {
   if (threads <= 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
   openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);
+  // Loops and GEMMs alternate: OpenMP threads that spin after a loop steal the
+  // cores OpenBLAS needs next. Let them sleep at once.
+  kmp_set_blocktime(0);
 
   // Inputs: every one given, none unknown, dtype and shape as compiled.
   std::vector<std::string> known;

@@ -15,6 +15,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -69,6 +70,9 @@ int main(int argc, char **argv) {
   if (!llvm::sys::fs::can_execute(program))
     return fail("the bundle's program '" + program + "' is missing");
 
+  // OpenBLAS reads this when it loads: its threads should sleep soon after a
+  // GEMM instead of spinning while the model's own loops run.
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
   std::vector<std::string> args = {program.str().str(), "--bundle", bundle};
   for (int i = 2; i < argc; ++i)
     args.push_back(argv[i]);

@@ -135,6 +135,32 @@ def CleaveCopiesToLinalg
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def CleaveInlineAllocaScopes
+    : Pass<"cleave-inline-alloca-scopes", "mlir::func::FuncOp"> {
+  let summary = "Inline memref.alloca_scope regions that hold no alloca";
+  let description = [{
+    convert-scf-to-openmp wraps every parallel loop body in a
+    memref.alloca_scope, whose region must stay a single block; the nested
+    sequential loops then cannot be lowered to control flow. Cleave's loop
+    bodies allocate nothing on the stack, so a scope without memref.alloca is
+    replaced by its body.
+  }];
+}
+
+def CleaveParallelizeOuterLoops
+    : Pass<"cleave-parallelize-outer-loops", "mlir::func::FuncOp"> {
+  let summary = "Keep only the outer dims of scf.parallel loops parallel";
+  let description = [{
+    convert-scf-to-openmp collapses every dim of an scf.parallel into one
+    OpenMP loop, and the index arithmetic that recovers the inner indices stops
+    LLVM from vectorizing the innermost loop. This pass keeps parallel only the
+    leading dims needed for at least 8 iterations and turns the rest into
+    nested scf.for loops, so threads split the outer work and each thread's
+    inner loop stays vectorizable.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
+}
+
 def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::func::FuncOp"> {
   let summary = "Call the runtime's BLAS GEMMs for float32 matmuls on memrefs";
   let description = [{

@@ -1,0 +1,72 @@
+//===- ParallelizeOuterLoops.cpp - Parallel outer dims, sequential inner --===//
+//
+// Splits a multi-dim scf.parallel into a parallel loop over its leading dims
+// (enough of them for 8 iterations) around sequential scf.for loops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEPARALLELIZEOUTERLOOPS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// Iterations the parallel part should have at least, to feed the threads.
+constexpr int64_t kMinParallelIterations = 8;
+
+struct ParallelizeOuterLoopsPass
+    : cleave::impl::CleaveParallelizeOuterLoopsBase<ParallelizeOuterLoopsPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ParallelOp> loops;
+    getOperation().walk([&](scf::ParallelOp op) {
+      if (!op->getParentOfType<scf::ParallelOp>() && op.getNumReductions() == 0)
+        loops.push_back(op);
+    });
+    for (scf::ParallelOp op : loops)
+      split(op);
+  }
+
+  void split(scf::ParallelOp op) {
+    unsigned dims = op.getNumLoops();
+    unsigned keep = 0;
+    int64_t iterations = 1;
+    while (keep < dims && iterations < kMinParallelIterations) {
+      auto lb = getConstantIntValue(op.getLowerBound()[keep]);
+      auto ub = getConstantIntValue(op.getUpperBound()[keep]);
+      auto step = getConstantIntValue(op.getStep()[keep]);
+      if (!lb || !ub || !step)
+        return;
+      iterations *= (*ub - *lb + *step - 1) / *step;
+      ++keep;
+    }
+    if (keep == dims)
+      return;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto outer = scf::ParallelOp::create(
+        b, loc, op.getLowerBound().take_front(keep),
+        op.getUpperBound().take_front(keep), op.getStep().take_front(keep));
+    b.setInsertionPointToStart(outer.getBody());
+    IRMapping mapping;
+    for (unsigned d = 0; d < keep; ++d)
+      mapping.map(op.getInductionVars()[d], outer.getInductionVars()[d]);
+    // Nested scf.for loops over the remaining dims, innermost last.
+    for (unsigned d = keep; d < dims; ++d) {
+      auto loop = scf::ForOp::create(b, loc, op.getLowerBound()[d],
+                                     op.getUpperBound()[d], op.getStep()[d]);
+      mapping.map(op.getInductionVars()[d], loop.getInductionVar());
+      b.setInsertionPointToStart(loop.getBody());
+    }
+    for (Operation &inner : op.getBody()->without_terminator())
+      b.clone(inner, mapping);
+    op.erase();
+  }
+};
+} // namespace
