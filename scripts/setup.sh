@@ -7,7 +7,7 @@ APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   protobuf-compiler libprotobuf-dev
   mpich libmpich-dev
-  libopenblas-dev
+  libopenblas-dev libomp-22-dev
   ninja-build ccache cmake
 )
 PIP_PACKAGES=(onnx onnxruntime numpy pyyaml)

@@ -50,7 +50,7 @@ static StringRef pipelineText(Phase phase) {
            "cleave-fuse-elementwise, canonicalize, cse)";
   case Phase::Bufferize:
     return "func.func(cleave-duplicate-shared-fills), "
-           "cleave-outputs-to-arguments, "
+           "cleave-outputs-to-arguments, eliminate-empty-tensors, "
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
            "drop-equivalent-buffer-results, cleave-drop-returned-arguments, "

@@ -60,16 +60,15 @@ func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
   return f;
 }
 
-/// Whether `op`'s output was just zero-filled by the op right before it; if
-/// so the fill is erased and the GEMM overwrites instead of accumulating.
-bool takeZeroFill(linalg::LinalgOp op) {
+/// The zero fill of `op`'s output by the op right before it, if any: the GEMM
+/// can then overwrite (beta = 0) and the fill can go.
+linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
   auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
   if (!fill || fill.getOutputs()[0] != op.getDpsInitsMutable()[0].get())
-    return false;
+    return nullptr;
   if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
-    return false;
-  fill.erase();
-  return true;
+    return nullptr;
+  return fill;
 }
 
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
@@ -93,6 +92,7 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
             linalg::BatchMatmulOp::getDefaultIndexingMaps(&getContext()))
           continue;
       }
+      linalg::FillOp fill = zeroFillBefore(op);
       OpBuilder b(op);
       Location loc = op.getLoc();
       Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
@@ -116,13 +116,14 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
           args.push_back(d->strides[0]);
         args.push_back(d->strides[r]);
       }
-      bool overwrite = takeZeroFill(op);
       args.push_back(arith::ConstantOp::create(
-          b, loc, b.getF32FloatAttr(overwrite ? 0.0f : 1.0f)));
+          b, loc, b.getF32FloatAttr(fill ? 0.0f : 1.0f)));
       StringRef name = batched ? CLEAVE_ABI_SGEMM_BATCHED : CLEAVE_ABI_SGEMM;
       func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
       func::CallOp::create(b, loc, callee, args);
       op->erase();
+      if (fill)
+        fill.erase();
     }
   }
 };
