@@ -20,6 +20,7 @@ config.substitutions.append(
     ("%onnx-from-text", f"{config.python_executable} {tools}/onnx_from_text.py")
 )
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%bin", bin_dir))
 config.substitutions.append(("%lit_tools", tools))
 conformance_dir = os.environ.get(
     "CLEAVE_CONFORMANCE_DIR",

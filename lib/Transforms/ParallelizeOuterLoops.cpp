@@ -20,6 +20,9 @@ namespace {
 
 /// Iterations the parallel part should have at least, to feed the threads.
 constexpr int64_t kMinParallelIterations = 8;
+/// Loops with fewer iterations in all stay sequential: waking the threads
+/// costs more than the loop.
+constexpr int64_t kMinParallelWork = 1 << 15;
 
 struct ParallelizeOuterLoopsPass
     : cleave::impl::CleaveParallelizeOuterLoopsBase<ParallelizeOuterLoopsPass> {
@@ -35,28 +38,37 @@ struct ParallelizeOuterLoopsPass
 
   void split(scf::ParallelOp op) {
     unsigned dims = op.getNumLoops();
-    unsigned keep = 0;
-    int64_t iterations = 1;
-    while (keep < dims && iterations < kMinParallelIterations) {
-      auto lb = getConstantIntValue(op.getLowerBound()[keep]);
-      auto ub = getConstantIntValue(op.getUpperBound()[keep]);
-      auto step = getConstantIntValue(op.getStep()[keep]);
+    SmallVector<int64_t> tripCounts;
+    for (unsigned d = 0; d < dims; ++d) {
+      auto lb = getConstantIntValue(op.getLowerBound()[d]);
+      auto ub = getConstantIntValue(op.getUpperBound()[d]);
+      auto step = getConstantIntValue(op.getStep()[d]);
       if (!lb || !ub || !step)
         return;
-      iterations *= (*ub - *lb + *step - 1) / *step;
-      ++keep;
+      tripCounts.push_back((*ub - *lb + *step - 1) / *step);
     }
+    int64_t work = 1;
+    for (int64_t n : tripCounts)
+      work *= n;
+    unsigned keep = 0;
+    int64_t iterations = 1;
+    while (keep < dims && iterations < kMinParallelIterations)
+      iterations *= tripCounts[keep++];
+    if (work < kMinParallelWork)
+      keep = 0;
     if (keep == dims)
       return;
     OpBuilder b(op);
     Location loc = op.getLoc();
-    auto outer = scf::ParallelOp::create(
-        b, loc, op.getLowerBound().take_front(keep),
-        op.getUpperBound().take_front(keep), op.getStep().take_front(keep));
-    b.setInsertionPointToStart(outer.getBody());
     IRMapping mapping;
-    for (unsigned d = 0; d < keep; ++d)
-      mapping.map(op.getInductionVars()[d], outer.getInductionVars()[d]);
+    if (keep > 0) {
+      auto outer = scf::ParallelOp::create(
+          b, loc, op.getLowerBound().take_front(keep),
+          op.getUpperBound().take_front(keep), op.getStep().take_front(keep));
+      b.setInsertionPointToStart(outer.getBody());
+      for (unsigned d = 0; d < keep; ++d)
+        mapping.map(op.getInductionVars()[d], outer.getInductionVars()[d]);
+    }
     // Nested scf.for loops over the remaining dims, innermost last.
     for (unsigned d = keep; d < dims; ++d) {
       auto loop = scf::ForOp::create(b, loc, op.getLowerBound()[d],

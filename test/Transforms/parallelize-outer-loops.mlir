@@ -1,19 +1,36 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-parallelize-outer-loops))' | FileCheck %s
 
-// Tests that a [1, 16, 64] loop keeps the first two dims parallel (16
+// Tests that a [1, 16, 4096] loop keeps the first two dims parallel (16
 // iterations) and the innermost one sequential.
 // CHECK-LABEL: func.func @split
 // CHECK: scf.parallel (%[[I:.*]], %[[J:.*]]) = (%c0, %c0) to (%c1, %c16) step (%c1, %c1)
-// CHECK-NEXT: scf.for %[[K:.*]] = %c0 to %c64 step %c1
+// CHECK-NEXT: scf.for %[[K:.*]] = %c0 to %c4096 step %c1
 // CHECK-NEXT: memref.store %{{.*}}, %arg0[%[[I]], %[[J]], %[[K]]]
-func.func @split(%m: memref<1x16x64xf32>) {
+func.func @split(%m: memref<1x16x4096xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c4096 = arith.constant 4096 : index
+  %v = arith.constant 1.0 : f32
+  scf.parallel (%i, %j, %k) = (%c0, %c0, %c0) to (%c1, %c16, %c4096) step (%c1, %c1, %c1) {
+    memref.store %v, %m[%i, %j, %k] : memref<1x16x4096xf32>
+  }
+  return
+}
+
+// A loop of 1024 iterations in all is not worth waking threads for.
+// CHECK-LABEL: func.func @small
+// CHECK-NOT: scf.parallel
+// CHECK: scf.for
+// CHECK-NEXT: scf.for
+func.func @small(%m: memref<16x64xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
   %c64 = arith.constant 64 : index
   %v = arith.constant 1.0 : f32
-  scf.parallel (%i, %j, %k) = (%c0, %c0, %c0) to (%c1, %c16, %c64) step (%c1, %c1, %c1) {
-    memref.store %v, %m[%i, %j, %k] : memref<1x16x64xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c16, %c64) step (%c1, %c1) {
+    memref.store %v, %m[%i, %j] : memref<16x64xf32>
   }
   return
 }

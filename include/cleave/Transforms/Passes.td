@@ -156,7 +156,8 @@ def CleaveParallelizeOuterLoops
     LLVM from vectorizing the innermost loop. This pass keeps parallel only the
     leading dims needed for at least 8 iterations and turns the rest into
     nested scf.for loops, so threads split the outer work and each thread's
-    inner loop stays vectorizable.
+    inner loop stays vectorizable. Loops with fewer than 32768 iterations in
+    all become sequential: waking the threads would cost more.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
