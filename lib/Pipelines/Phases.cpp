@@ -43,7 +43,7 @@ StringRef cleave::phaseName(Phase phase) {
 }
 
 /// The textual pass pipeline of each MLIR-to-MLIR phase.
-static StringRef pipelineText(Phase phase) {
+static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
@@ -56,7 +56,8 @@ static StringRef pipelineText(Phase phase) {
            "drop-equivalent-buffer-results, cleave-drop-returned-arguments, "
            "func.func(canonicalize, cleave-free-buffers)";
   case Phase::Lower:
-    return "func.func(cleave-copies-to-linalg, cleave-linalg-to-blas, "
+    return std::string("func.func(cleave-copies-to-linalg, ") +
+           (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "cleave-approximate-math, "
            "convert-linalg-to-parallel-loops, cleave-parallelize-outer-loops), "
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
@@ -72,8 +73,9 @@ static StringRef pipelineText(Phase phase) {
   }
 }
 
-LogicalResult cleave::buildPhasePipeline(Phase phase, OpPassManager &pm) {
-  StringRef text = pipelineText(phase);
+LogicalResult cleave::buildPhasePipeline(Phase phase, OpPassManager &pm,
+                                         const PipelineOptions &options) {
+  std::string text = pipelineText(phase, options);
   if (text.empty())
     return success();
   return parsePassPipeline(text, pm, llvm::errs());

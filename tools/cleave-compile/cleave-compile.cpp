@@ -63,6 +63,11 @@ cl::opt<std::string> target("target",
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> cpuGemm(
+    "cpu-gemm",
+    cl::desc("float32 GEMMs on the CPU: 'blas' (OpenBLAS, default) or 'loops' "
+             "(compiled like every other op; for comparison)"),
+    cl::value_desc("blas|loops"), cl::init("blas"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
 cl::opt<bool> summary("summary",
@@ -140,6 +145,8 @@ int main(int argc, char **argv) {
   if (outputPath.empty())
     return fail("no output given: pass -o OUT");
 
+  if (cpuGemm != "blas" && cpuGemm != "loops")
+    return fail("--cpu-gemm must be 'blas' or 'loops', not '" + cpuGemm + "'");
   if (target != "cpu")
     return fail("target '" + target + "' is not supported yet (only 'cpu')");
   std::optional<Phase> last = parsePhase(compileTo);
@@ -218,7 +225,10 @@ int main(int argc, char **argv) {
     case Phase::Bufferize:
     case Phase::Lower: {
       mlir::PassManager pm(&context);
-      if (failed(buildPhasePipeline(info.phase, pm)) || failed(pm.run(*module)))
+      PipelineOptions pipelineOptions;
+      pipelineOptions.cpuGemm = cpuGemm;
+      if (failed(buildPhasePipeline(info.phase, pm, pipelineOptions)) ||
+          failed(pm.run(*module)))
         return fail("phase '" + info.name + "' failed (see above)");
       break;
     }

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
+#include <string>
 
 namespace cleave {
 
@@ -44,8 +45,16 @@ llvm::ArrayRef<PhaseInfo> allPhases();
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
 
+/// Choices that change what a phase emits.
+struct PipelineOptions {
+  /// float32 GEMMs: calls to the runtime's OpenBLAS ("blas") or compiled
+  /// loops like every other op ("loops"), kept for measurement.
+  std::string cpuGemm = "blas";
+};
+
 /// Adds the passes of a pass-pipeline phase (Fuse, Bufferize, Lower) to `pm`.
-mlir::LogicalResult buildPhasePipeline(Phase phase, mlir::OpPassManager &pm);
+mlir::LogicalResult buildPhasePipeline(Phase phase, mlir::OpPassManager &pm,
+                                       const PipelineOptions &options = {});
 
 /// Checks the invariants that hold after `phase`; reports each violation.
 mlir::LogicalResult verifyAfterPhase(mlir::ModuleOp module, Phase phase);
