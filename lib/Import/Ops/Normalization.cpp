@@ -69,33 +69,52 @@ LogicalResult checkUnidirectional(NodeContext &ctx, unsigned operand,
   return success();
 }
 
-LogicalResult lowerLayerNorm(NodeContext &ctx) {
-  OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  ArrayRef<int64_t> shape = ctx.inputShape(0);
-  int64_t rank = shape.size();
-  Type type = ctx.inputElementType(0);
-  if (!isFloat(type))
-    return ctx.fail("the input must be floating point");
+/// What both normalisations read from their node: the normalised axes (from
+/// `axis` to the last), the stash type and epsilon.
+struct Normalization {
+  SmallVector<int64_t> axes;
+  Type stash;
+  double epsilon;
+};
+
+FailureOr<Normalization> readNormalization(NodeContext &ctx) {
+  int64_t rank = ctx.inputType(0).getRank();
+  if (!isFloat(ctx.inputElementType(0))) {
+    (void)ctx.fail("the input must be floating point");
+    return failure();
+  }
   auto axis = ctx.normalizeAxis(ctx.intAttr("axis", -1), rank, "axis");
   auto stash = stashType(ctx);
   if (failed(axis) || failed(stash))
     return failure();
-  double epsilon = ctx.floatAttr("epsilon", 1e-5f);
-  if (failed(checkUnidirectional(ctx, 1, shape, "Scale")) ||
+  Normalization n;
+  for (int64_t d = *axis; d < rank; ++d)
+    n.axes.push_back(d);
+  n.stash = *stash;
+  n.epsilon = ctx.floatAttr("epsilon", 1e-5f);
+  return n;
+}
+
+LogicalResult lowerLayerNorm(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  Type type = ctx.inputElementType(0);
+  auto norm = readNormalization(ctx);
+  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "Scale")) ||
       (ctx.hasInput(2) && failed(checkUnidirectional(ctx, 2, shape, "B"))))
     return failure();
-  SmallVector<int64_t> axes;
-  for (int64_t d = *axis; d < rank; ++d)
-    axes.push_back(d);
+  const SmallVector<int64_t> &axes = norm->axes;
+  Type stash = norm->stash;
+  double epsilon = norm->epsilon;
 
-  Value x = castTensor(b, loc, ctx.input(0), *stash);
+  Value x = castTensor(b, loc, ctx.input(0), stash);
   Value mean = meanOver(b, loc, x, axes);
-  Value centred = elementwise(b, loc, {x, mean}, shape, *stash,
+  Value centred = elementwise(b, loc, {x, mean}, shape, stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return subS(nb, nl, args[0], args[1]);
                               });
-  Value squares = elementwise(b, loc, centred, shape, *stash,
+  Value squares = elementwise(b, loc, centred, shape, stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
@@ -122,23 +141,16 @@ LogicalResult lowerRmsNorm(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   ArrayRef<int64_t> shape = ctx.inputShape(0);
-  int64_t rank = shape.size();
   Type type = ctx.inputElementType(0);
-  if (!isFloat(type))
-    return ctx.fail("the input must be floating point");
-  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", -1), rank, "axis");
-  auto stash = stashType(ctx);
-  if (failed(axis) || failed(stash))
+  auto norm = readNormalization(ctx);
+  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "scale")))
     return failure();
-  double epsilon = ctx.floatAttr("epsilon", 1e-5f);
-  if (failed(checkUnidirectional(ctx, 1, shape, "scale")))
-    return failure();
-  SmallVector<int64_t> axes;
-  for (int64_t d = *axis; d < rank; ++d)
-    axes.push_back(d);
+  const SmallVector<int64_t> &axes = norm->axes;
+  Type stash = norm->stash;
+  double epsilon = norm->epsilon;
 
-  Value x = castTensor(b, loc, ctx.input(0), *stash);
-  Value squares = elementwise(b, loc, x, shape, *stash,
+  Value x = castTensor(b, loc, ctx.input(0), stash);
+  Value squares = elementwise(b, loc, x, shape, stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
