@@ -9,7 +9,7 @@ config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
 config.excludes = ["lit-tools", "CMakeLists.txt", "README.md", "make_inputs.py",
-                   "check_mlp.py", "run-exclusions.txt"]
+                   "check_mlp.py", "run-exclusions.txt", "compare_with_ort.py"]
 
 bin_dir = os.path.join(config.cleave_obj_root, "bin")
 config.environment["PATH"] = os.pathsep.join(

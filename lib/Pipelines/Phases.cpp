@@ -21,7 +21,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Fuse, "fuse", "elementwise fusion; GEMMs stay named"},
     {Phase::Bufferize, "bufferize",
      "tensors to buffers, outputs as arguments, buffers freed after last use"},
-    {Phase::Lower, "lower", "GEMMs to BLAS calls, loops, LLVM dialect"},
+    {Phase::Lower, "lower",
+     "GEMMs to BLAS calls, other ops to OpenMP-parallel loops, LLVM dialect"},
     {Phase::Bundle, "bundle",
      "host object code linked with the runtime, weights, manifest"},
 };
