@@ -240,6 +240,12 @@ GraphImporter::GraphImporter(MLIRContext &context, const ImportOptions &options,
   scopes.emplace_back();
 }
 
+Value GraphImporter::addParameter(StringRef name, RankedTensorType type) {
+  lateParams.push_back(name.str());
+  return mainFunc.getBody().front().addArgument(
+      type, FileLineColLoc::get(&context, modelPath, 0, 0));
+}
+
 GraphValue *GraphImporter::lookup(StringRef name) {
   for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
     auto found = it->find(name);
@@ -465,9 +471,9 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) 
       return nullptr;
     }
   }
-  if (model.ir_version() > 13)
+  if (model.ir_version() > 14)
     mlir::emitWarning(fileLoc) << "IR version " << model.ir_version()
-                               << " is newer than the newest Cleave knows (13)";
+                               << " is newer than the newest Cleave knows (14)";
 
   const onnx::GraphProto &graph = model.graph();
   if (failed(checkOptions(graph)))
@@ -486,6 +492,7 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) 
 
   auto func = func::FuncOp::create(opBuilder, fileLoc, "main",
                                    opBuilder.getFunctionType(argTypes, {}));
+  mainFunc = func;
   Block *entry = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(i, argIsParam[i] ? kParamAttrName : kInputAttrName,
@@ -538,7 +545,17 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) 
     resultTypes.push_back(type);
   }
   func::ReturnOp::create(opBuilder, fileLoc, results);
-  func.setFunctionType(opBuilder.getFunctionType(argTypes, resultTypes));
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i < argTypes.size(); ++i)
+    argAttrs.push_back(func.getArgAttrDict(i));
+  for (const std::string &name : lateParams) {
+    argAttrs.push_back(opBuilder.getDictionaryAttr(opBuilder.getNamedAttr(
+        kParamAttrName, opBuilder.getStringAttr(name))));
+    argIsParam.push_back(true);
+  }
+  func.setFunctionType(
+      opBuilder.getFunctionType(entry->getArgumentTypes(), resultTypes));
+  func.setAllArgAttrs(argAttrs);
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(output.name()));
 

@@ -39,6 +39,10 @@ public:
   /// The SSA tensor of `value`, materialising a constant on first use.
   mlir::Value materialize(GraphValue &value, mlir::Location loc);
 
+  /// Appends a weight parameter to @main (for Constant nodes holding weights)
+  /// and returns it; it is named `name` like an initializer.
+  mlir::Value addParameter(llvm::StringRef name, mlir::RankedTensorType type);
+
   void pushScope() { scopes.emplace_back(); }
   void popScope() { scopes.pop_back(); }
 
@@ -57,6 +61,9 @@ private:
   std::string modelDirectory;
   mlir::OpBuilder opBuilder;
   std::vector<llvm::StringMap<GraphValue>> scopes;
+  mlir::func::FuncOp mainFunc;
+  /// Parameters added while importing nodes, named once @main's type is set.
+  llvm::SmallVector<std::string> lateParams;
   llvm::StringMap<int64_t> opsets;
 };
 

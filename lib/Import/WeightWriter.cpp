@@ -67,9 +67,16 @@ Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
   if (!model)
     return model.takeError();
   std::string modelDir = llvm::sys::path::parent_path(modelPath).str();
+  // Weights are initializers, or the values of Constant nodes the importer
+  // turned into parameters (named after the node's output).
   llvm::StringMap<const onnx::TensorProto *> initializers;
   for (const auto &init : model->graph().initializer())
     initializers[init.name()] = &init;
+  for (const auto &node : model->graph().node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const auto &attr : node.attribute())
+        if (attr.name() == "value" && !initializers.count(node.output(0)))
+          initializers[node.output(0)] = &attr.t();
 
   std::error_code ec;
   llvm::raw_fd_ostream out(outPath, ec);
@@ -97,8 +104,8 @@ Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
   for (const std::string &name : names) {
     auto it = initializers.find(name);
     if (it == initializers.end())
-      return makeError("parameter '" + name + "' is not an initializer of '" +
-                       modelPath + "'");
+      return makeError("parameter '" + name + "' is neither an initializer nor "
+                       "a Constant of '" + modelPath + "'");
     const onnx::TensorProto &tensor = *it->second;
     int64_t count = 1;
     for (int64_t d : tensor.dims())

@@ -7,6 +7,7 @@ Kinds:
   external   MatMul with a weight stored in OUT.onnx's folder as 'weights.bin',
              plus a small int64 shape initializer and a float scale vector
   unused     a model with an initializer nothing reads
+  constant   MatMul with its 64x32 weight written as a Constant node
 """
 import os
 import sys
@@ -54,8 +55,21 @@ def unused(out):
               out)
 
 
+def constant(out):
+    weight = (np.arange(64 * 32, dtype=np.float32).reshape(64, 32) % 7) - 3
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["proj.weight"], name="weight",
+                          value=numpy_helper.from_array(weight)),
+         helper.make_node("MatMul", ["x", "proj.weight"], ["y"], name="proj")],
+        "constant",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              out)
+
+
 if __name__ == "__main__":
-    kinds = {"external": external, "unused": unused}
+    kinds = {"external": external, "unused": unused, "constant": constant}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

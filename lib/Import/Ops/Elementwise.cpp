@@ -9,6 +9,7 @@
 
 #include "../Builders.h"
 #include "../ImportContext.h"
+#include "../GraphImporter.h"
 #include "../ModelLoader.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -559,11 +560,27 @@ LogicalResult lowerIdentity(NodeContext &ctx) {
   return success();
 }
 
+/// Float Constant nodes above this many elements hold weights, not literals.
+constexpr int64_t kConstantWeightElements = 1024;
+
 LogicalResult lowerConstant(NodeContext &ctx) {
   MLIRContext *mlirCtx = ctx.context();
   Type f32 = Float32Type::get(mlirCtx);
   Type i64 = IntegerType::get(mlirCtx, 64);
   if (const onnx::AttributeProto *a = ctx.attr("value")) {
+    // A large float tensor is a weight written as a Constant node: it becomes
+    // a parameter like an initializer, named after the node's output.
+    int64_t elements = 1;
+    for (int64_t d : a->t().dims())
+      elements *= d;
+    Type type = elementTypeFor(mlirCtx, a->t().data_type());
+    if (type && isFloat(type) && elements > kConstantWeightElements &&
+        ctx.hasOutput(0)) {
+      SmallVector<int64_t> shape(a->t().dims().begin(), a->t().dims().end());
+      ctx.setOutput(0, ctx.graphImporter().addParameter(
+                           ctx.proto().output(0), RankedTensorType::get(shape, type)));
+      return success();
+    }
     auto tensor = readTensorProto(mlirCtx, a->t(),
                                   ctx.modelDir());
     if (!tensor)
