@@ -7,6 +7,8 @@
 
 #include "ModelLoader.h"
 
+#include "cleave/Runtime/Npy.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringExtras.h"
@@ -24,6 +26,7 @@ using namespace cleave::onnx_import;
 using llvm::createStringError;
 using llvm::Expected;
 using llvm::inconvertibleErrorCode;
+namespace rt = cleave::rt;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
@@ -284,85 +287,35 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
                       tensor.name());
 }
 
-/// Reads numpy's `.npy` format (versions 1 to 3, C order, little endian).
+/// The ONNX data type of a Cleave .npy dtype name.
+static int32_t onnxTypeOfDtype(const std::string &dtype) {
+  static const std::pair<const char *, int32_t> table[] = {
+      {"f32", onnx::TensorProto::FLOAT},   {"f16", onnx::TensorProto::FLOAT16},
+      {"bf16", onnx::TensorProto::BFLOAT16}, {"f64", onnx::TensorProto::DOUBLE},
+      {"i64", onnx::TensorProto::INT64},   {"i32", onnx::TensorProto::INT32},
+      {"i16", onnx::TensorProto::INT16},   {"i8", onnx::TensorProto::INT8},
+      {"bool", onnx::TensorProto::BOOL}};
+  for (auto &[name, type] : table)
+    if (dtype == name)
+      return type;
+  return onnx::TensorProto::UNDEFINED;
+}
+
+/// Decodes a .npy file with the runtime's reader (cleave/Runtime/Npy.h).
 static Expected<ConstTensor> readNpy(MLIRContext *ctx, llvm::StringRef path,
                                      llvm::StringRef bytes) {
-  auto bad = [&](const llvm::Twine &why) {
-    return makeError("'" + path + "' is not a valid .npy file: " + why);
-  };
-  if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
-    return bad("missing the \\x93NUMPY magic");
-  uint8_t major = bytes[6];
-  size_t headerStart = major == 1 ? 10 : 12;
-  if (bytes.size() < headerStart)
-    return bad("truncated header");
-  uint32_t headerLen = major == 1
-                           ? uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8
-                           : uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8 |
-                                 uint8_t(bytes[10]) << 16 | uint8_t(bytes[11]) << 24;
-  if (bytes.size() < headerStart + headerLen)
-    return bad("truncated header");
-  llvm::StringRef header = bytes.substr(headerStart, headerLen);
-
-  auto field = [&](llvm::StringRef key) -> llvm::StringRef {
-    size_t at = header.find(("'" + key + "'").str());
-    if (at == llvm::StringRef::npos)
-      return {};
-    llvm::StringRef rest = header.substr(at + key.size() + 2).ltrim(" :");
-    return rest;
-  };
-  llvm::StringRef descr = field("descr");
-  if (descr.empty() || descr.front() != '\'')
-    return bad("no 'descr' in the header");
-  descr = descr.drop_front().take_until([](char c) { return c == '\''; });
-  if (field("fortran_order").starts_with("True"))
-    return bad("Fortran-ordered arrays are not supported; save with C order");
-  llvm::StringRef shapeText = field("shape");
-  if (shapeText.empty() || shapeText.front() != '(')
-    return bad("no 'shape' in the header");
-  shapeText = shapeText.drop_front().take_until([](char c) { return c == ')'; });
-  llvm::SmallVector<int64_t> shape;
-  llvm::SmallVector<llvm::StringRef> parts;
-  shapeText.split(parts, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef part : parts) {
-    part = part.trim();
-    if (part.empty())
-      continue;
-    int64_t dim;
-    if (part.getAsInteger(10, dim) || dim < 0)
-      return bad("malformed shape '" + shapeText + "'");
-    shape.push_back(dim);
+  rt::NpyArray array;
+  try {
+    array = rt::parseNpy(path.str(), bytes.data(), bytes.size());
+  } catch (const rt::NpyError &e) {
+    return makeError(e.what());
   }
-
-  int32_t dataType;
-  if (descr == "<f4")
-    dataType = onnx::TensorProto::FLOAT;
-  else if (descr == "<f8")
-    dataType = onnx::TensorProto::DOUBLE;
-  else if (descr == "<f2")
-    dataType = onnx::TensorProto::FLOAT16;
-  else if (descr == "<i8")
-    dataType = onnx::TensorProto::INT64;
-  else if (descr == "<i4")
-    dataType = onnx::TensorProto::INT32;
-  else if (descr == "<i2")
-    dataType = onnx::TensorProto::INT16;
-  else if (descr == "|i1")
-    dataType = onnx::TensorProto::INT8;
-  else if (descr == "|b1")
-    dataType = onnx::TensorProto::BOOL;
-  else
-    return bad("unsupported dtype '" + descr + "'");
-
-  int64_t count = productOf(shape);
-  size_t dataStart = headerStart + headerLen;
-  int64_t need = count * onnxElementBytes(dataType);
-  if (static_cast<int64_t>(bytes.size() - dataStart) < need)
-    return bad("it holds fewer bytes than its shape needs");
+  int32_t dataType = onnxTypeOfDtype(array.dtype);
+  int64_t count = productOf(array.shape);
   std::vector<int64_t> ints;
   std::vector<double> floats;
-  decodeRaw(bytes.data() + dataStart, count, dataType, ints, floats);
-  return finishTensor(elementTypeFor(ctx, dataType), shape, std::move(ints),
+  decodeRaw(array.data.data(), count, dataType, ints, floats);
+  return finishTensor(elementTypeFor(ctx, dataType), array.shape, std::move(ints),
                       std::move(floats), path);
 }
 

@@ -212,7 +212,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   fs::remove_directories(staging);
   if (std::error_code ec = fs::create_directories(staging))
     return fail("cannot create '" + staging + "': " + ec.message());
-  auto cleanup = llvm::make_scope_exit([&] { fs::remove_directories(staging); });
+  llvm::scope_exit cleanup([&] { fs::remove_directories(staging); });
 
   // Weights: streamed from the model, placements recorded in the signature.
   std::vector<std::string> params;

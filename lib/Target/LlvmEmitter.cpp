@@ -56,7 +56,6 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   // memref descriptor of the default calling convention (allocated and
   // aligned pointer, offset 0, sizes, row-major strides).
   llvm::Type *ptr = llvm::PointerType::getUnqual(context);
-  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
   auto *runType =
       llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, false);
   auto *run = llvm::Function::Create(runType, llvm::GlobalValue::ExternalLinkage,
@@ -82,7 +81,6 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
                        << " LLVM arguments, the signature gives " << args.size();
     return failure();
   }
-  (void)i64;
   b.CreateCall(main, args);
   b.CreateRetVoid();
 

@@ -23,21 +23,25 @@ using namespace mlir;
 
 namespace {
 
-/// Base pointer (as index), offset and strides of a strided memref whose
-/// innermost stride is 1, or failure.
+/// Base pointer (as index), offset and strides of a strided memref.
 struct StridedOperand {
   Value base, offset;
   SmallVector<Value> strides;
 };
 
-FailureOr<StridedOperand> describe(OpBuilder &b, Location loc, Value memref) {
+/// Whether BLAS can read `memref`: float32 rows with unit inner stride.
+bool isBlasOperand(Value memref) {
   auto type = dyn_cast<MemRefType>(memref.getType());
   if (!type || !type.getElementType().isF32())
-    return failure();
+    return false;
   SmallVector<int64_t> strides;
   int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
-    return failure();
+  return succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1;
+}
+
+/// The base pointer, offset and strides of a memref isBlasOperand accepts.
+StridedOperand describe(OpBuilder &b, Location loc, Value memref) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
   StridedOperand result;
   result.base = memref::ExtractAlignedPointerAsIndexOp::create(
@@ -92,15 +96,15 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
             linalg::BatchMatmulOp::getDefaultIndexingMaps(&getContext()))
           continue;
       }
+      Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
+            c = op.getDpsInits()[0];
+      if (!isBlasOperand(a) || !isBlasOperand(bm) || !isBlasOperand(c))
+        continue;
       linalg::FillOp fill = zeroFillBefore(op);
       OpBuilder b(op);
       Location loc = op.getLoc();
-      Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
-            c = op.getDpsInits()[0];
-      auto da = describe(b, loc, a), db = describe(b, loc, bm),
-           dc = describe(b, loc, c);
-      if (failed(da) || failed(db) || failed(dc))
-        continue;
+      StridedOperand da = describe(b, loc, a), db = describe(b, loc, bm),
+                     dc = describe(b, loc, c);
       bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
       auto dim = [&](Value v, int64_t d) -> Value {
         return memref::DimOp::create(b, loc, v, d);
@@ -110,7 +114,7 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       if (batched)
         args.push_back(dim(c, 0));
       args.append({dim(c, r), dim(c, r + 1), dim(a, r + 1)});
-      for (auto *d : {&*da, &*db, &*dc}) {
+      for (StridedOperand *d : {&da, &db, &dc}) {
         args.append({d->base, d->offset});
         if (batched)
           args.push_back(d->strides[0]);

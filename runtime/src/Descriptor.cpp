@@ -9,18 +9,6 @@
 
 using namespace cleave::rt;
 
-size_t cleave::rt::dtypeBytes(const std::string &dtype) {
-  if (dtype == "f32" || dtype == "i32")
-    return 4;
-  if (dtype == "f64" || dtype == "i64")
-    return 8;
-  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
-    return 2;
-  if (dtype == "i8" || dtype == "bool")
-    return 1;
-  return 0;
-}
-
 int64_t BufferDesc::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)

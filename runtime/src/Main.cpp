@@ -45,6 +45,15 @@ const char *kUsage =
     "               [--bench N] [--threads N]\n"
     "Normally started by cleave-run, which passes --bundle.\n";
 
+/// A positive count from the value of `option`, or an error naming it.
+int parseCount(const std::string &option, const std::string &text) {
+  char *end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value <= 0 || value > 1000000)
+    throw RuntimeError(option + " expects a positive number, got '" + text + "'");
+  return static_cast<int>(value);
+}
+
 Options parseArgs(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -70,9 +79,9 @@ Options parseArgs(int argc, char **argv) {
     } else if (name == "--output-dir") {
       o.outputDir = value();
     } else if (name == "--bench") {
-      o.bench = std::stoi(value());
+      o.bench = parseCount("--bench", value());
     } else if (name == "--threads") {
-      o.threads = std::stoi(value());
+      o.threads = parseCount("--threads", value());
     } else if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);

@@ -1,15 +1,17 @@
 //===- Npy.cpp - numpy .npy reading and writing ---------------------------===//
 //
-// Versions 1 to 3, little endian, C order. bfloat16 has no numpy dtype: such
-// tensors are exchanged as uint16 arrays holding the bit patterns.
+// See cleave/Runtime/Npy.h. Shared by the runtime and the compiler.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Runtime.h"
+#include "cleave/Runtime/Npy.h"
+
+#include <cerrno>
 
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 using namespace cleave::rt;
 
@@ -27,7 +29,7 @@ std::string numpyDtype(const std::string &dtype) {
   for (const DtypeName &d : kDtypes)
     if (dtype == d.cleave)
       return d.numpy;
-  throw RuntimeError("no .npy dtype for '" + dtype + "'");
+  throw NpyError("no .npy dtype for '" + dtype + "'");
 }
 
 std::string cleaveDtype(const std::string &descr) {
@@ -62,16 +64,34 @@ std::string headerField(const std::string &header, const std::string &key) {
 
 } // namespace
 
+size_t cleave::rt::dtypeBytes(const std::string &dtype) {
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "f64" || dtype == "i64")
+    return 8;
+  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
+    return 2;
+  if (dtype == "i8" || dtype == "bool")
+    return 1;
+  return 0;
+}
+
 NpyArray cleave::rt::readNpy(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw RuntimeError("cannot open '" + path + "': " + std::strerror(errno));
+    throw NpyError("cannot open '" + path + "': " + std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                           std::istreambuf_iterator<char>());
+  return parseNpy(path, bytes.data(), bytes.size());
+}
+
+NpyArray cleave::rt::parseNpy(const std::string &path, const char *data,
+                              size_t size) {
+  std::string_view bytes(data, size);
   auto bad = [&](const std::string &why) {
-    return RuntimeError("'" + path + "' is not a valid .npy file: " + why);
+    return NpyError("'" + path + "' is not a valid .npy file: " + why);
   };
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
     throw bad("missing the \\x93NUMPY magic");
   uint8_t major = bytes[6];
   size_t headerStart = major == 1 ? 10 : 12;
@@ -84,13 +104,15 @@ NpyArray cleave::rt::readNpy(const std::string &path) {
                  static_cast<size_t>(static_cast<uint8_t>(bytes[11])) << 24;
   if (bytes.size() < headerStart + headerLen)
     throw bad("truncated header");
-  std::string header(bytes.data() + headerStart, headerLen);
+  std::string header(bytes.substr(headerStart, headerLen));
 
   NpyArray array;
   std::string descr = headerField(header, "descr");
   array.dtype = cleaveDtype(descr);
   if (array.dtype.empty())
     throw bad("unsupported dtype '" + descr + "'");
+  if (header.find("'shape'") == std::string::npos)
+    throw bad("no 'shape' in the header");
   if (headerField(header, "fortran_order") == "True")
     throw bad("Fortran-ordered arrays are not supported; save in C order");
   std::istringstream dims(headerField(header, "shape"));
@@ -99,7 +121,11 @@ NpyArray cleave::rt::readNpy(const std::string &path) {
     size_t first = dim.find_first_not_of(' ');
     if (first == std::string::npos)
       continue;
-    array.shape.push_back(std::stoll(dim.substr(first)));
+    char *end = nullptr;
+    long long value = std::strtoll(dim.c_str() + first, &end, 10);
+    if (end == dim.c_str() + first || value < 0)
+      throw bad("malformed shape '" + headerField(header, "shape") + "'");
+    array.shape.push_back(value);
   }
   size_t count = 1;
   for (int64_t d : array.shape)
@@ -108,7 +134,7 @@ NpyArray cleave::rt::readNpy(const std::string &path) {
   size_t dataStart = headerStart + headerLen;
   if (bytes.size() - dataStart < need)
     throw bad("it holds fewer bytes than its shape needs");
-  array.data.assign(bytes.begin() + dataStart, bytes.begin() + dataStart + need);
+  array.data.assign(data + dataStart, data + dataStart + need);
   return array;
 }
 
@@ -130,7 +156,7 @@ void cleave::rt::writeNpy(const std::string &path, const std::string &dtype,
   header.push_back('\n');
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out)
-    throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
+    throw NpyError("cannot write '" + path + "': " + std::strerror(errno));
   uint16_t len = static_cast<uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
   char lenBytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
@@ -139,5 +165,5 @@ void cleave::rt::writeNpy(const std::string &path, const std::string &dtype,
   out.write(static_cast<const char *>(data), bytes);
   out.close();
   if (!out)
-    throw RuntimeError("cannot write '" + path + "': " + std::strerror(errno));
+    throw NpyError("cannot write '" + path + "': " + std::strerror(errno));
 }

@@ -1,13 +1,15 @@
 //===- Runtime.h - Internal pieces of the Cleave runtime ------------------===//
 //
-// The model descriptor, .npy files and the mapped weight file, as used by the
-// program's main. Errors are reported by throwing RuntimeError with a message
+// The model descriptor and the mapped weight file, as used by the program's
+// main (.npy files: cleave/Runtime/Npy.h). Errors are reported by throwing RuntimeError with a message
 // that names the culprit (input, file, output).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_RUNTIME_H
 #define CLEAVE_RUNTIME_RUNTIME_H
+
+#include "cleave/Runtime/Npy.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -44,8 +46,6 @@ struct ModelDesc {
 
 /// Parses the descriptor text the compiler embeds (see Abi.h).
 ModelDesc parseModelDesc(const char *text);
-/// Bytes of one element of `dtype`, 0 if unknown.
-size_t dtypeBytes(const std::string &dtype);
 
 /// A 64-byte aligned heap buffer.
 struct AlignedBuffer {
@@ -56,18 +56,6 @@ struct AlignedBuffer {
   AlignedBuffer(const AlignedBuffer &) = delete;
   AlignedBuffer &operator=(const AlignedBuffer &) = delete;
 };
-
-/// A .npy array: its Cleave dtype, shape and payload.
-struct NpyArray {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<char> data;
-};
-
-NpyArray readNpy(const std::string &path);
-/// Writes `data` as a .npy file at `path`.
-void writeNpy(const std::string &path, const std::string &dtype,
-              const std::vector<int64_t> &shape, const void *data, size_t bytes);
 
 /// weights.bin mapped read-only, header and checksum verified.
 class WeightFile {

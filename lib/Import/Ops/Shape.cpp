@@ -677,7 +677,6 @@ LogicalResult lowerTrilu(NodeContext &ctx) {
   };
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
     SmallVector<int64_t> outShape(shape);
-    ConstTensor zero = ConstTensor::splat(type, {}, 0.0);
     std::vector<int64_t> ints;
     std::vector<double> floats;
     int64_t flat = 0;
