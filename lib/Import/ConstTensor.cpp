@@ -206,6 +206,26 @@ ConstTensor::gather(ArrayRef<int64_t> resultShape,
   return t;
 }
 
+void ConstTensorBuilder::copy(const ConstTensor &from, int64_t flatIndex) {
+  if (isa<FloatType>(elementType))
+    floatValues.push_back(from.getDouble(flatIndex));
+  else
+    intValues.push_back(from.getInt(flatIndex));
+}
+
+void ConstTensorBuilder::append(double value) {
+  if (isa<FloatType>(elementType))
+    floatValues.push_back(value);
+  else
+    intValues.push_back(static_cast<int64_t>(value));
+}
+
+ConstTensor ConstTensorBuilder::finish() {
+  if (isa<FloatType>(elementType))
+    return ConstTensor::floats(elementType, shape, std::move(floatValues));
+  return ConstTensor::ints(elementType, shape, std::move(intValues));
+}
+
 RankedTensorType ConstTensor::getType() const {
   return RankedTensorType::get(shape, elementType);
 }

@@ -74,6 +74,26 @@ private:
   bool splatValue = false;
 };
 
+/// Builds a ConstTensor in row-major order, each element copied from another
+/// tensor or given as a value; for folds that are not a pure gather (concat,
+/// pad, triangular masks, stacking).
+class ConstTensorBuilder {
+public:
+  ConstTensorBuilder(mlir::Type elementType, llvm::ArrayRef<int64_t> shape)
+      : elementType(elementType), shape(shape) {}
+  /// Appends element `flatIndex` of `from`.
+  void copy(const ConstTensor &from, int64_t flatIndex);
+  /// Appends `value` (truncated for integer types).
+  void append(double value);
+  ConstTensor finish();
+
+private:
+  mlir::Type elementType;
+  llvm::SmallVector<int64_t> shape;
+  std::vector<int64_t> intValues;
+  std::vector<double> floatValues;
+};
+
 /// Rounds `value` to the precision of the floating point type `type`.
 double roundToFloatType(double value, mlir::Type type);
 /// Wraps `value` to the width of the integer type `type`, sign-extending it.

@@ -63,23 +63,16 @@ FailureOr<ConstTensor> stack(NodeContext &ctx, ArrayRef<ConstTensor> parts,
   SmallVector<int64_t> shape{static_cast<int64_t>(parts.size())};
   if (!parts.empty())
     shape.append(parts.front().getShape().begin(), parts.front().getShape().end());
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
+  ConstTensorBuilder result(elementType, shape);
   for (const ConstTensor &part : parts) {
     if (part.getShape() != ArrayRef<int64_t>(shape).drop_front()) {
       (void)ctx.fail("scan outputs change shape between iterations");
       return failure();
     }
-    for (int64_t i = 0; i < part.getNumElements(); ++i) {
-      if (part.isFloat())
-        floats.push_back(part.getDouble(i));
-      else
-        ints.push_back(part.getInt(i));
-    }
+    for (int64_t i = 0; i < part.getNumElements(); ++i)
+      result.copy(part, i);
   }
-  if (isFloat(elementType))
-    return ConstTensor::floats(elementType, shape, std::move(floats));
-  return ConstTensor::ints(elementType, shape, std::move(ints));
+  return result.finish();
 }
 
 LogicalResult lowerLoop(NodeContext &ctx) {

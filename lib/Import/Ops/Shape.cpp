@@ -240,33 +240,28 @@ LogicalResult lowerConcat(NodeContext &ctx) {
   if (ctx.allInputsConstant() && ctx.shouldFold(shape)) {
     // Element at `index` comes from the operand whose range covers index[axis].
     SmallVector<const ConstTensor *> parts;
-    for (unsigned i = 0; i < ctx.numInputs(); ++i)
+    SmallVector<SmallVector<int64_t>> partStrides;
+    for (unsigned i = 0; i < ctx.numInputs(); ++i) {
       parts.push_back(ctx.constantInput(i));
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
+      partStrides.push_back(stridesOf(parts.back()->getShape()));
+    }
+    ConstTensorBuilder result(type, shape);
     forEachIndex(shape, [&](ArrayRef<int64_t> index) {
       int64_t along = index[*axis];
-      for (const ConstTensor *part : parts) {
+      for (auto [part, strides] : llvm::zip(parts, partStrides)) {
         int64_t size = part->getShape()[*axis];
         if (along >= size) {
           along -= size;
           continue;
         }
-        SmallVector<int64_t> local(index);
-        local[*axis] = along;
         int64_t flat = 0;
-        SmallVector<int64_t> strides = stridesOf(part->getShape());
         for (int64_t d = 0; d < rank; ++d)
-          flat += local[d] * strides[d];
-        if (part->isFloat())
-          floats.push_back(part->getDouble(flat));
-        else
-          ints.push_back(part->getInt(flat));
+          flat += (d == *axis ? along : index[d]) * strides[d];
+        result.copy(*part, flat);
         break;
       }
     });
-    ctx.setOutput(0, isFloat(type) ? ConstTensor::floats(type, shape, floats)
-                                   : ConstTensor::ints(type, shape, ints));
+    ctx.setOutput(0, result.finish());
     return success();
   }
   SmallVector<Value> operands;
@@ -676,20 +671,16 @@ LogicalResult lowerTrilu(NodeContext &ctx) {
     return upper ? col - row >= k : col - row <= k;
   };
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
-    SmallVector<int64_t> outShape(shape);
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
+    ConstTensorBuilder result(type, shape);
     int64_t flat = 0;
     forEachIndex(shape, [&](ArrayRef<int64_t> index) {
-      bool kept = keep(index[rank - 2], index[rank - 1]);
-      if (c->isFloat())
-        floats.push_back(kept ? c->getDouble(flat) : 0.0);
+      if (keep(index[rank - 2], index[rank - 1]))
+        result.copy(*c, flat);
       else
-        ints.push_back(kept ? c->getInt(flat) : 0);
+        result.append(0.0);
       ++flat;
     });
-    ctx.setOutput(0, c->isFloat() ? ConstTensor::floats(type, outShape, floats)
-                                  : ConstTensor::ints(type, outShape, ints));
+    ctx.setOutput(0, result.finish());
     return success();
   }
   OpBuilder &b = ctx.builder();
@@ -771,20 +762,18 @@ LogicalResult lowerPad(NodeContext &ctx) {
   };
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
     SmallVector<int64_t> strides = stridesOf(in), src;
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
+    ConstTensorBuilder result(type, shape);
     forEachIndex(shape, [&](ArrayRef<int64_t> index) {
-      bool inside = sourceOf(index, src);
+      if (!sourceOf(index, src)) {
+        result.append(value);
+        return;
+      }
       int64_t flat = 0;
-      for (int64_t d = 0; inside && d < rank; ++d)
+      for (int64_t d = 0; d < rank; ++d)
         flat += src[d] * strides[d];
-      if (c->isFloat())
-        floats.push_back(inside ? c->getDouble(flat) : value);
-      else
-        ints.push_back(inside ? c->getInt(flat) : static_cast<int64_t>(value));
+      result.copy(*c, flat);
     });
-    ctx.setOutput(0, c->isFloat() ? ConstTensor::floats(type, shape, floats)
-                                  : ConstTensor::ints(type, shape, ints));
+    ctx.setOutput(0, result.finish());
     return success();
   }
   OpBuilder &b = ctx.builder();
