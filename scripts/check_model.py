@@ -27,6 +27,12 @@ NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64
             onnx.TensorProto.BOOL: np.bool_}
 
 
+def output_file_name(name: str) -> str:
+    """The .npy file the runtime writes for output `name` (see cleave-run --help):
+    every byte of the UTF-8 name outside [A-Za-z0-9._-] becomes '_'."""
+    return re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()).decode() + ".npy"
+
+
 def make_inputs(model, shapes, int_high, seed=0):
     rng = np.random.default_rng(seed)
     initializers = {i.name for i in model.graph.initializer}
@@ -94,8 +100,7 @@ def main():
     worst = 0.0
     ok = True
     for output, reference in zip(model.graph.output, expected):
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", output.name)
-        actual = np.load(os.path.join(work, "out", name + ".npy"))
+        actual = np.load(os.path.join(work, "out", output_file_name(output.name)))
         if actual.shape != reference.shape:
             print(f"output '{output.name}': shape {actual.shape}, ONNX Runtime "
                   f"{reference.shape}")

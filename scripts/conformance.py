@@ -31,6 +31,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from check_model import output_file_name
+
 # Operand positions that must be known at compile time, per op type. An int
 # means that operand position; "rest" means every operand from that position.
 SHAPE_OPERANDS = {
@@ -129,10 +131,6 @@ def compare(actual: np.ndarray, expected: np.ndarray, bfloat16: bool) -> str:
     return ""
 
 
-def file_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".npy"
-
-
 def run_case(args, case_dir: str) -> tuple:
     model = onnx.load(os.path.join(case_dir, "model.onnx"), load_external_data=False)
     data_dir = os.path.join(case_dir, "test_data_set_0")
@@ -168,7 +166,8 @@ def run_case(args, case_dir: str) -> tuple:
             expected = load_pb(os.path.join(data_dir, f"output_{index}.pb"))
             bfloat16 = (graph_output.type.tensor_type.elem_type ==
                         onnx.TensorProto.BFLOAT16)
-            actual = np.load(os.path.join(tmp, "outputs", file_name(graph_output.name)))
+            actual = np.load(os.path.join(tmp, "outputs",
+                                          output_file_name(graph_output.name)))
             why = compare(actual, expected, bfloat16)
             if why:
                 return False, f"output '{graph_output.name}': {why}", elapsed
