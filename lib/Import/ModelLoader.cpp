@@ -17,9 +17,11 @@
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <climits>
 #include <cstring>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -33,16 +35,23 @@ static llvm::Error makeError(const llvm::Twine &message) {
 }
 
 Expected<onnx::ModelProto> cleave::onnx_import::loadModelProto(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return makeError("cannot read ONNX model '" + path +
-                     "': " + buffer.getError().message());
-  llvm::StringRef bytes = (*buffer)->getBuffer();
-  if (bytes.empty())
+  // Parse from a file stream, not a buffer holding the whole file: a model
+  // with embedded weights is then in memory once (as parsed), not twice.
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::openFileForRead(path, fd))
+    return makeError("cannot read ONNX model '" + path + "': " + ec.message());
+  uint64_t size = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, size)) {
+    ::close(fd);
+    return makeError("cannot read ONNX model '" + path + "': " + ec.message());
+  }
+  if (size == 0) {
+    ::close(fd);
     return makeError("ONNX model '" + path + "' is empty");
-  google::protobuf::io::CodedInputStream stream(
-      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  }
+  google::protobuf::io::FileInputStream file(fd);
+  file.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream stream(&file);
   stream.SetTotalBytesLimit(INT_MAX);
   onnx::ModelProto model;
   if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())

@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <memory>
 
 using namespace cleave;
 using namespace cleave::onnx_import;
@@ -24,9 +25,9 @@ static llvm::Error makeError(const llvm::Twine &message) {
 }
 
 /// Little-endian bytes of a tensor given in the typed fields of TensorProto.
-static std::string encodeTypedFields(const onnx::TensorProto &tensor,
+static std::string encodeTypedFields(mlir::MLIRContext &ctx,
+                                     const onnx::TensorProto &tensor,
                                      llvm::StringRef modelDir) {
-  mlir::MLIRContext ctx;
   auto decoded = readTensorProto(&ctx, tensor, modelDir);
   if (!decoded) {
     llvm::consumeError(decoded.takeError());
@@ -89,6 +90,9 @@ Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
   char header[CLEAVE_WEIGHTS_HEADER_BYTES] = {};
   out.write(header, sizeof(header)); // Filled in at the end.
 
+  // Only for weights stored in TensorProto's typed fields (rare): decoding
+  // them goes through ConstTensor, which needs a context.
+  std::unique_ptr<mlir::MLIRContext> typedFieldsContext;
   auto emit = [&](const char *data, size_t size) {
     out.write(data, size);
     cleave_checksum_update(&checksum, data, size);
@@ -131,7 +135,10 @@ Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
     } else if (tensor.has_raw_data()) {
       emit(tensor.raw_data().data(), tensor.raw_data().size());
     } else {
-      std::string encoded = encodeTypedFields(tensor, modelDir);
+      if (!typedFieldsContext)
+        typedFieldsContext = std::make_unique<mlir::MLIRContext>();
+      std::string encoded =
+          encodeTypedFields(*typedFieldsContext, tensor, modelDir);
       if (encoded.size() != bytes)
         return makeError("cannot encode the data of parameter '" + name + "'");
       emit(encoded.data(), encoded.size());
