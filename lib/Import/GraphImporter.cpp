@@ -456,7 +456,35 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
   return success();
 }
 
-OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) {
+/// Copies the sharding specs of every node's device_configurations and the
+/// mesh recorded in the metadata.
+static void collectShardingSpecs(const onnx::ModelProto &model,
+                                 ImportExtras &extras) {
+  for (const auto &prop : model.metadata_props())
+    if (prop.key() == "cleave.mesh")
+      extras.mesh = prop.value();
+  for (const onnx::NodeProto &node : model.graph().node())
+    for (const auto &config : node.device_configurations())
+      for (const auto &spec : config.sharding_spec()) {
+        OnnxShardingSpec out;
+        out.nodeName = node.name();
+        out.tensorName = spec.tensor_name();
+        out.devices.assign(spec.device().begin(), spec.device().end());
+        for (const auto &group : spec.index_to_device_group_map())
+          out.deviceGroups[group.key()].assign(group.value().begin(),
+                                               group.value().end());
+        for (const auto &dim : spec.sharded_dim()) {
+          int64_t shards = 1;
+          for (const auto &simple : dim.simple_sharding())
+            shards *= simple.num_shards();
+          out.shardedDims.push_back({dim.axis(), shards});
+        }
+        extras.shardingSpecs.push_back(std::move(out));
+      }
+}
+
+OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
+                           ImportExtras *extras) {
   Location fileLoc = FileLineColLoc::get(&context, modelPath, 0, 0);
   for (const auto &opset : model.opset_import()) {
     std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
@@ -564,6 +592,15 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model) 
   for (BlockArgument arg : entry->getArguments())
     if (argIsParam[arg.getArgNumber()] && arg.use_empty())
       unused.set(arg.getArgNumber());
+  if (extras) {
+    for (const auto &entry : scopes.front()) {
+      Value value = entry.getValue().value;
+      auto arg = dyn_cast_or_null<BlockArgument>(value);
+      if (value && !(arg && unused.test(arg.getArgNumber())))
+        extras->values[entry.getKey()] = value;
+    }
+    collectShardingSpecs(model, *extras);
+  }
   if (failed(func.eraseArguments(unused)))
     return nullptr;
 
@@ -630,7 +667,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
 //===----------------------------------------------------------------------===//
 
 OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context, StringRef path,
-                                              const ImportOptions &options) {
+                                              const ImportOptions &options,
+                                              ImportExtras *extras) {
   context.loadDialect<arith::ArithDialect, func::FuncDialect,
                       linalg::LinalgDialect, math::MathDialect,
                       tensor::TensorDialect>();
@@ -641,7 +679,7 @@ OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context, StringRef pa
     return nullptr;
   }
   GraphImporter importer(context, options, path);
-  return importer.importModel(*model);
+  return importer.importModel(*model, extras);
 }
 
 std::vector<std::pair<std::string, int64_t>> cleave::supportedOnnxOps() {

@@ -23,7 +23,8 @@ public:
                 llvm::StringRef modelPath);
 
   /// Imports `model` into a new module; null after reporting an error.
-  mlir::OwningOpRef<mlir::ModuleOp> importModel(const onnx::ModelProto &model);
+  mlir::OwningOpRef<mlir::ModuleOp> importModel(const onnx::ModelProto &model,
+                                                ImportExtras *extras = nullptr);
 
   /// Imports `nodes` in order into the current scope.
   mlir::LogicalResult importNodes(

@@ -61,9 +61,79 @@ static std::string encodeTypedFields(mlir::MLIRContext &ctx,
   return bytes;
 }
 
-Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
-                                                 llvm::ArrayRef<std::string> names,
-                                                 llvm::StringRef outPath) {
+namespace {
+
+/// One output weight file being written.
+struct WeightSink {
+  std::unique_ptr<llvm::raw_fd_ostream> out;
+  cleave_checksum_state checksum;
+  uint64_t position = CLEAVE_WEIGHTS_HEADER_BYTES;
+
+  void emit(const char *data, size_t size) {
+    out->write(data, size);
+    cleave_checksum_update(&checksum, data, size);
+    position += size;
+  }
+  void pad() {
+    static const char zeros[CLEAVE_WEIGHTS_ALIGNMENT] = {};
+    emit(zeros, (CLEAVE_WEIGHTS_ALIGNMENT - position % CLEAVE_WEIGHTS_ALIGNMENT) %
+                    CLEAVE_WEIGHTS_ALIGNMENT);
+  }
+};
+
+/// Copies the block `sizes` at `offsets` of a row-major tensor `shape` with
+/// elements of `bytes` bytes into `out`, row by row.
+void copyBlock(const char *data, llvm::ArrayRef<int64_t> shape,
+               llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
+               size_t bytes, std::string &out) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    out.append(data, bytes);
+    return;
+  }
+  llvm::SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  llvm::SmallVector<int64_t> index(rank - 1, 0);
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= sizes[d];
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t start = offsets[rank - 1];
+    for (size_t d = 0; d + 1 < rank; ++d)
+      start += (offsets[d] + index[d]) * strides[d];
+    out.append(data + start * bytes, sizes[rank - 1] * bytes);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++index[d] < sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+/// Reorders the last dimension of `data` from (part, shard, column) to
+/// (shard, part, column).
+std::string reorderColumns(const std::string &data, int64_t lastDim,
+                           int64_t parts, int64_t shards, size_t bytes) {
+  std::string out(data.size(), '\0');
+  int64_t columns = lastDim / parts / shards;
+  int64_t rows = data.size() / bytes / lastDim;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t r = 0; r < shards; ++r) {
+        int64_t from = row * lastDim + (p * shards + r) * columns;
+        int64_t to = row * lastDim + (r * parts + p) * columns;
+        std::memcpy(&out[to * bytes], &data[from * bytes], columns * bytes);
+      }
+  return out;
+}
+
+} // namespace
+
+Expected<std::vector<WeightFileInfo>>
+cleave::writeWeightFiles(llvm::StringRef modelPath,
+                         llvm::ArrayRef<WeightRequest> requests,
+                         llvm::ArrayRef<std::string> outPaths) {
   auto model = loadModelProto(modelPath);
   if (!model)
     return model.takeError();
@@ -79,83 +149,114 @@ Expected<WeightFileInfo> cleave::writeWeightFile(llvm::StringRef modelPath,
         if (attr.name() == "value" && !initializers.count(node.output(0)))
           initializers[node.output(0)] = &attr.t();
 
-  std::error_code ec;
-  llvm::raw_fd_ostream out(outPath, ec);
-  if (ec)
-    return makeError("cannot write '" + outPath + "': " + ec.message());
-  WeightFileInfo info;
-  cleave_checksum_state checksum;
-  cleave_checksum_init(&checksum);
-  uint64_t position = CLEAVE_WEIGHTS_HEADER_BYTES;
-  char header[CLEAVE_WEIGHTS_HEADER_BYTES] = {};
-  out.write(header, sizeof(header)); // Filled in at the end.
-
+  std::vector<WeightSink> sinks(outPaths.size());
+  for (auto [sink, path] : llvm::zip(sinks, outPaths)) {
+    std::error_code ec;
+    sink.out = std::make_unique<llvm::raw_fd_ostream>(path, ec);
+    if (ec)
+      return makeError("cannot write '" + path + "': " + ec.message());
+    cleave_checksum_init(&sink.checksum);
+    char header[CLEAVE_WEIGHTS_HEADER_BYTES] = {};
+    sink.out->write(header, sizeof(header)); // Filled in at the end.
+  }
+  std::vector<WeightFileInfo> infos(outPaths.size());
   // Only for weights stored in TensorProto's typed fields (rare): decoding
   // them goes through ConstTensor, which needs a context.
   std::unique_ptr<mlir::MLIRContext> typedFieldsContext;
-  auto emit = [&](const char *data, size_t size) {
-    out.write(data, size);
-    cleave_checksum_update(&checksum, data, size);
-    position += size;
-  };
-  auto pad = [&] {
-    static const char zeros[CLEAVE_WEIGHTS_ALIGNMENT] = {};
-    size_t gap = (CLEAVE_WEIGHTS_ALIGNMENT - position % CLEAVE_WEIGHTS_ALIGNMENT) %
-                 CLEAVE_WEIGHTS_ALIGNMENT;
-    emit(zeros, gap);
-  };
 
-  for (const std::string &name : names) {
+  for (const WeightRequest &request : requests) {
+    const std::string &name = request.name;
     auto it = initializers.find(name);
     if (it == initializers.end())
       return makeError("parameter '" + name + "' is neither an initializer nor "
                        "a Constant of '" + modelPath + "'");
     const onnx::TensorProto &tensor = *it->second;
+    llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
     int64_t count = 1;
-    for (int64_t d : tensor.dims())
+    for (int64_t d : shape)
       count *= d;
-    uint64_t bytes = count * onnxElementBytes(tensor.data_type());
-    pad();
-    info.placements.push_back({position, bytes});
+    size_t elementBytes = onnxElementBytes(tensor.data_type());
+    uint64_t bytes = count * elementBytes;
+
+    // Reads `size` bytes at `offset` of the tensor's data.
+    std::optional<ExternalDataRef> external;
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
       auto ref = resolveExternalData(tensor, modelDir, bytes);
       if (!ref)
         return ref.takeError();
-      // Stream in 16 MiB slices so memory does not grow with the tensor.
-      constexpr uint64_t kSlice = 16 << 20;
-      for (uint64_t done = 0; done < bytes; done += kSlice) {
-        uint64_t size = std::min(kSlice, bytes - done);
-        auto slice = llvm::MemoryBuffer::getFileSlice(ref->path, size,
-                                                      ref->offset + done);
-        if (!slice)
-          return makeError("cannot read external data of '" + name + "' from '" +
-                           ref->path + "': " + slice.getError().message());
-        emit((*slice)->getBufferStart(), size);
-      }
-    } else if (tensor.has_raw_data()) {
-      emit(tensor.raw_data().data(), tensor.raw_data().size());
-    } else {
+      external = *ref;
+    }
+    std::string encoded;
+    if (!external && !tensor.has_raw_data()) {
       if (!typedFieldsContext)
         typedFieldsContext = std::make_unique<mlir::MLIRContext>();
-      std::string encoded =
-          encodeTypedFields(*typedFieldsContext, tensor, modelDir);
+      encoded = encodeTypedFields(*typedFieldsContext, tensor, modelDir);
       if (encoded.size() != bytes)
         return makeError("cannot encode the data of parameter '" + name + "'");
-      emit(encoded.data(), encoded.size());
+    }
+    auto read = [&](uint64_t offset, uint64_t size) -> Expected<std::string> {
+      if (external) {
+        auto slice = llvm::MemoryBuffer::getFileSlice(external->path, size,
+                                                      external->offset + offset);
+        if (!slice)
+          return makeError("cannot read external data of '" + name +
+                           "' from '" + external->path +
+                           "': " + slice.getError().message());
+        return (*slice)->getBuffer().str();
+      }
+      const std::string &all = tensor.has_raw_data() ? tensor.raw_data() : encoded;
+      return all.substr(offset, size);
+    };
+
+    for (auto [sink, info] : llvm::zip(sinks, infos))
+      sink.pad();
+    if (request.offsets.empty()) {
+      // Whole on every rank: stream in 16 MiB slices so memory does not grow
+      // with the tensor.
+      constexpr uint64_t kSlice = 16 << 20;
+      for (auto [sink, info] : llvm::zip(sinks, infos))
+        info.placements.push_back({sink.position, bytes});
+      for (uint64_t done = 0; done < bytes; done += kSlice) {
+        auto chunk = read(done, std::min(kSlice, bytes - done));
+        if (!chunk)
+          return chunk.takeError();
+        for (WeightSink &sink : sinks)
+          sink.emit(chunk->data(), chunk->size());
+      }
+      continue;
+    }
+    // Split: read once, reorder if asked, cut a block for every rank.
+    auto data = read(0, bytes);
+    if (!data)
+      return data.takeError();
+    if (request.columnParts > 0)
+      *data = reorderColumns(*data, shape.back(), request.columnParts,
+                             request.columnShards, elementBytes);
+    for (auto [rank, sink] : llvm::enumerate(sinks)) {
+      std::string block;
+      copyBlock(data->data(), shape, request.offsets[rank], request.sliceShape,
+                elementBytes, block);
+      infos[rank].placements.push_back({sink.position, block.size()});
+      sink.emit(block.data(), block.size());
     }
   }
-  pad();
-  info.fileBytes = position;
-  info.checksum = cleave_checksum_finish(&checksum);
-  std::memcpy(header, CLEAVE_WEIGHTS_MAGIC, 8);
-  std::memcpy(header + 8, &info.fileBytes, 8);
-  std::memcpy(header + 16, &info.checksum, 8);
-  out.seek(0);
-  out.write(header, sizeof(header));
-  out.close();
-  if (out.has_error())
-    return makeError("cannot write '" + outPath + "': " + out.error().message());
-  return info;
+
+  for (auto [sink, info, path] : llvm::zip(sinks, infos, outPaths)) {
+    sink.pad();
+    info.fileBytes = sink.position;
+    info.checksum = cleave_checksum_finish(&sink.checksum);
+    char header[CLEAVE_WEIGHTS_HEADER_BYTES] = {};
+    std::memcpy(header, CLEAVE_WEIGHTS_MAGIC, 8);
+    std::memcpy(header + 8, &info.fileBytes, 8);
+    std::memcpy(header + 16, &info.checksum, 8);
+    sink.out->seek(0);
+    sink.out->write(header, sizeof(header));
+    sink.out->close();
+    if (sink.out->has_error())
+      return makeError("cannot write '" + path +
+                       "': " + sink.out->error().message());
+  }
+  return infos;
 }
 
 Expected<uint64_t> cleave::checksumFile(llvm::StringRef path) {

@@ -18,6 +18,8 @@ using namespace cleave;
 static const PhaseInfo kPhases[] = {
     {Phase::Import, "import",
      "ONNX to func @main on static tensors (linalg, tensor, arith, math)"},
+    {Phase::Partition, "partition",
+     "sharding propagation, per-rank code, collectives to runtime calls"},
     {Phase::Fuse, "fuse", "elementwise fusion; GEMMs stay named"},
     {Phase::Bufferize, "bufferize",
      "tensors to buffers, outputs as arguments, buffers freed after last use"},
@@ -46,6 +48,12 @@ StringRef cleave::phaseName(Phase phase) {
 /// The textual pass pipeline of each MLIR-to-MLIR phase.
 static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   switch (phase) {
+  case Phase::Partition:
+    if (!options.sharded)
+      return "";
+    return "func.func(cleave-split-fused-projections, sharding-propagation, "
+           "cleave-pin-argument-shardings, shard-partition, canonicalize, cse, "
+           "canonicalize), cleave-lower-collectives, func.func(canonicalize, cse)";
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
            "cleave-fuse-elementwise, canonicalize, cse)";
@@ -97,11 +105,13 @@ static bool onlyDialects(ModuleOp module, ArrayRef<StringRef> allowed,
   return ok;
 }
 
-/// After import: one @main, only the import dialects, every tensor static.
+/// After import: one @main, only the import dialects (and sharding
+/// annotations), every tensor static.
 static LogicalResult verifyImported(ModuleOp module) {
-  bool ok = onlyDialects(module,
-                         {"builtin", "func", "linalg", "tensor", "arith", "math"},
-                         "import");
+  // `shard` annotations when a mesh was given.
+  bool ok = onlyDialects(
+      module, {"builtin", "func", "linalg", "tensor", "arith", "math", "shard"},
+      "import");
   if (!module.lookupSymbol<func::FuncOp>("main")) {
     module.emitError("imported module has no func @main");
     ok = false;
@@ -141,9 +151,16 @@ LogicalResult cleave::verifyAfterPhase(ModuleOp module, Phase phase) {
   switch (phase) {
   case Phase::Import:
     return verifyImported(module);
+  case Phase::Partition:
+    return success(onlyDialects(module,
+                                {"builtin", "func", "linalg", "tensor", "arith",
+                                 "math", "bufferization", "memref", "scf"},
+                                "partition"));
   case Phase::Fuse:
-    return success(onlyDialects(
-        module, {"builtin", "func", "linalg", "tensor", "arith", "math"}, "fuse"));
+    return success(onlyDialects(module,
+                                {"builtin", "func", "linalg", "tensor", "arith",
+                                 "math", "bufferization", "memref", "scf"},
+                                "fuse"));
   case Phase::Bufferize:
     return verifyBufferized(module);
   case Phase::Lower:

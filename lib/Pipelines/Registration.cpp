@@ -3,6 +3,8 @@
 #include "cleave/Pipelines/Registration.h"
 
 #include "cleave/Import/OnnxImporter.h"
+#include "cleave/Conversion/Passes.h"
+#include "cleave/Sharding/ShardingModels.h"
 #include "cleave/Transforms/Passes.h"
 
 #include "mlir/InitAllDialects.h"
@@ -13,9 +15,11 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registerImportDialects(registry);
+  registerTensorShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
     registerCleavePasses();
+    registerCleaveConversionPasses();
     return true;
   }();
   (void)passesRegistered;

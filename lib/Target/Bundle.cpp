@@ -12,9 +12,14 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Import/WeightWriter.h"
+#include "cleave/Conversion/Passes.h"
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Sharding/Mesh.h"
+#include "cleave/Sharding/Plan.h"
+#include "cleave/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -57,6 +62,28 @@ static std::string dtypeOf(Type type) {
   return "";
 }
 
+/// The most bytes the top-level allocations of `main` hold at once, in
+/// program order (allocations are freed by cleave-free-buffers).
+static uint64_t activationPeak(func::FuncOp main) {
+  uint64_t live = 0, peak = 0;
+  llvm::DenseMap<Value, uint64_t> sizes;
+  for (Operation &op : main.getBody().front()) {
+    if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+      MemRefType type = alloc.getType();
+      if (!type.hasStaticShape())
+        continue;
+      uint64_t bytes = type.getNumElements() *
+                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      sizes[alloc.getResult()] = bytes;
+      live += bytes;
+      peak = std::max(peak, live);
+    } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+      live -= sizes.lookup(dealloc.getMemref());
+    }
+  }
+  return peak;
+}
+
 FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main) {
@@ -64,6 +91,26 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     return failure();
   }
   ModelSignature signature;
+  if (auto mesh = meshOf(module)) {
+    signature.mesh = mesh->str();
+    signature.axisNames = mesh->axisNames;
+    signature.axisSizes = mesh->axisSizes;
+    signature.ranks = mesh->rankCount();
+  }
+  if (auto groups = module->getAttrOfType<ArrayAttr>(kCommGroupsAttrName))
+    for (auto group : groups.getAsRange<DenseI16ArrayAttr>())
+      signature.commGroups.emplace_back(group.asArrayRef());
+  if (auto list = module->getAttrOfType<ArrayAttr>(kCollectivesAttrName))
+    for (auto entry : list.getAsRange<DictionaryAttr>()) {
+      CollectiveSignature c;
+      c.kind = entry.getAs<StringAttr>("kind").str();
+      c.axes.assign(entry.getAs<DenseI16ArrayAttr>("axes").asArrayRef().begin(),
+                    entry.getAs<DenseI16ArrayAttr>("axes").asArrayRef().end());
+      c.bytes = entry.getAs<IntegerAttr>("bytes").getInt();
+      c.node = entry.getAs<StringAttr>("node").str();
+      signature.collectives.push_back(std::move(c));
+    }
+  signature.activationPeakBytes = activationPeak(main);
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = dyn_cast<MemRefType>(main.getArgument(i).getType());
     if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) {
@@ -94,6 +141,18 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     buffer.shape.assign(type.getShape().begin(), type.getShape().end());
     buffer.bytes = type.getNumElements() *
                    std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    buffer.globalShape = buffer.shape;
+    if (auto split = main.getArgAttrOfType<ArrayAttr>(i, kShardingAttrName)) {
+      for (auto [d, axes] : llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {
+        buffer.split.emplace_back(axes.asArrayRef());
+        for (int16_t a : axes.asArrayRef())
+          buffer.globalShape[d] *= signature.axisSizes[a];
+      }
+    }
+    if (auto groups = main.getArgAttrOfType<IntegerAttr>(i, kColumnGroupsAttrName))
+      buffer.columnGroups = groups.getInt();
+    if (auto origin = main.getArgAttrOfType<StringAttr>(i, kShardingOriginAttrName))
+      buffer.origin = origin.str();
     signature.buffers.push_back(std::move(buffer));
   }
   return signature;
@@ -115,8 +174,22 @@ static std::string descriptorText(const ModelSignature &signature) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "cleave-model " << CLEAVE_ABI_VERSION << "\n";
-  os << "weights " << signature.weightFileBytes << " "
-     << llvm::format_hex_no_prefix(signature.weightChecksum, 16) << "\n";
+  os << "weights " << signature.weightFileBytes;
+  for (uint64_t checksum : signature.weightChecksums)
+    os << " " << llvm::format_hex_no_prefix(checksum, 16);
+  os << "\n";
+  if (!signature.mesh.empty()) {
+    os << "mesh " << signature.ranks << " " << signature.axisSizes.size();
+    for (int64_t size : signature.axisSizes)
+      os << " " << size;
+    os << "\n";
+    for (const auto &group : signature.commGroups) {
+      os << "group " << group.size();
+      for (int16_t axis : group)
+        os << " " << axis;
+      os << "\n";
+    }
+  }
   for (const BufferSignature &b : signature.buffers) {
     os << (b.kind == BufferSignature::Kind::Input   ? "input"
            : b.kind == BufferSignature::Kind::Param ? "param"
@@ -149,8 +222,9 @@ static LogicalResult linkProgram(StringRef object, StringRef runtime,
                     "program\n";
     return failure();
   }
-  SmallVector<StringRef> args = {clang,   "-o",           output,      object,
-                                 runtime, "-fuse-ld=lld", "-lopenblas", "-fopenmp",
+  SmallVector<StringRef> args = {clang,      "-o",        output,
+                                 object,     runtime,     "-fuse-ld=lld",
+                                 "-lopenblas", "-lmpich", "-fopenmp",
                                  "-lm"};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};
@@ -214,28 +288,72 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return fail("cannot create '" + staging + "': " + ec.message());
   llvm::scope_exit cleanup([&] { fs::remove_directories(staging); });
 
-  // Weights: streamed from the model, placements recorded in the signature.
-  std::vector<std::string> params;
-  for (const BufferSignature &b : signature.buffers)
-    if (b.kind == BufferSignature::Kind::Param)
-      params.push_back(b.name);
-  auto weights =
-      writeWeightFile(options.modelPath, params, staging + "/weights.bin");
+  // Weights: streamed from the model, cut per rank, placements recorded in
+  // the signature (every rank's file has the same layout).
+  std::vector<WeightRequest> requests;
+  for (const BufferSignature &b : signature.buffers) {
+    if (b.kind != BufferSignature::Kind::Param)
+      continue;
+    WeightRequest request;
+    request.name = b.name;
+    bool split = llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
+    if (split) {
+      request.sliceShape = b.shape;
+      for (int64_t rank = 0; rank < signature.ranks; ++rank) {
+        SmallVector<int64_t> offsets;
+        for (auto [d, axes] : llvm::enumerate(b.split)) {
+          // The shard index: the rank's position over `axes`, first major.
+          int64_t index = 0, rest = rank;
+          SmallVector<int64_t> coords(signature.axisSizes.size());
+          for (int i = static_cast<int>(coords.size()) - 1; i >= 0; --i) {
+            coords[i] = rest % signature.axisSizes[i];
+            rest /= signature.axisSizes[i];
+          }
+          for (int16_t a : axes)
+            index = index * signature.axisSizes[a] + coords[a];
+          offsets.push_back(index * b.shape[d]);
+        }
+        offsets.resize(b.shape.size(), 0);
+        request.offsets.push_back(std::move(offsets));
+      }
+      if (b.columnGroups > 0) {
+        request.columnParts = b.columnGroups;
+        request.columnShards = b.globalShape.back() / b.shape.back();
+      }
+    }
+    requests.push_back(std::move(request));
+  }
+  std::vector<std::string> weightPaths;
+  if (signature.ranks == 1) {
+    weightPaths.push_back(staging + "/weights.bin");
+  } else {
+    if (std::error_code ec = fs::create_directories(staging + "/weights"))
+      return fail("cannot create '" + staging + "/weights': " + ec.message());
+    for (int64_t rank = 0; rank < signature.ranks; ++rank)
+      weightPaths.push_back(staging + "/weights/rank" + std::to_string(rank) +
+                            ".bin");
+  }
+  auto weights = writeWeightFiles(options.modelPath, requests, weightPaths);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
   size_t next = 0;
   for (BufferSignature &b : signature.buffers)
     if (b.kind == BufferSignature::Kind::Param) {
-      b.offset = weights->placements[next].offset;
-      if (weights->placements[next].bytes != b.bytes)
-        return fail("parameter '" + b.name + "' holds " +
-                    llvm::Twine(weights->placements[next].bytes) +
-                    " bytes in the model, the program expects " +
+      const WeightPlacement &placed = weights->front().placements[next];
+      b.offset = placed.offset;
+      if (placed.bytes != b.bytes)
+        return fail("parameter '" + b.name + "' holds " + llvm::Twine(placed.bytes) +
+                    " bytes per rank in the model, the program expects " +
                     llvm::Twine(b.bytes));
+      for (const WeightFileInfo &info : *weights)
+        if (info.placements[next].offset != placed.offset)
+          return fail("parameter '" + b.name +
+                      "' is placed differently on different ranks");
       ++next;
     }
-  signature.weightFileBytes = weights->fileBytes;
-  signature.weightChecksum = weights->checksum;
+  signature.weightFileBytes = weights->front().fileBytes;
+  for (const WeightFileInfo &info : *weights)
+    signature.weightChecksums.push_back(info.checksum);
 
   // Program: object code for the host, linked with the runtime.
   llvm::LLVMContext context;
@@ -258,10 +376,20 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   auto modelChecksum = checksumFile(options.modelPath);
   if (!modelChecksum)
     return fail(llvm::toString(modelChecksum.takeError()));
-  uint64_t paramBytes = 0;
+  uint64_t paramBytes = 0, paramCount = 0;
   for (const BufferSignature &b : signature.buffers)
-    if (b.kind == BufferSignature::Kind::Param)
+    if (b.kind == BufferSignature::Kind::Param) {
       paramBytes += b.bytes;
+      ++paramCount;
+    }
+  llvm::json::Array meshAxes;
+  for (auto [name, size] : llvm::zip(signature.axisNames, signature.axisSizes))
+    meshAxes.push_back(llvm::json::Object{{"name", name}, {"size", size}});
+  llvm::json::Array weightFiles, bytesPerRank;
+  for (const std::string &path : weightPaths) {
+    weightFiles.push_back(path.substr(staging.size() + 1));
+    bytesPerRank.push_back(int64_t(signature.weightFileBytes));
+  }
   llvm::json::Object manifest{
       {"format", "cleave-bundle"},
       {"format_version", 1},
@@ -273,15 +401,17 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       {"target", llvm::json::Object{{"kind", "cpu"},
                                     {"triple", llvm::sys::getProcessTriple()},
                                     {"cpu", llvm::sys::getHostCPUName().str()}}},
-      {"mesh", llvm::json::Object{}},
-      {"ranks", 1},
+      {"mesh", llvm::json::Object{{"spec", signature.mesh},
+                                  {"axes", std::move(meshAxes)}}},
+      {"ranks", signature.ranks},
       {"program", "program"},
-      {"weights", llvm::json::Array{"weights.bin"}},
+      {"weights", std::move(weightFiles)},
       {"inputs", bufferList(signature, BufferSignature::Kind::Input)},
       {"outputs", bufferList(signature, BufferSignature::Kind::Output)},
-      {"parameters", llvm::json::Object{{"count", int64_t(params.size())},
-                                        {"bytes", int64_t(paramBytes)}}},
-      {"bytes_per_rank", llvm::json::Array{int64_t(signature.weightFileBytes)}},
+      {"parameters", llvm::json::Object{{"count", int64_t(paramCount)},
+                                        {"bytes_per_rank", int64_t(paramBytes)}}},
+      {"bytes_per_rank", std::move(bytesPerRank)},
+      {"collectives", int64_t(signature.collectives.size())},
   };
   std::string manifestText;
   llvm::raw_string_ostream(manifestText)
@@ -289,22 +419,11 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   if (failed(writeText(staging + "/manifest.json", manifestText)))
     return failure();
 
-  std::string plan;
-  llvm::raw_string_ostream os(plan);
-  os << "Cleave plan for " << options.modelPath << "\n"
-     << "ranks: 1 (no mesh), target: cpu (" << llvm::sys::getHostCPUName()
-     << ")\n"
-     << "weights: " << params.size() << " parameters, " << paramBytes
-     << " bytes, all on rank 0\n\n";
-  for (const BufferSignature &b : signature.buffers) {
-    if (b.kind != BufferSignature::Kind::Param)
-      continue;
-    os << llvm::format("  %-48s %-5s %12llu bytes  [", b.name.c_str(),
-                       b.dtype.c_str(), (unsigned long long)b.bytes);
-    llvm::interleave(b.shape, os, "x");
-    os << "]\n";
-  }
+  std::string plan = planReport(signature, options);
   if (failed(writeText(staging + "/plan.txt", plan)))
+    return failure();
+  if (!options.reportPath.empty() &&
+      failed(writeText(options.reportPath, plan)))
     return failure();
 
   // Swap the finished bundle into place.

@@ -62,8 +62,30 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
     }
     if (kind == "weights") {
       std::string checksum;
-      fields >> desc.weightBytes >> checksum;
-      desc.weightChecksum = std::strtoull(checksum.c_str(), nullptr, 16);
+      fields >> desc.weightBytes;
+      while (fields >> checksum)
+        desc.weightChecksums.push_back(std::strtoull(checksum.c_str(), nullptr, 16));
+      continue;
+    }
+    if (kind == "mesh") {
+      size_t axes = 0;
+      fields >> desc.ranks >> axes;
+      desc.meshSizes.resize(axes);
+      for (int64_t &size : desc.meshSizes)
+        fields >> size;
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      continue;
+    }
+    if (kind == "group") {
+      size_t axes = 0;
+      fields >> axes;
+      std::vector<int> group(axes);
+      for (int &axis : group)
+        fields >> axis;
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      desc.groups.push_back(std::move(group));
       continue;
     }
     BufferDesc b;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
+#include "comm/Comm.h"
 
 #include "cleave/Runtime/Abi.h"
 
@@ -123,6 +124,42 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+/// Everything the run needs once set up: inputs read, weights mapped.
+struct Prepared {
+  std::unique_ptr<WeightFile> weights;
+  std::vector<std::unique_ptr<AlignedBuffer>> owned;
+  std::vector<void *> pointers;
+  std::vector<const BufferDesc *> outputs;
+  std::vector<void *> outputData;
+  int threads = 1;
+};
+
+void prepare(const Options &options, const ModelDesc &desc, Prepared &p);
+void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p);
+
+/// Runs `step` on every rank; if it fails anywhere, the lowest failing rank
+/// reports and every rank ends with an error.
+template <typename Step> void together(Step step) {
+  std::string error;
+  try {
+    step();
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  int failed = comm::firstFailure(!error.empty());
+  if (failed < 0)
+    return;
+  if (failed == comm::rank()) {
+    if (comm::active())
+      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+                   error.c_str());
+    else
+      std::fprintf(stderr, "cleave-run: error: %s\n", error.c_str());
+  }
+  comm::finish();
+  std::exit(1);
+}
+
 int run(int argc, char **argv) {
   Options options = parseArgs(argc, argv);
   // The model allocates and frees the same intermediates on every run: keep
@@ -130,6 +167,16 @@ int run(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   ModelDesc desc = parseModelDesc(cleave_model_desc);
+  if (desc.ranks > 1)
+    comm::start(desc, &argc, &argv);
+  Prepared prepared;
+  together([&] { prepare(options, desc, prepared); });
+  together([&] { runAndWrite(options, desc, prepared); });
+  comm::finish();
+  return 0;
+}
+
+void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
 
   int threads = options.threads;
   if (threads <= 0) {
@@ -138,6 +185,7 @@ int run(int argc, char **argv) {
   }
   if (threads <= 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
+  p.threads = threads;
   openblas_set_num_threads(threads);
   omp_set_num_threads(threads);
   // Loops and GEMMs alternate: OpenMP threads that spin after a loop steal the
@@ -170,17 +218,25 @@ int run(int argc, char **argv) {
   if (!desc.buffers.empty() && options.outputDir.empty())
     throw RuntimeError("--output-dir is required");
 
-  std::unique_ptr<WeightFile> weights;
+  std::unique_ptr<WeightFile> &weights = p.weights;
   bool hasParams = std::any_of(desc.buffers.begin(), desc.buffers.end(),
                                [](auto &b) { return b.kind == BufferKind::Param; });
-  if (hasParams)
-    weights = std::make_unique<WeightFile>(options.bundle + "/weights.bin",
-                                           desc.weightBytes, desc.weightChecksum);
+  if (hasParams) {
+    int rank = comm::rank();
+    std::string path = desc.ranks == 1 ? options.bundle + "/weights.bin"
+                                       : options.bundle + "/weights/rank" +
+                                             std::to_string(rank) + ".bin";
+    if (rank >= static_cast<int>(desc.weightChecksums.size()))
+      throw RuntimeError("the model descriptor has no weight checksum for rank " +
+                         std::to_string(rank));
+    weights = std::make_unique<WeightFile>(path, desc.weightBytes,
+                                           desc.weightChecksums[rank]);
+  }
 
-  std::vector<std::unique_ptr<AlignedBuffer>> owned;
-  std::vector<void *> pointers;
-  std::vector<const BufferDesc *> outputs;
-  std::vector<void *> outputData;
+  std::vector<std::unique_ptr<AlignedBuffer>> &owned = p.owned;
+  std::vector<void *> &pointers = p.pointers;
+  std::vector<const BufferDesc *> &outputs = p.outputs;
+  std::vector<void *> &outputData = p.outputData;
   for (const BufferDesc &b : desc.buffers) {
     if (b.kind == BufferKind::Param) {
       pointers.push_back(const_cast<char *>(weights->data()) + b.offset);
@@ -207,31 +263,46 @@ int run(int argc, char **argv) {
     }
     std::memcpy(owned.back()->data, array.data.data(), b.bytes);
   }
+}
 
+void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
+  std::vector<void *> &pointers = p.pointers;
+  int threads = p.threads;
   using Clock = std::chrono::steady_clock;
   if (options.bench > 0) {
     int warmup = std::min(3, options.bench);
     for (int i = 0; i < warmup; ++i)
       cleave_model_run(pointers.data());
+    // Ranks start each run together; a run takes as long as its slowest rank.
     std::vector<double> ms;
     for (int i = 0; i < options.bench; ++i) {
+      comm::barrier();
       auto start = Clock::now();
       cleave_model_run(pointers.data());
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start)
-                       .count());
+      ms.push_back(comm::maxOverRanks(
+          std::chrono::duration<double, std::milli>(Clock::now() - start)
+              .count()));
     }
     double mean = 0;
     for (double m : ms)
       mean += m / ms.size();
-    std::printf("latency over %d runs (%d threads, %d warm-up): p50 %.3f ms, "
-                "p90 %.3f ms, mean %.3f ms\n",
-                options.bench, threads, warmup, percentile(ms, 0.5),
-                percentile(ms, 0.9), mean);
+    if (comm::rank() == 0) {
+      std::printf("latency over %d runs (%lld ranks, %d threads each, %d "
+                  "warm-up): p50 %.3f ms, p90 %.3f ms, mean %.3f ms\n",
+                  options.bench, (long long)desc.ranks, threads, warmup,
+                  percentile(ms, 0.5), percentile(ms, 0.9), mean);
+      std::fflush(stdout);
+    }
   } else {
     cleave_model_run(pointers.data());
   }
 
-  // Write every output under a temporary name, then rename them all.
+  // Every rank holds the whole outputs; rank 0 writes them, each under a
+  // temporary name, then renames them all.
+  if (comm::rank() != 0)
+    return;
+  const std::vector<const BufferDesc *> &outputs = p.outputs;
+  const std::vector<void *> &outputData = p.outputData;
   makeDirs(options.outputDir);
   std::vector<std::pair<std::string, std::string>> written;
   try {
@@ -252,7 +323,6 @@ int run(int argc, char **argv) {
     if (std::rename(temp.c_str(), final.c_str()) != 0)
       throw RuntimeError("cannot write output '" + final +
                          "': " + std::strerror(errno));
-  return 0;
 }
 
 } // namespace
@@ -261,6 +331,11 @@ int main(int argc, char **argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception &e) {
+    if (comm::active()) {
+      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+                   e.what());
+      comm::abortJob(1);
+    }
     std::fprintf(stderr, "cleave-run: error: %s\n", e.what());
     return 1;
   }

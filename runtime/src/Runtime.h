@@ -40,8 +40,14 @@ struct BufferDesc {
 
 struct ModelDesc {
   uint64_t weightBytes = 0;
-  uint64_t weightChecksum = 0;
+  /// One per rank.
+  std::vector<uint64_t> weightChecksums;
   std::vector<BufferDesc> buffers;
+  /// The mesh; empty for single-rank programs.
+  int64_t ranks = 1;
+  std::vector<int64_t> meshSizes;
+  /// Communicator groups, each a list of mesh axes.
+  std::vector<std::vector<int>> groups;
 };
 
 /// Parses the descriptor text the compiler embeds (see Abi.h).

@@ -11,6 +11,9 @@
 #include "cleave/Pipelines/Phases.h"
 #include "cleave/Pipelines/Registration.h"
 #include "cleave/Pipelines/Summary.h"
+#include "cleave/Sharding/Hints.h"
+#include "cleave/Sharding/OnnxSharding.h"
+#include "cleave/Sharding/Plan.h"
 #include "cleave/Target/Bundle.h"
 
 #include "mlir/IR/AsmState.h"
@@ -52,6 +55,28 @@ cl::list<std::string> boundInputs(
     cl::desc("Make a graph input a compile-time constant, read from a .npy file "
              "or a serialized TensorProto (repeatable)"),
     cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::opt<std::string> meshOption(
+    "mesh",
+    cl::desc("Device mesh: named axes whose sizes multiply to the rank count, "
+             "e.g. tp=4 or dp=2,tp=2 (default: the model's cleave.mesh "
+             "metadata, else one rank)"),
+    cl::value_desc("AXIS=N[,AXIS=N]"), cl::cat(category));
+cl::opt<std::string> shardHints(
+    "shard-hints",
+    cl::desc("YAML file mapping tensor names or globs to one mesh axis (or "
+             "null) per dimension, under 'shardings:'"),
+    cl::value_desc("FILE.yaml"), cl::cat(category));
+cl::opt<std::string> shardPreset(
+    "shard-preset",
+    cl::desc("Shard recognised transformer patterns without hints: 'megatron' "
+             "(QKV/up/gate by column, attention output/down by row, LM head "
+             "by vocabulary) on the 'tp' axis"),
+    cl::value_desc("megatron"), cl::cat(category));
+cl::opt<std::string> reportPath(
+    "report",
+    cl::desc("Also write the plan report (shardings, collectives, memory per "
+             "rank) to FILE"),
+    cl::value_desc("FILE"), cl::cat(category));
 cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after this phase and write its IR to -o (default: bundle)"),
@@ -113,6 +138,54 @@ bool writeModule(mlir::ModuleOp module, StringRef path) {
   file->os() << "\n";
   file->keep();
   return true;
+}
+
+/// Annotates the imported module with the mesh and every sharding asked
+/// for: the model's own sharding fields, the hints file, the preset (which
+/// yields to both). Leaves the module alone when there is no mesh.
+mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
+                                  const HintFile &hintFile, bool &sharded) {
+  std::string meshText = meshOption.empty() ? extras.mesh : meshOption;
+  if (meshText.empty()) {
+    if (!extras.shardingSpecs.empty())
+      mlir::emitWarning(module.getLoc())
+          << "the model carries sharding specs but no mesh: pass --mesh to "
+             "use them; compiling for one rank";
+    return mlir::success();
+  }
+  auto mesh = parseMesh(meshText);
+  if (!mesh) {
+    fail(toString(mesh.takeError()));
+    return mlir::failure();
+  }
+  std::vector<ShardHint> hints;
+  for (const OnnxShardingSpec &spec : extras.shardingSpecs) {
+    mlir::Value value = extras.values.lookup(spec.tensorName);
+    if (!value)
+      continue; // Folded at import: a constant, replicated on every rank.
+    auto hint = hintFromOnnxSpec(
+        spec, cast<mlir::RankedTensorType>(value.getType()).getRank(), *mesh);
+    if (!hint) {
+      mlir::emitError(module.getLoc()) << toString(hint.takeError());
+      return mlir::failure();
+    }
+    hints.push_back(std::move(*hint));
+  }
+  llvm::append_range(hints, hintFile.shardings);
+  auto resolved = resolveHints(module, *mesh, hints, extras.values);
+  if (failed(resolved))
+    return mlir::failure();
+  std::vector<ValueSharding> shardings = std::move(*resolved);
+  if (shardPreset == "megatron") {
+    if (!mesh->axisIndex("tp")) {
+      fail("--shard-preset megatron splits the 'tp' axis, which the mesh (" +
+           mesh->str() + ") does not have");
+      return mlir::failure();
+    }
+    llvm::append_range(shardings, megatronShardings(module, *mesh, "tp"));
+  }
+  sharded = true;
+  return annotateShardings(module, *mesh, shardings);
 }
 
 } // namespace
@@ -210,23 +283,44 @@ int main(int argc, char **argv) {
     if (std::error_code ec = sys::fs::create_directories(dumpDir))
       return fail("cannot create --dump-dir '" + dumpDir + "': " + ec.message());
 
+  if (!shardPreset.empty() && shardPreset != "megatron")
+    return fail("unknown --shard-preset '" + shardPreset + "' (presets: megatron)");
+  if (!shardHints.empty() && meshOption.empty())
+    return fail("--shard-hints needs a mesh: pass --mesh, e.g. --mesh tp=2");
+  if (!shardPreset.empty() && meshOption.empty())
+    return fail("--shard-preset needs a mesh: pass --mesh, e.g. --mesh tp=2");
+  HintFile hintFile;
+  if (!shardHints.empty()) {
+    auto parsed = parseHintFile(shardHints);
+    if (!parsed)
+      return fail(toString(parsed.takeError()));
+    hintFile = std::move(*parsed);
+  }
+
   mlir::OwningOpRef<mlir::ModuleOp> module;
   ModelSignature signature;
+  bool sharded = false;
   int index = 0;
   for (const PhaseInfo &info : allPhases()) {
     auto start = std::chrono::steady_clock::now();
     switch (info.phase) {
-    case Phase::Import:
-      module = importOnnxModel(context, modelPath, options);
+    case Phase::Import: {
+      ImportExtras extras;
+      module = importOnnxModel(context, modelPath, options, &extras);
       if (!module)
         return 1;
+      if (failed(applySharding(*module, extras, hintFile, sharded)))
+        return 1;
       break;
+    }
+    case Phase::Partition:
     case Phase::Fuse:
     case Phase::Bufferize:
     case Phase::Lower: {
       mlir::PassManager pm(&context);
       PipelineOptions pipelineOptions;
       pipelineOptions.cpuGemm = cpuGemm;
+      pipelineOptions.sharded = sharded;
       if (failed(buildPhasePipeline(info.phase, pm, pipelineOptions)) ||
           failed(pm.run(*module)))
         return fail("phase '" + info.name + "' failed (see above)");
@@ -239,6 +333,7 @@ int main(int argc, char **argv) {
       bundle.dumpDir = dumpDir;
       bundle.runtimeLibrary = runtimeLibrary(argv[0]);
       bundle.compilerVersion = "cleave-compile 0.1";
+      bundle.reportPath = reportPath;
       if (failed(writeBundle(*module, signature, bundle)))
         return 1;
       break;

@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <map>
@@ -43,11 +44,35 @@ struct ImportOptions {
   int64_t foldElementLimit = 1 << 16;
 };
 
+/// One ShardingSpecProto of a node's device_configurations (ONNX IR 11), as
+/// written in the model: the shards of `tensorName` in row-major order over
+/// the sharded dimensions, each held by a device or a group of devices.
+struct OnnxShardingSpec {
+  std::string nodeName;
+  std::string tensorName;
+  std::vector<int64_t> devices;
+  std::map<int64_t, std::vector<int64_t>> deviceGroups;
+  /// (axis, number of shards) for each sharded dimension, axis normalised.
+  std::vector<std::pair<int64_t, int64_t>> shardedDims;
+};
+
+/// What the importer reports besides the module.
+struct ImportExtras {
+  /// The values of @main by ONNX name: graph inputs, parameters and the
+  /// node outputs that became tensors. Valid until the module is changed.
+  llvm::StringMap<mlir::Value> values;
+  /// Every sharding spec in the model's nodes.
+  std::vector<OnnxShardingSpec> shardingSpecs;
+  /// The mesh recorded in the model's metadata (`cleave.mesh`), if any.
+  std::string mesh;
+};
+
 /// Imports the ONNX model at `path`. Errors are reported through the context's
 /// diagnostic engine, each naming the ONNX node or input that caused it.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
                                                   llvm::StringRef path,
-                                                  const ImportOptions &options);
+                                                  const ImportOptions &options,
+                                                  ImportExtras *extras = nullptr);
 
 /// Every supported ONNX op (default domain) with the opset its handler starts
 /// from, sorted by name.

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "llvm/ADT/SmallVector.h"
+
 namespace cleave {
 
 struct WeightPlacement {
@@ -31,11 +33,28 @@ struct WeightFileInfo {
   uint64_t checksum = 0;
 };
 
-/// Writes the initializers `names` of the model at `modelPath`, in order, to
-/// `outPath`.
-llvm::Expected<WeightFileInfo> writeWeightFile(llvm::StringRef modelPath,
-                                               llvm::ArrayRef<std::string> names,
-                                               llvm::StringRef outPath);
+/// One parameter to write, and how each rank's file holds it.
+struct WeightRequest {
+  std::string name;
+  /// Each rank's slice: a block of `sliceShape` at `offsets[rank]`. Empty
+  /// offsets: every rank holds the whole tensor.
+  llvm::SmallVector<int64_t> sliceShape;
+  std::vector<llvm::SmallVector<int64_t>> offsets;
+  /// Reorder the last dimension, made of `columnParts` equal parts, from
+  /// (part, shard, column) to (shard, part, column) over `columnShards`
+  /// shards before slicing (fused projections; 0: no reorder).
+  int64_t columnParts = 0;
+  int64_t columnShards = 1;
+};
+
+/// Writes the parameters `requests` of the model at `modelPath`, in order,
+/// to one file per rank (`outPaths`, one per rank). Whole parameters are
+/// streamed; split ones are read once and cut for every rank. Every file has
+/// the same layout, so placements are shared.
+llvm::Expected<std::vector<WeightFileInfo>>
+writeWeightFiles(llvm::StringRef modelPath,
+                 llvm::ArrayRef<WeightRequest> requests,
+                 llvm::ArrayRef<std::string> outPaths);
 
 /// A checksum of the bytes of the file at `path` (the model checksum).
 llvm::Expected<uint64_t> checksumFile(llvm::StringRef path);

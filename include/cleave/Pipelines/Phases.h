@@ -24,6 +24,9 @@ namespace cleave {
 enum class Phase {
   /// ONNX -> func @main on static tensors in linalg/tensor/arith/math.
   Import,
+  /// Sharding propagation and partition into per-rank code; collectives to
+  /// runtime calls. Empty without a mesh.
+  Partition,
   /// Elementwise fusion into producers and consumers; GEMMs stay named.
   Fuse,
   /// Tensors -> buffers; outputs become arguments; buffers freed after use.
@@ -50,6 +53,8 @@ struct PipelineOptions {
   /// float32 GEMMs: calls to the runtime's OpenBLAS ("blas") or compiled
   /// loops like every other op ("loops"), kept for measurement.
   std::string cpuGemm = "blas";
+  /// Whether the module carries a mesh and shardings to partition.
+  bool sharded = false;
 };
 
 /// Adds the passes of a pass-pipeline phase (Fuse, Bufferize, Lower) to `pm`.

@@ -1,10 +1,12 @@
 //===- Bundle.h - Writing the program bundle ------------------------------===//
 //
 // The last phase: turns the LLVM-dialect module into a bundle folder holding
-// `program` (host object code linked with the runtime), `weights.bin` (every
-// parameter, aligned, mapped by the runtime), `manifest.json` (inputs, outputs,
-// ranks, bytes, compiler version, model checksum) and `plan.txt`. The bundle is
-// assembled in a temporary folder and renamed into place only when complete.
+// `program` (host object code linked with the runtime), the weights (every
+// parameter, aligned, mapped by the runtime: `weights.bin` for one rank,
+// `weights/rank<r>.bin` with each rank's slices for several), `manifest.json`
+// (inputs, outputs, mesh, ranks, bytes per rank, compiler version, model
+// checksum) and `plan.txt`. The bundle is assembled in a temporary folder and
+// renamed into place only when complete.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,27 +28,59 @@ struct BufferSignature {
   std::string name;
   std::string dtype; // f32 f16 bf16 f64 i64 i32 i16 i8 bool
   llvm::SmallVector<int64_t> shape;
-  uint64_t offset = 0; // params: byte offset in weights.bin
+  uint64_t offset = 0; // params: byte offset in the weight file
+  uint64_t bytes = 0;   // on each rank
+  // Params under a mesh: the grid axes each dimension is split over, the
+  // shape in the model, the reorder of fused projections and who chose it.
+  llvm::SmallVector<llvm::SmallVector<int16_t>> split;
+  llvm::SmallVector<int64_t> globalShape;
+  int64_t columnGroups = 0;
+  std::string origin;
+};
+
+/// A collective of the program, for the plan report.
+struct CollectiveSignature {
+  std::string kind;
+  llvm::SmallVector<int16_t> axes;
   uint64_t bytes = 0;
+  std::string node;
 };
 
 struct ModelSignature {
   std::vector<BufferSignature> buffers;
+  /// The mesh (`dp=2,tp=2`) and rank count; empty and 1 without a mesh.
+  std::string mesh;
+  llvm::SmallVector<std::string> axisNames;
+  llvm::SmallVector<int64_t> axisSizes;
+  int64_t ranks = 1;
+  /// Communicators the program uses, each a list of grid axes.
+  std::vector<llvm::SmallVector<int16_t>> commGroups;
+  std::vector<CollectiveSignature> collectives;
+  /// The most bytes @main's intermediate buffers hold at once.
+  uint64_t activationPeakBytes = 0;
   uint64_t weightFileBytes = 0;
-  uint64_t weightChecksum = 0;
+  /// One per rank.
+  std::vector<uint64_t> weightChecksums;
 };
 
 /// Reads the signature off a bufferized module's @main (memref arguments
-/// tagged cleave.input / cleave.param / cleave.output).
+/// tagged cleave.input / cleave.param / cleave.output) and the module's mesh,
+/// communicator groups and collectives.
 mlir::FailureOr<ModelSignature> extractSignature(mlir::ModuleOp module);
 
 struct BundleOptions {
   std::string modelPath;
   std::string outDir;
   std::string dumpDir;        // if set, model.ll is written there
+  std::string reportPath;     // if set, the plan report is also written there
   std::string runtimeLibrary; // libcleave_rt.a
   std::string compilerVersion;
 };
+
+/// The human-readable plan: mesh, every parameter's sharding and bytes per
+/// rank, every collective with its ONNX node, memory per rank.
+std::string planReport(const ModelSignature &signature,
+                       const BundleOptions &options);
 
 /// Writes the bundle for `module` (in the LLVM dialect).
 mlir::LogicalResult writeBundle(mlir::ModuleOp module, ModelSignature signature,

@@ -10,11 +10,20 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace cleave {
+
+/// Argument attribute: a parameter's split axes, one array per dimension.
+inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
+/// Argument attribute: the parameter's last dimension holds this many equal
+/// parts, stored reordered as (rank, part, column) for tensor parallelism.
+inline constexpr llvm::StringLiteral kColumnGroupsAttrName =
+    "cleave.column_groups";
 
 #define GEN_PASS_DECL
 #include "cleave/Transforms/Passes.h.inc"

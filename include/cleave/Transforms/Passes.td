@@ -12,6 +12,64 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Sharding
+//===----------------------------------------------------------------------===//
+
+def CleavePinArgumentShardings
+    : Pass<"cleave-pin-argument-shardings", "mlir::func::FuncOp"> {
+  let summary = "Give every tensor argument one sharding and record it";
+  let description = [{
+    Runs between `sharding-propagation` and `shard-partition`. Partition
+    derives each argument's local type from its single `shard.shard` user and
+    has undefined behaviour when there is none or more than one (release
+    builds of MLIR do not check). This pass routes every tensor argument
+    through exactly one `shard.shard` (the first sharding propagation chose
+    for it, replicated if none) and records a parameter's split axes as the
+    argument attribute `cleave.sharding` (one array of grid axes per
+    dimension), which the bundle uses to cut each rank's weight slices.
+
+    ```mlir
+    %0 = shard.shard %arg1 to %s annotate_for_users : tensor<64x128xf32>
+    // becomes, with {cleave.sharding = [array<i16>, array<i16: 0>]} on %arg1
+    %p = shard.shard %arg1 to %s : tensor<64x128xf32>
+    %0 = shard.shard %p to %s annotate_for_users : tensor<64x128xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
+def CleaveSplitFusedProjections
+    : Pass<"cleave-split-fused-projections", "mlir::func::FuncOp"> {
+  let summary = "Keep fused QKV projections split by head under tensor parallelism";
+  let description = [{
+    A fused projection (GPT-2's `c_attn`, PyTorch's `in_proj`) computes Q, K
+    and V as one matmul by a [d, 3d] weight and slices the result into three
+    equal parts. Split by columns on n ranks as stored, rank 0 would hold all
+    of Q and half of K, and every slice would need an all-gather.
+
+    When the weight of such a matmul is annotated as split on its columns,
+    this pass reorders what the parameter holds: its columns become
+    (rank, part, column-in-part) instead of (part, rank, column-in-part), and
+    each slice is rewritten to take its part out of that order:
+
+    ```mlir
+    %s = tensor.extract_slice %y[0, 64] [16, 64] [1, 1] : tensor<16x192xf32> to tensor<16x64xf32>
+    // becomes (n = 2 ranks, 3 parts of 64)
+    %e = tensor.expand_shape %y [[0], [1, 2, 3]] output_shape [16, 2, 3, 32] : ...
+    %t = tensor.extract_slice %e[0, 0, 1, 0] [16, 2, 1, 32] [1, 1, 1, 1] : ...
+    %s = tensor.collapse_shape %t [[0], [1, 2, 3]] : tensor<16x2x1x32xf32> into tensor<16x64xf32>
+    ```
+
+    so each rank's contiguous slice of the reordered weight holds its heads
+    of Q, K and V, and the slices stay local. The weight and any bias added on
+    the way are marked `cleave.column_groups = parts`; the bundle writes them
+    reordered. The program computes exactly what the model does.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

@@ -14,6 +14,13 @@
  *                        output <name> <dtype> <rank> <dims...>
  *                      names are percent-encoded (space, '%', newline, tab);
  *                      dtypes: f32 f16 bf16 f64 i64 i32 i16 i8 bool.
+ *                        mesh <rank-count> <axis-count> <sizes...>
+ *                        group <axis-count> <axes...>
+ *                      `mesh` is present for multi-rank programs; each
+ *                      `group` line declares a communicator over those mesh
+ *                      axes (its id is its position among the group lines),
+ *                      created once at start-up. Param lines describe this
+ *                      rank's slice; each rank maps weights/rank<r>.bin.
  *   cleave_model_run   runs the model once on `buffers`: one pointer per line
  *                      above (inputs, params, outputs), row-major, each
  *                      aligned to 64 bytes.
@@ -36,6 +43,18 @@
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
 #define CLEAVE_ABI_SGEMM_BATCHED "cleave_rt_sgemm_batched"
+/* Collectives take a suffix naming the element type (see below). */
+#define CLEAVE_ABI_ALL_REDUCE "cleave_rt_all_reduce_"
+#define CLEAVE_ABI_ALL_GATHER "cleave_rt_all_gather_"
+#define CLEAVE_ABI_REDUCE_SCATTER "cleave_rt_reduce_scatter_"
+#define CLEAVE_ABI_ALL_TO_ALL "cleave_rt_all_to_all_"
+#define CLEAVE_ABI_GRID_INDEX "cleave_rt_grid_index"
+
+/* Reduction codes of the collectives. */
+#define CLEAVE_REDUCE_SUM 0
+#define CLEAVE_REDUCE_MAX 1
+#define CLEAVE_REDUCE_MIN 2
+#define CLEAVE_REDUCE_PROD 3
 
 #ifdef __cplusplus
 extern "C" {

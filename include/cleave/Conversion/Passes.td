@@ -1,0 +1,52 @@
+//===- Passes.td - Cleave's conversions --------------------*- tablegen -*-===//
+//
+// Conversions from one level to another that Cleave does itself.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_CONVERSION_PASSES
+#define CLEAVE_CONVERSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def CleaveLowerCollectives : Pass<"cleave-lower-collectives", "mlir::ModuleOp"> {
+  let summary = "Lower shard collectives to calls into the runtime's ABI";
+  let description = [{
+    Upstream `convert-shard-to-mpi` lowers only `shard.all_reduce`, leaves
+    the other collectives in place while exiting successfully, and splits a
+    new MPI communicator for every call. This pass lowers every collective
+    `shard-partition` emits, on tensors, before bufferization:
+
+    - all_reduce, all_gather, reduce_scatter, all_to_all become calls to
+      `cleave_rt_<collective>_<dtype>` (runtime/include/cleave/Runtime/Abi.h)
+      on unranked memrefs, reading the operand's buffer and writing a new one;
+    - all_slice becomes a local tensor.extract_slice at this rank's offset;
+    - process_multi_index / process_linear_index become `cleave_rt_grid_index`,
+      grid_shape becomes constants.
+
+    Each distinct set of grid axes gets a communicator group id; the groups
+    are listed on the module (`cleave.comm_groups`) for the runtime to create
+    once at start-up. The grid and the sharding ops are removed; any shard op
+    left is an error naming it.
+
+    ```mlir
+    %1 = shard.all_reduce %0 on @mesh grid_axes = [1] : tensor<16x64xf32> -> tensor<16x64xf32>
+    // becomes
+    %in = bufferization.to_buffer %0 read_only : tensor<16x64xf32> to memref<16x64xf32>
+    %out = memref.alloc() : memref<16x64xf32>
+    func.call @cleave_rt_all_reduce_f32(%in_u, %out_u, %c0, %c0) : ...
+    %1 = bufferization.to_tensor %out restrict writable : ...
+    ```
+  }];
+  let dependentDialects = [
+    "mlir::arith::ArithDialect", "mlir::bufferization::BufferizationDialect",
+    "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+    "mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // CLEAVE_CONVERSION_PASSES

@@ -1,0 +1,81 @@
+//===- Plan.h - From sharding hints to shard dialect annotations -----------===//
+//
+// Turns a mesh and the shardings asked for (hints file, ONNX sharding fields,
+// a preset) into a `shard.grid` and `shard.shard` annotations on the imported
+// @main, ready for upstream sharding propagation:
+//
+//   - a hinted parameter is annotated as split, so each rank holds a slice;
+//   - a hinted graph input stays whole in the program's signature (every rank
+//     reads the whole .npy) and is sliced locally for its users;
+//   - a hinted intermediate value is annotated where it is produced;
+//   - every output is gathered whole on every rank before it is returned.
+//
+// Every hint is checked against the model and the mesh, and each problem is
+// reported naming the hint and where it was written.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SHARDING_PLAN_H
+#define CLEAVE_SHARDING_PLAN_H
+
+#include "cleave/Sharding/Hints.h"
+#include "cleave/Sharding/Mesh.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace cleave {
+
+/// The name of the grid every annotation refers to.
+inline constexpr llvm::StringLiteral kGridName = "mesh";
+/// Module attribute holding the mesh (`dp=2,tp=2`), axes in grid order; it
+/// outlives the grid, which is gone once the collectives are lowered.
+inline constexpr llvm::StringLiteral kMeshAttrName = "cleave.mesh";
+
+/// Argument attribute: why an argument is split as it is (for the report).
+inline constexpr llvm::StringLiteral kShardingOriginAttrName =
+    "cleave.sharding_origin";
+
+/// Split axes per dimension, as grid axis indices.
+using SplitAxes = llvm::SmallVector<llvm::SmallVector<int16_t>>;
+
+/// A sharding chosen for one value of @main, and why.
+struct ValueSharding {
+  mlir::Value value;
+  std::string tensorName;
+  SplitAxes axes;
+  /// Where it came from: a hint's file position, an ONNX node, a preset rule.
+  std::string origin;
+};
+
+/// Matches `hints` against the named values of the model (ONNX names to
+/// values of @main) and checks each match: rank, axes of the mesh,
+/// divisibility, conflicts between hints. Hints that match nothing are
+/// reported as one warning.
+mlir::FailureOr<std::vector<ValueSharding>>
+resolveHints(mlir::ModuleOp module, const MeshSpec &mesh,
+             llvm::ArrayRef<ShardHint> hints,
+             const llvm::StringMap<mlir::Value> &names);
+
+/// Adds the grid for `mesh` and annotates @main with `shardings` (later
+/// entries for the same value are ignored), every output gathered whole.
+mlir::LogicalResult annotateShardings(mlir::ModuleOp module, const MeshSpec &mesh,
+                                      llvm::ArrayRef<ValueSharding> shardings);
+
+/// The mesh recorded on a module by annotateShardings, if any.
+std::optional<MeshSpec> meshOf(mlir::ModuleOp module);
+
+/// The Megatron-style shardings of the transformer layers in @main: the
+/// projections that open a block of head-local or feature-local work (QKV,
+/// MLP up and gate) split by output feature, the projection that closes it
+/// (attention output, MLP down) split by input feature, biases alike, and an
+/// LM head split by vocabulary when its output leaves the model. Shardings
+/// are on `axis`; blocks whose dimensions the axis does not divide are left
+/// replicated, with a remark.
+std::vector<ValueSharding> megatronShardings(mlir::ModuleOp module,
+                                             const MeshSpec &mesh,
+                                             llvm::StringRef axis);
+
+} // namespace cleave
+
+#endif // CLEAVE_SHARDING_PLAN_H

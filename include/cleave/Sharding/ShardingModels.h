@@ -1,0 +1,28 @@
+//===- ShardingModels.h - Sharding rules for ops upstream leaves out -------===//
+//
+// External models of the `shard` dialect's ShardingInterface for the tensor
+// ops Cleave's importer emits and upstream MLIR 22 has no rule for:
+// tensor.expand_shape and tensor.collapse_shape (a split dimension stays
+// split on the outermost non-unit dimension of its reassociation group, so
+// attention heads stay local through the reshapes), tensor.extract_slice (a
+// dimension taken whole keeps its split), tensor.concat (every dimension but
+// the concatenated one) and tensor.pad (every dimension that is not padded).
+// Upstream's sharding propagation aborts on any op without a rule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SHARDING_SHARDINGMODELS_H
+#define CLEAVE_SHARDING_SHARDINGMODELS_H
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace cleave {
+
+/// Registers Cleave's ShardingInterface models for tensor dialect ops.
+void registerTensorShardingModels(mlir::DialectRegistry &registry);
+
+} // namespace cleave
+
+#endif // CLEAVE_SHARDING_SHARDINGMODELS_H

@@ -1,0 +1,320 @@
+//===- CollectivesToRuntime.cpp - shard collectives to runtime calls -------===//
+//
+// Rewrites the collectives of partitioned @main into calls of the runtime's
+// collective ABI on unranked memrefs, all_slice into local slices and process
+// indices into cleave_rt_grid_index, then removes the grid. Runs on tensors;
+// bufferization then sees ordinary to_buffer/to_tensor pairs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Conversion/Passes.h"
+
+#include "cleave/Runtime/Abi.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVELOWERCOLLECTIVES
+#include "cleave/Conversion/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// The ABI suffix of an element type, or "" if collectives do not take it.
+std::string dtypeSuffix(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF64())
+    return "f64";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isInteger(64))
+    return "i64";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(8))
+    return "i8";
+  if (type.isInteger(1))
+    return "i1";
+  return "";
+}
+
+FailureOr<int64_t> reductionCode(Operation *op, shard::ReductionKind kind) {
+  switch (kind) {
+  case shard::ReductionKind::Sum:
+    return CLEAVE_REDUCE_SUM;
+  case shard::ReductionKind::Max:
+    return CLEAVE_REDUCE_MAX;
+  case shard::ReductionKind::Min:
+    return CLEAVE_REDUCE_MIN;
+  case shard::ReductionKind::Product:
+    return CLEAVE_REDUCE_PROD;
+  default:
+    return op->emitOpError("reduction '")
+           << shard::stringifyReductionKind(kind)
+           << "' has no runtime implementation";
+  }
+}
+
+struct LowerCollectivesPass
+    : cleave::impl::CleaveLowerCollectivesBase<LowerCollectivesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> ops;
+    module.walk([&](Operation *op) {
+      if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+              shard::AllToAllOp, shard::AllSliceOp, shard::ProcessMultiIndexOp,
+              shard::ProcessLinearIndexOp, shard::GridShapeOp>(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      // Indices nothing reads (left by folded branches) need no call.
+      if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp,
+              shard::GridShapeOp>(op) &&
+          op->use_empty()) {
+        op->erase();
+        continue;
+      }
+      if (failed(lower(op)))
+        return signalPassFailure();
+    }
+
+    // The groups, for the runtime; then the grid and its annotations go.
+    SmallVector<Attribute> groupAttrs;
+    for (auto &axes : groups)
+      groupAttrs.push_back(DenseI16ArrayAttr::get(&getContext(), axes));
+    if (!groupAttrs.empty())
+      module->setAttr(cleave::kCommGroupsAttrName,
+                      ArrayAttr::get(&getContext(), groupAttrs));
+    module->setAttr(cleave::kCollectivesAttrName,
+                    ArrayAttr::get(&getContext(), collectives));
+    SmallVector<Operation *> dead;
+    module.walk([&](Operation *op) {
+      if (isa<shard::ShardingOp, shard::GridOp, shard::GetShardingOp,
+              shard::ShardShapeOp>(op))
+        dead.push_back(op);
+    });
+    for (Operation *op : llvm::reverse(dead))
+      if (op->use_empty())
+        op->erase();
+    bool left = false;
+    module.walk([&](Operation *op) {
+      if (op->getDialect() &&
+          op->getDialect()->getNamespace() == shard::ShardDialect::getDialectNamespace()) {
+        op->emitError() << "'" << op->getName()
+                        << "' is left after lowering the collectives";
+        left = true;
+      }
+    });
+    if (left)
+      signalPassFailure();
+  }
+
+  /// The id of the communicator over `axes`.
+  int64_t groupId(ArrayRef<int16_t> axes) {
+    SmallVector<int16_t> key(axes);
+    for (auto [i, g] : llvm::enumerate(groups))
+      if (g == key)
+        return i;
+    groups.push_back(key);
+    return groups.size() - 1;
+  }
+
+  /// Declares `name(i64, ptr-ish unranked, ..., i64...)` once.
+  func::FuncOp declare(StringRef name, Type unranked, unsigned memrefs,
+                       unsigned ints, TypeRange results = {}) {
+    ModuleOp module = getOperation();
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    OpBuilder b(module.getBodyRegion());
+    SmallVector<Type> inputs(memrefs, unranked);
+    inputs.append(ints, b.getI64Type());
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(inputs, results));
+    f.setPrivate();
+    return f;
+  }
+
+  Value constant(OpBuilder &b, Location loc, int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
+  }
+
+  LogicalResult lower(Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    if (auto index = dyn_cast<shard::ProcessMultiIndexOp>(op)) {
+      func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1,
+                               b.getI64Type());
+      SmallVector<int16_t> axes(index.getAxes());
+      if (axes.empty())
+        for (int16_t a = 0; a < static_cast<int16_t>(op->getNumResults()); ++a)
+          axes.push_back(a);
+      for (auto [result, axis] : llvm::zip(op->getResults(), axes)) {
+        Value i = func::CallOp::create(b, loc, f, constant(b, loc, axis))
+                      .getResult(0);
+        result.replaceAllUsesWith(
+            arith::IndexCastOp::create(b, loc, b.getIndexType(), i));
+      }
+      op->erase();
+      return success();
+    }
+    if (isa<shard::ProcessLinearIndexOp>(op)) {
+      auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+          op, cast<shard::ProcessLinearIndexOp>(op).getGridAttr());
+      func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1,
+                               b.getI64Type());
+      Value linear = constant(b, loc, 0);
+      for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
+        Value i = func::CallOp::create(b, loc, f, constant(b, loc, axis))
+                      .getResult(0);
+        linear = arith::AddIOp::create(
+            b, loc, arith::MulIOp::create(b, loc, linear, constant(b, loc, size)),
+            i);
+      }
+      op->getResult(0).replaceAllUsesWith(
+          arith::IndexCastOp::create(b, loc, b.getIndexType(), linear));
+      op->erase();
+      return success();
+    }
+    if (auto shape = dyn_cast<shard::GridShapeOp>(op)) {
+      // The grid is static: its sizes are constants.
+      auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+          op, shape.getGridAttr());
+      SmallVector<int16_t> axes(shape.getAxes());
+      if (axes.empty())
+        for (int16_t a = 0; a < static_cast<int16_t>(op->getNumResults()); ++a)
+          axes.push_back(a);
+      for (auto [result, axis] : llvm::zip(op->getResults(), axes))
+        result.replaceAllUsesWith(
+            arith::ConstantIndexOp::create(b, loc, grid.getShape()[axis]));
+      op->erase();
+      return success();
+    }
+    if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+      return lowerAllSlice(slice);
+
+    // The communicating collectives: read the operand's buffer, write a new.
+    auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+    if (inType.getElementType() != outType.getElementType())
+      return op->emitOpError("changes the element type; not supported");
+    std::string suffix = dtypeSuffix(inType.getElementType());
+    if (suffix.empty())
+      return op->emitOpError("element type ")
+             << inType.getElementType() << " has no runtime collective";
+    auto unranked = UnrankedMemRefType::get(inType.getElementType(), 0);
+    Value in = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(inType.getShape(), inType.getElementType()),
+        op->getOperand(0), /*readOnly=*/true);
+    auto outMemType = MemRefType::get(outType.getShape(), outType.getElementType());
+    Value out = memref::AllocOp::create(b, loc, outMemType,
+                                        b.getI64IntegerAttr(64));
+    SmallVector<Value> args = {memref::CastOp::create(b, loc, unranked, in),
+                               memref::CastOp::create(b, loc, unranked, out)};
+    std::string name;
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
+      FailureOr<int64_t> code = reductionCode(op, reduce.getReduction());
+      if (failed(code))
+        return failure();
+      name = CLEAVE_ABI_ALL_REDUCE + suffix;
+      args.push_back(constant(b, loc, *code));
+      args.push_back(constant(b, loc, groupId(reduce.getGridAxes())));
+    } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
+      name = CLEAVE_ABI_ALL_GATHER + suffix;
+      args.push_back(constant(b, loc, gather.getGatherAxis().getSExtValue()));
+      args.push_back(constant(b, loc, groupId(gather.getGridAxes())));
+    } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
+      FailureOr<int64_t> code = reductionCode(op, scatter.getReduction());
+      if (failed(code))
+        return failure();
+      name = CLEAVE_ABI_REDUCE_SCATTER + suffix;
+      args.push_back(constant(b, loc, scatter.getScatterAxis().getSExtValue()));
+      args.push_back(constant(b, loc, *code));
+      args.push_back(constant(b, loc, groupId(scatter.getGridAxes())));
+    } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+      name = CLEAVE_ABI_ALL_TO_ALL + suffix;
+      args.push_back(constant(b, loc, a2a.getSplitAxis().getSExtValue()));
+      args.push_back(constant(b, loc, a2a.getConcatAxis().getSExtValue()));
+      args.push_back(constant(b, loc, groupId(a2a.getGridAxes())));
+    }
+    record(op, inType, outType);
+    func::FuncOp f = declare(name, unranked, 2, args.size() - 2);
+    auto call = func::CallOp::create(b, loc, f, args);
+    call->setAttr("cleave.collective", b.getStringAttr(op->getName().stripDialect()));
+    Value result = bufferization::ToTensorOp::create(
+        b, loc, outType, out, /*restrict=*/true, /*writable=*/true);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+    return success();
+  }
+
+  /// A local slice at this rank's offset: no communication.
+  LogicalResult lowerAllSlice(shard::AllSliceOp op) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    int64_t axis = op.getSliceAxis().getSExtValue();
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        op, op.getGridAttr());
+    func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
+    // The position in the group, first axis major.
+    Value index = constant(b, loc, 0);
+    for (int16_t a : op.getGridAxes()) {
+      Value i = func::CallOp::create(b, loc, f, constant(b, loc, a)).getResult(0);
+      index = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, index,
+                                constant(b, loc, grid.getShape()[a])),
+          i);
+    }
+    Value offset = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        arith::MulIOp::create(b, loc, index,
+                              constant(b, loc, outType.getDimSize(axis))));
+    SmallVector<OpFoldResult> offsets(inType.getRank(), b.getIndexAttr(0));
+    offsets[axis] = offset;
+    SmallVector<OpFoldResult> sizes, strides(inType.getRank(), b.getIndexAttr(1));
+    for (int64_t d : outType.getShape())
+      sizes.push_back(b.getIndexAttr(d));
+    Value slice = tensor::ExtractSliceOp::create(b, loc, outType, op.getInput(),
+                                                 offsets, sizes, strides);
+    op.getResult().replaceAllUsesWith(slice);
+    op.erase();
+    return success();
+  }
+
+  /// Notes a collective for the plan report: kind, grid axes, bytes it
+  /// sends per rank and run, and the ONNX node it serves.
+  void record(Operation *op, RankedTensorType in, RankedTensorType out) {
+    Builder b(op->getContext());
+    RankedTensorType moved = isa<shard::AllGatherOp>(op) ? out : in;
+    int64_t bytes = moved.getNumElements() *
+                    std::max<int64_t>(1, moved.getElementTypeBitWidth() / 8);
+    std::string node = "?";
+    Location loc = op->getLoc();
+    if (auto fused = dyn_cast<FusedLoc>(loc))
+      loc = fused.getLocations().front();
+    if (auto name = dyn_cast<NameLoc>(loc))
+      node = name.getName().str();
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    collectives.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("kind", b.getStringAttr(op->getName().stripDialect())),
+        b.getNamedAttr("axes", axes ? Attribute(axes)
+                                    : b.getDenseI16ArrayAttr({})),
+        b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
+        b.getNamedAttr("node", b.getStringAttr(node)),
+    }));
+  }
+
+  SmallVector<SmallVector<int16_t>> groups;
+  SmallVector<Attribute> collectives;
+};
+
+} // namespace

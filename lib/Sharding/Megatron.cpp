@@ -1,0 +1,358 @@
+//===- Megatron.cpp - The megatron sharding preset -------------------------===//
+//
+// Finds Megatron-style tensor parallelism in an imported transformer without
+// relying on names. Every matmul by a 2-D parameter whose left operand is not
+// itself split is a candidate "column" projection: its output features would
+// be split. The split output feature is followed forward through the ops of
+// the block, dimension by dimension (reshapes move it to the head dimension,
+// transposes permute it, elementwise ops and batch matmuls over heads keep
+// it), until a matmul by a parameter contracts over it: that "row" projection
+// closes the block, and its output is summed across ranks (one all_reduce).
+//
+// Candidates whose split meets each other (Q and K in QK^T, gate and up in
+// SwiGLU) form one block. A block is kept only if every path of its split
+// reaches a row projection (or, for an LM head, the model's output) without a
+// reduction over the split dimension; a block whose split does not divide a
+// dimension on the way (four ranks, two key/value heads) is dropped and the
+// analysis rerun without it, so that the rest can still be split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Sharding/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// The ONNX node an op was imported from, for messages.
+std::string nodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return "?";
+}
+
+/// A parameter argument of @main, or null.
+BlockArgument paramArg(func::FuncOp main, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (arg && arg.getOwner()->getParentOp() == main &&
+      main.getArgAttr(arg.getArgNumber(), kParamAttrName))
+    return arg;
+  return nullptr;
+}
+
+struct SplitBlock {
+  SmallVector<Operation *> columns; // matmuls split by output feature
+  SmallVector<Operation *> rows;    // matmuls split by input feature
+  SmallVector<std::pair<BlockArgument, int64_t>> biases;
+  bool reachesOutput = false;
+};
+
+/// One run of the forward analysis with some candidates excluded.
+class Analysis {
+public:
+  Analysis(func::FuncOp main, int64_t shards,
+           const llvm::DenseSet<Operation *> &excluded)
+      : main(main), shards(shards), excluded(excluded) {}
+
+  /// Runs the analysis; returns the candidates of blocks that failed.
+  llvm::DenseSet<Operation *> run() {
+    for (Operation &op : main.getBody().front())
+      visit(&op);
+    llvm::DenseSet<Operation *> failed;
+    for (Operation *root : broken)
+      for (auto it = roots.findLeader(root); it != roots.member_end(); ++it)
+        failed.insert(*it);
+    // A block none of whose splits is closed or leaves the model is useless.
+    for (auto &entry : roots) {
+      if (!entry->isLeader())
+        continue;
+      Operation *leader = entry->getData();
+      SplitBlock &block = blocks[leader];
+      if (block.rows.empty() && !block.reachesOutput)
+        for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
+          failed.insert(*it);
+      if (!block.rows.empty() && block.reachesOutput)
+        for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
+          failed.insert(*it);
+    }
+    return failed;
+  }
+
+  /// The blocks found, by leader candidate (valid after a run with no
+  /// failures).
+  std::vector<SplitBlock> result() {
+    std::vector<SplitBlock> out;
+    for (auto &entry : roots) {
+      if (!entry->isLeader())
+        continue;
+      SplitBlock block = blocks[entry->getData()];
+      for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
+        block.columns.push_back(*it);
+      out.push_back(std::move(block));
+    }
+    return out;
+  }
+
+private:
+  struct Track {
+    int64_t dim;
+    Operation *root;
+  };
+
+  Operation *leader(Operation *root) { return roots.getLeaderValue(root); }
+  void fail(Operation *root) { broken.insert(leader(root)); }
+  void join(Operation *a, Operation *b) {
+    Operation *la = leader(a), *lb = leader(b);
+    if (la == lb)
+      return;
+    SplitBlock merged = blocks[la];
+    SplitBlock &other = blocks[lb];
+    merged.rows.append(other.rows);
+    merged.biases.append(other.biases);
+    merged.reachesOutput |= other.reachesOutput;
+    roots.unionSets(a, b);
+    blocks[leader(a)] = std::move(merged);
+    if (broken.contains(la) || broken.contains(lb))
+      broken.insert(leader(a));
+  }
+  SplitBlock &blockOf(Operation *root) { return blocks[leader(root)]; }
+
+  void visit(Operation *op) {
+    SmallVector<std::pair<unsigned, Track>> inputs;
+    for (OpOperand &operand : op->getOpOperands())
+      if (auto it = tracked.find(operand.get()); it != tracked.end())
+        inputs.push_back({operand.getOperandNumber(), it->second});
+    // Splits used inside regions (a gather reading a split table) are not
+    // followed.
+    op->walk([&](Operation *nested) {
+      if (nested == op)
+        return;
+      for (Value v : nested->getOperands())
+        if (auto it = tracked.find(v); it != tracked.end())
+          fail(it->second.root);
+    });
+
+    if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
+      BlockArgument weight = paramArg(main, matmul.getInputs()[1]);
+      if (inputs.empty()) {
+        auto type = cast<RankedTensorType>(matmul.getInputs()[1].getType());
+        if (weight && type.getRank() == 2 && !excluded.contains(op) &&
+            type.getDimSize(1) % shards == 0) {
+          roots.insert(op);
+          blocks[op] = SplitBlock();
+          tracked[op->getResult(0)] = {1, op};
+        }
+        return;
+      }
+      for (auto &[index, track] : inputs) {
+        if (index == 0 && track.dim == 1 && weight) {
+          blockOf(track.root).rows.push_back(op);
+          continue;
+        }
+        fail(track.root);
+      }
+      return;
+    }
+    if (inputs.empty())
+      return;
+    Operation *root = inputs.front().second.root;
+    for (auto &[index, track] : inputs)
+      join(root, track.root);
+
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      blockOf(root).reachesOutput = true;
+      return;
+    }
+    if (auto generic = dyn_cast<linalg::GenericOp>(op))
+      return visitGeneric(generic, inputs);
+    if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
+      int64_t d = inputs.front().second.dim;
+      if (inputs.front().first != 0 || llvm::is_contained(reduce.getDimensions(), d))
+        return fail(root);
+      int64_t below = llvm::count_if(reduce.getDimensions(),
+                                     [&](int64_t r) { return r < d; });
+      tracked[reduce->getResult(0)] = {d - below, root};
+      return;
+    }
+    if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
+      if (inputs.front().first != 0)
+        return fail(root);
+      int64_t d = inputs.front().second.dim;
+      auto perm = transpose.getPermutation();
+      for (auto [i, p] : llvm::enumerate(perm))
+        if (p == d)
+          tracked[transpose->getResult(0)] = {int64_t(i), root};
+      return;
+    }
+    if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
+      for (auto &[index, track] : inputs)
+        if (index > 1 || track.dim != 0)
+          return fail(root);
+      tracked[bmm->getResult(0)] = {0, root};
+      return;
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
+      int64_t d = inputs.front().second.dim;
+      auto group = expand.getReassociationIndices()[d];
+      int64_t lead = group.front();
+      for (int64_t g : group)
+        if (expand.getResultType().getDimSize(g) != 1) {
+          lead = g;
+          break;
+        }
+      if (expand.getResultType().getDimSize(lead) % shards != 0)
+        return fail(root);
+      tracked[expand.getResult()] = {lead, root};
+      return;
+    }
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
+      int64_t d = inputs.front().second.dim;
+      for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+        if (!llvm::is_contained(group, d))
+          continue;
+        for (int64_t m : group) {
+          if (m == d)
+            break;
+          if (collapse.getSrcType().getDimSize(m) != 1)
+            return fail(root);
+        }
+        tracked[collapse.getResult()] = {int64_t(g), root};
+      }
+      return;
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      if (inputs.front().first != 0 || slice.getSourceType().getRank() !=
+                                           slice.getResultType().getRank())
+        return fail(root);
+      int64_t d = inputs.front().second.dim;
+      int64_t full = slice.getSourceType().getDimSize(d);
+      int64_t size = slice.getStaticSizes()[d];
+      if (slice.getStaticStrides()[d] != 1 || size == ShapedType::kDynamic ||
+          full % size != 0 || slice.getStaticOffsets()[d] % size != 0 ||
+          (size != full && size % shards != 0))
+        return fail(root);
+      // A slice into equal parts of a fused projection: the weights are
+      // reordered so that every rank's columns hold its part of each slice.
+      tracked[slice.getResult()] = {d, root};
+      return;
+    }
+    if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
+      for (auto &[index, track] : inputs)
+        if (track.dim == static_cast<int64_t>(concat.getDim()) ||
+            track.dim != inputs.front().second.dim)
+          return fail(root);
+      tracked[concat.getResult()] = {inputs.front().second.dim, root};
+      return;
+    }
+    fail(root);
+  }
+
+  void visitGeneric(linalg::GenericOp generic,
+                    ArrayRef<std::pair<unsigned, Track>> inputs) {
+    Operation *root = inputs.front().second.root;
+    SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+    auto iterators = generic.getIteratorTypesArray();
+    // The loop that carries the split, the same for every split input.
+    std::optional<unsigned> loop;
+    for (auto &[index, track] : inputs) {
+      if (index >= generic.getNumDpsInputs())
+        return fail(root);
+      auto expr = dyn_cast<AffineDimExpr>(maps[index].getResult(track.dim));
+      if (!expr || (loop && *loop != expr.getPosition()))
+        return fail(root);
+      loop = expr.getPosition();
+    }
+    if (iterators[*loop] != utils::IteratorType::parallel)
+      return fail(root);
+    // Parameters indexed by the split loop are split with it (biases).
+    for (OpOperand *operand : generic.getDpsInputOperands()) {
+      if (tracked.count(operand->get()))
+        continue;
+      std::optional<unsigned> pos =
+          maps[operand->getOperandNumber()].getResultPosition(
+              getAffineDimExpr(*loop, generic.getContext()));
+      if (!pos)
+        continue;
+      if (BlockArgument param = paramArg(main, operand->get()))
+        blockOf(root).biases.push_back({param, *pos});
+    }
+    for (OpResult result : generic->getResults()) {
+      AffineMap map = maps[generic.getNumDpsInputs() + result.getResultNumber()];
+      std::optional<unsigned> pos = map.getResultPosition(
+          getAffineDimExpr(*loop, generic.getContext()));
+      if (!pos)
+        return fail(root);
+      tracked[result] = {int64_t(*pos), root};
+    }
+  }
+
+  func::FuncOp main;
+  int64_t shards;
+  const llvm::DenseSet<Operation *> &excluded;
+  llvm::EquivalenceClasses<Operation *> roots;
+  llvm::DenseMap<Operation *, SplitBlock> blocks; // by leader
+  llvm::DenseSet<Operation *> broken;        // leaders
+  llvm::DenseMap<Value, Track> tracked;
+};
+
+} // namespace
+
+std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
+                                                     const MeshSpec &mesh,
+                                                     StringRef axisName) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  std::optional<unsigned> axis = mesh.axisIndex(axisName);
+  if (!main || !axis)
+    return {};
+  int64_t shards = mesh.axisSizes[*axis];
+  llvm::DenseSet<Operation *> excluded;
+  std::vector<SplitBlock> blocks;
+  while (true) {
+    Analysis analysis(main, shards, excluded);
+    llvm::DenseSet<Operation *> failed = analysis.run();
+    if (failed.empty()) {
+      blocks = analysis.result();
+      break;
+    }
+    excluded.insert(failed.begin(), failed.end());
+  }
+
+  std::vector<ValueSharding> shardings;
+  auto split = [&](Value value, int64_t rank, int64_t dim, std::string origin) {
+    SplitAxes axes(rank);
+    axes[dim].push_back(static_cast<int16_t>(*axis));
+    auto arg = cast<BlockArgument>(value);
+    std::string name =
+        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName)
+            .str();
+    shardings.push_back({value, name, axes, std::move(origin)});
+  };
+  for (const SplitBlock &block : blocks) {
+    bool head = block.rows.empty();
+    for (Operation *op : block.columns)
+      split(op->getOperand(1), 2, 1,
+            std::string("preset megatron: ") +
+                (head ? "vocabulary-parallel output projection"
+                      : "column-parallel projection") +
+                " at ONNX node '" + nodeName(op) + "'");
+    for (Operation *op : block.rows)
+      split(op->getOperand(1), 2, 0,
+            "preset megatron: row-parallel projection at ONNX node '" +
+                nodeName(op) + "'");
+    for (auto [param, dim] : block.biases)
+      split(param, cast<RankedTensorType>(param.getType()).getRank(), dim,
+            "preset megatron: bias of a column-parallel projection");
+  }
+  return shardings;
+}

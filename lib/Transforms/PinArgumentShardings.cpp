@@ -1,0 +1,65 @@
+//===- PinArgumentShardings.cpp - One sharding per tensor argument ---------===//
+
+#include "cleave/Transforms/Passes.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEPINARGUMENTSHARDINGS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+struct PinArgumentShardingsPass
+    : cleave::impl::CleavePinArgumentShardingsBase<PinArgumentShardingsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    auto grid = func->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
+        "mesh");
+    if (!grid)
+      return;
+    Block &entry = func.getBody().front();
+    OpBuilder b(&getContext());
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      // The sharding the argument is pinned to: a shard op defining its
+      // sharding if there is one, else the first user annotation.
+      shard::ShardOp pinned;
+      for (Operation *user : arg.getUsers())
+        if (auto op = dyn_cast<shard::ShardOp>(user);
+            op && (!pinned || (pinned.getAnnotateForUsers() &&
+                               !op.getAnnotateForUsers())))
+          pinned = op;
+      if (!pinned || !arg.hasOneUse() || pinned.getAnnotateForUsers()) {
+        b.setInsertionPointToStart(&entry);
+        // A fresh sharding op at the top dominates every use of the argument.
+        Value sharding =
+            pinned ? shard::ShardingOp::create(
+                         b, func.getLoc(), shard::Sharding(pinned.getSharding()))
+                         .getResult()
+                   : shard::ShardingOp::create(
+                         b, func.getLoc(), "mesh",
+                         {shard::GridAxesAttr::get(&getContext(), {})})
+                         .getResult();
+        auto op = shard::ShardOp::create(b, func.getLoc(), arg, sharding, false);
+        arg.replaceAllUsesExcept(op.getResult(), op);
+        pinned = op;
+      }
+      shard::Sharding sharding(pinned.getSharding());
+      SmallVector<Attribute> dims;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        ArrayRef<int16_t> axes;
+        if (d < static_cast<int64_t>(sharding.getSplitAxes().size()))
+          axes = sharding.getSplitAxes()[d].asArrayRef();
+        dims.push_back(DenseI16ArrayAttr::get(&getContext(), axes));
+      }
+      func.setArgAttr(arg.getArgNumber(), cleave::kShardingAttrName,
+                      ArrayAttr::get(&getContext(), dims));
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,175 @@
+//===- SplitFusedProjections.cpp - Fused QKV split by head -----------------===//
+//
+// Finds column-split matmuls whose output (after reshapes that keep the last
+// dimension and elementwise bias adds) is cut into equal parts along the
+// split dimension, and rewrites the cuts so that the parameter can be stored
+// in (rank, part, column) order. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVESPLITFUSEDPROJECTIONS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// The @main argument an annotation chain starts from, if `v` is
+/// `shard.shard %arg`.
+BlockArgument annotatedArgument(Value v, shard::ShardOp *annotation = nullptr) {
+  auto op = v.getDefiningOp<shard::ShardOp>();
+  if (!op)
+    return nullptr;
+  if (annotation)
+    *annotation = op;
+  return dyn_cast<BlockArgument>(op.getSrc());
+}
+
+/// Whether `map` sends the last loop to its last result and nothing else
+/// indexes that loop.
+bool keepsLastDim(AffineMap map, unsigned lastLoop) {
+  if (map.getNumResults() == 0)
+    return false;
+  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  return last && last.getPosition() == lastLoop;
+}
+
+struct SplitFusedProjectionsPass
+    : cleave::impl::CleaveSplitFusedProjectionsBase<SplitFusedProjectionsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<linalg::MatmulOp> matmuls;
+    func.walk([&](linalg::MatmulOp op) { matmuls.push_back(op); });
+    for (linalg::MatmulOp matmul : matmuls)
+      rewrite(func, matmul);
+  }
+
+  void rewrite(func::FuncOp func, linalg::MatmulOp matmul) {
+    shard::ShardOp annotation;
+    BlockArgument weight = annotatedArgument(matmul.getInputs()[1], &annotation);
+    if (!weight)
+      return;
+    shard::Sharding sharding(annotation.getSharding());
+    if (sharding.getSplitAxes().size() < 2 ||
+        sharding.getSplitAxes()[1].empty())
+      return;
+    auto grid = func->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
+        sharding.getGridAttr());
+    if (!grid)
+      return;
+    int64_t shards =
+        shard::collectiveProcessGroupSize(sharding.getSplitAxes()[1].asArrayRef(),
+                                          grid);
+    // Follow the output through ops that keep its last dimension.
+    Value value = matmul.getResult(0);
+    SmallVector<BlockArgument> biases;
+    while (value.hasOneUse()) {
+      Operation *user = *value.getUsers().begin();
+      if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+        if (expand.getReassociationIndices().back().size() != 1)
+          return;
+        value = expand.getResult();
+        continue;
+      }
+      if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+        if (collapse.getReassociationIndices().back().size() != 1)
+          return;
+        value = collapse.getResult();
+        continue;
+      }
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (!generic || generic.getNumResults() != 1 ||
+          generic.getNumReductionLoops() != 0)
+        break;
+      unsigned lastLoop = generic.getNumLoops() - 1;
+      SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+      if (!keepsLastDim(maps.back(), lastLoop))
+        return;
+      for (OpOperand *input : generic.getDpsInputOperands()) {
+        if (input->get() == value)
+          continue;
+        AffineMap map = maps[input->getOperandNumber()];
+        // Other operands may broadcast over the last dimension or be
+        // parameters indexed by it (biases), which get the same order.
+        bool usesLast = llvm::any_of(map.getResults(), [&](AffineExpr e) {
+          return e.isFunctionOfDim(lastLoop);
+        });
+        if (!usesLast)
+          continue;
+        BlockArgument bias = annotatedArgument(input->get());
+        if (!bias)
+          bias = dyn_cast<BlockArgument>(input->get());
+        if (!bias || !keepsLastDim(map, lastLoop))
+          return;
+        biases.push_back(bias);
+      }
+      value = generic.getResult(0);
+    }
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t rank = type.getRank();
+    int64_t width = type.getDimSize(rank - 1);
+    // Every user is a slice of one of `parts` equal parts of the last dim.
+    SmallVector<tensor::ExtractSliceOp> slices;
+    int64_t part = 0;
+    for (Operation *user : value.getUsers()) {
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
+      if (!slice || slice.getSourceType().getRank() != slice.getResultType().getRank())
+        return;
+      for (int64_t d = 0; d < rank - 1; ++d)
+        if (slice.getStaticOffsets()[d] != 0 || slice.getStaticStrides()[d] != 1 ||
+            slice.getStaticSizes()[d] != type.getDimSize(d))
+          return;
+      int64_t size = slice.getStaticSizes()[rank - 1];
+      if (part && size != part)
+        return;
+      part = size;
+      if (size <= 0 || width % size != 0 || size == width ||
+          slice.getStaticOffsets()[rank - 1] % size != 0 ||
+          slice.getStaticStrides()[rank - 1] != 1)
+        return;
+      slices.push_back(slice);
+    }
+    if (slices.empty() || part % shards != 0)
+      return;
+    int64_t parts = width / part;
+
+    OpBuilder b(value.getContext());
+    b.setInsertionPointAfterValue(value);
+    Location loc = value.getLoc();
+    SmallVector<int64_t> expandedShape(type.getShape().drop_back());
+    expandedShape.append({shards, parts, part / shards});
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t d = 0; d < rank - 1; ++d)
+      groups.push_back({d});
+    groups.push_back({rank - 1, rank, rank + 1});
+    auto expanded = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(expandedShape, type.getElementType()), value,
+        groups);
+    for (tensor::ExtractSliceOp slice : slices) {
+      b.setInsertionPoint(slice);
+      int64_t index = slice.getStaticOffsets()[rank - 1] / part;
+      SmallVector<int64_t> offsets(rank + 2, 0), sizes(expandedShape),
+          strides(rank + 2, 1);
+      offsets[rank] = index;
+      sizes[rank] = 1;
+      auto taken = tensor::ExtractSliceOp::create(
+          b, slice.getLoc(),
+          RankedTensorType::get(sizes, type.getElementType()), expanded,
+          ValueRange{}, ValueRange{}, ValueRange{}, offsets, sizes, strides);
+      auto collapsed = tensor::CollapseShapeOp::create(
+          b, slice.getLoc(), slice.getResultType(), taken.getResult(), groups);
+      slice.getResult().replaceAllUsesWith(collapsed.getResult());
+      slice.erase();
+    }
+    IntegerAttr attr = b.getI64IntegerAttr(parts);
+    func.setArgAttr(weight.getArgNumber(), cleave::kColumnGroupsAttrName, attr);
+    for (BlockArgument bias : biases)
+      func.setArgAttr(bias.getArgNumber(), cleave::kColumnGroupsAttrName, attr);
+  }
+};
+
+} // namespace

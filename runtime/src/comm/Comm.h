@@ -1,0 +1,44 @@
+//===- Comm.h - The runtime's view of the other ranks ----------------------===//
+//
+// Start-up and tear-down of a multi-rank program and the helpers Main needs;
+// the collectives themselves are the C ABI in cleave/Runtime/Abi.h. The MPI
+// backend (Mpi.cpp) implements both. A single-rank program never touches MPI.
+//
+// Every collective runs under a watchdog: if one does not complete within
+// the timeout (CLEAVE_COLLECTIVE_TIMEOUT seconds, default 600), the rank
+// reports which collective it waits in and which ranks have not reached it
+// (read from the progress files cleave-run provides in CLEAVE_PROGRESS_DIR),
+// then aborts the whole job, so that a dead or hung rank never leaves the
+// others waiting forever.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMM_COMM_H
+#define CLEAVE_RUNTIME_COMM_COMM_H
+
+#include "../Runtime.h"
+
+#include <string>
+
+namespace cleave::rt::comm {
+
+/// Joins the job and creates the descriptor's communicator groups. Throws if
+/// the job's size is not the mesh's rank count.
+void start(const ModelDesc &desc, int *argc, char ***argv);
+/// Leaves the job.
+void finish();
+/// This process's rank (0 for single-rank programs).
+int rank();
+bool active();
+/// Agrees across ranks whether every one succeeded; returns the lowest rank
+/// that failed, or -1.
+int firstFailure(bool failed);
+/// The largest of every rank's `value`.
+double maxOverRanks(double value);
+void barrier();
+/// Ends every rank of the job with `code`.
+[[noreturn]] void abortJob(int code);
+
+} // namespace cleave::rt::comm
+
+#endif // CLEAVE_RUNTIME_COMM_COMM_H

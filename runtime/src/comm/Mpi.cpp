@@ -1,0 +1,575 @@
+//===- Mpi.cpp - The MPI backend of the collective ABI ---------------------===//
+//
+// Communicators are split from MPI_COMM_WORLD once per group at start-up: the
+// ranks that differ only on a group's axes share one, ordered by their
+// position on those axes (first axis major), which is the order the `shard`
+// dialect gathers and scatters in. Collectives along a tensor axis other
+// than the outermost are packed into and out of MPI's rank-major order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Comm.h"
+
+#include "cleave/Runtime/Abi.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+struct State {
+  bool active = false;
+  int rank = 0;
+  int size = 1;
+  std::vector<int64_t> meshSizes;
+  std::vector<int64_t> coords;
+  std::vector<MPI_Comm> groups;
+};
+State state;
+
+//===----------------------------------------------------------------------===//
+// Progress and the watchdog
+//===----------------------------------------------------------------------===//
+
+/// What a rank publishes about itself, in a small shared file per rank.
+struct Progress {
+  std::atomic<uint64_t> completed; // collectives finished
+  std::atomic<uint64_t> inside;    // 1 while in a collective
+  char kind[48];
+};
+
+Progress localProgress;
+Progress *published = &localProgress;
+std::string progressDir;
+std::atomic<int64_t> enteredAt{0}; // steady-clock ms, 0 outside collectives
+const char *currentKind = "";
+int64_t currentGroup = -1;
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Maps this rank's progress file, if cleave-run gave a folder for them.
+void publishProgress() {
+  const char *dir = std::getenv("CLEAVE_PROGRESS_DIR");
+  if (!dir || !*dir)
+    return;
+  progressDir = dir;
+  std::string path = progressDir + "/rank" + std::to_string(state.rank);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ftruncate(fd, sizeof(Progress)) != 0)
+    return;
+  void *mapped = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mapped != MAP_FAILED)
+    published = static_cast<Progress *>(mapped);
+}
+
+/// A peer's progress, if its file exists.
+bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
+  std::string path = progressDir + "/rank" + std::to_string(peer);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return false;
+  Progress p;
+  bool ok = ::read(fd, &p, sizeof(p)) == static_cast<ssize_t>(sizeof(p));
+  ::close(fd);
+  completed = p.completed.load();
+  inside = p.inside.load();
+  return ok;
+}
+
+[[noreturn]] void reportHang(double timeout) {
+  uint64_t mine = published->completed.load();
+  std::string late;
+  if (!progressDir.empty())
+    for (int peer = 0; peer < state.size; ++peer) {
+      uint64_t completed = 0, inside = 0;
+      if (peer == state.rank)
+        continue;
+      if (!readProgress(peer, completed, inside)) {
+        late += " " + std::to_string(peer) + " (no progress file)";
+        continue;
+      }
+      if (completed < mine || (completed == mine && !inside))
+        late += " " + std::to_string(peer) + " (finished " +
+                std::to_string(completed) + " collectives, " +
+                (inside ? "waiting in one" : "not in a collective") + ")";
+    }
+  std::fprintf(stderr,
+               "cleave-run: error: rank %d: %s #%llu on group %lld did not "
+               "complete within %.0f s; ranks that have not reached it:%s\n",
+               state.rank, currentKind, (unsigned long long)mine + 1,
+               (long long)currentGroup, timeout,
+               late.empty() ? " unknown (a peer may have died or hung)"
+                            : late.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 124);
+  std::_Exit(124);
+}
+
+void startWatchdog() {
+  double timeout = 600;
+  if (const char *env = std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
+    timeout = std::atof(env) > 0 ? std::atof(env) : timeout;
+  std::thread([timeout] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      int64_t since = enteredAt.load();
+      if (since != 0 && nowMs() - since > timeout * 1000)
+        reportHang(timeout);
+    }
+  }).detach();
+}
+
+/// Test hook (CLEAVE_RT_FAULT=RANK:exit|hang:N): this rank exits or hangs
+/// before its Nth collective, to exercise the failure handling.
+void maybeInjectFault() {
+  static const char *spec = std::getenv("CLEAVE_RT_FAULT");
+  if (!spec)
+    return;
+  int rank = -1, at = 1;
+  char what[8] = {};
+  if (std::sscanf(spec, "%d:%7[a-z]:%d", &rank, what, &at) < 2 ||
+      rank != state.rank ||
+      published->completed.load() + 1 != static_cast<uint64_t>(at))
+    return;
+  if (std::strcmp(what, "exit") == 0)
+    std::_Exit(3);
+  while (true)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+/// Brackets one collective for the watchdog and the progress file.
+struct CollectiveScope {
+  CollectiveScope(const char *kind, int64_t group) {
+    maybeInjectFault();
+    currentKind = kind;
+    currentGroup = group;
+    std::snprintf(published->kind, sizeof(published->kind), "%s", kind);
+    published->inside.store(1);
+    enteredAt.store(nowMs());
+  }
+  ~CollectiveScope() {
+    enteredAt.store(0);
+    published->inside.store(0);
+    published->completed.fetch_add(1);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+/// A contiguous buffer described by an MLIR unranked memref.
+struct View {
+  char *data;
+  std::vector<int64_t> shape;
+  int64_t count;
+};
+
+View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
+  struct Ranked {
+    void *allocated;
+    char *aligned;
+    int64_t offset;
+    int64_t rest[];
+  };
+  auto *d = static_cast<Ranked *>(descriptor);
+  View v;
+  v.data = d->aligned + d->offset * elementBytes;
+  v.shape.assign(d->rest, d->rest + rank);
+  v.count = 1;
+  int64_t expected = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    if (d->rest[rank + i] != expected && d->rest[i] != 1) {
+      std::fprintf(stderr, "cleave-run: error: rank %d: a collective got a "
+                           "non-contiguous buffer\n", state.rank);
+      comm::abortJob(70);
+    }
+    expected *= d->rest[i];
+  }
+  for (int64_t s : v.shape)
+    v.count *= s;
+  return v;
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i)
+    p *= shape[i];
+  return p;
+}
+
+void check(int code, const char *call) {
+  if (code == MPI_SUCCESS)
+    return;
+  char message[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, message, &length);
+  std::fprintf(stderr, "cleave-run: error: rank %d: %s failed: %s\n",
+               state.rank, call, message);
+  comm::abortJob(71);
+}
+
+MPI_Comm groupComm(int64_t group) {
+  if (group < 0 || group >= static_cast<int64_t>(state.groups.size())) {
+    std::fprintf(stderr, "cleave-run: error: rank %d: collective on unknown "
+                         "group %lld\n", state.rank, (long long)group);
+    comm::abortJob(70);
+  }
+  return state.groups[group];
+}
+
+int groupSize(MPI_Comm c) {
+  int n = 1;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {
+      exp = 127 - 15 + 1;
+      while (!(man & 0x400)) {
+        man <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  int32_t exp = ((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t man = bits & 0x7fffff;
+  if (((bits >> 23) & 0xff) == 0xff)
+    return sign | 0x7c00u | (man ? 0x200 : 0);
+  if (exp >= 31)
+    return sign | 0x7c00u;
+  if (exp <= 0) {
+    if (exp < -10)
+      return sign;
+    man |= 0x800000;
+    uint32_t shift = 14 - exp;
+    uint32_t half = man >> shift;
+    uint32_t rest = man & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1)))
+      ++half;
+    return sign | half;
+  }
+  uint32_t half = sign | (exp << 10) | (man >> 13);
+  uint32_t rest = man & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
+    ++half;
+  return half;
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (bits >> 16) | 0x40;
+  return (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
+}
+
+/// How an element type travels through MPI.
+struct Element {
+  MPI_Datatype type;
+  size_t bytes;
+  int widen; // 0: as is; 1: f16 and 2: bf16 are reduced in float32
+};
+
+MPI_Op reductionOp(int64_t code) {
+  switch (code) {
+  case CLEAVE_REDUCE_SUM:
+    return MPI_SUM;
+  case CLEAVE_REDUCE_MAX:
+    return MPI_MAX;
+  case CLEAVE_REDUCE_MIN:
+    return MPI_MIN;
+  case CLEAVE_REDUCE_PROD:
+    return MPI_PROD;
+  }
+  std::fprintf(stderr, "cleave-run: error: rank %d: unknown reduction %lld\n",
+               state.rank, (long long)code);
+  comm::abortJob(70);
+}
+
+/// Reduces `count` elements of `in` into `out` over `c`, with `scatter`:
+/// MPI_Reduce_scatter_block of `count` / group size per member.
+void reduce(const Element &e, const char *in, char *out, int64_t count,
+            int64_t code, MPI_Comm c, bool scatter) {
+  int64_t outCount = scatter ? count / groupSize(c) : count;
+  if (e.widen == 0) {
+    if (scatter)
+      check(MPI_Reduce_scatter_block(in, out, outCount, e.type, reductionOp(code), c),
+            "MPI_Reduce_scatter_block");
+    else
+      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, count, e.type,
+                          reductionOp(code), c),
+            "MPI_Allreduce");
+    return;
+  }
+  std::vector<float> wide(count), result(outCount);
+  auto *halves = reinterpret_cast<const uint16_t *>(in);
+  for (int64_t i = 0; i < count; ++i)
+    wide[i] = e.widen == 1 ? halfToFloat(halves[i]) : bf16ToFloat(halves[i]);
+  if (scatter)
+    check(MPI_Reduce_scatter_block(wide.data(), result.data(), outCount, MPI_FLOAT,
+                                   reductionOp(code), c),
+          "MPI_Reduce_scatter_block");
+  else
+    check(MPI_Allreduce(wide.data(), result.data(), count, MPI_FLOAT,
+                        reductionOp(code), c),
+          "MPI_Allreduce");
+  auto *outHalves = reinterpret_cast<uint16_t *>(out);
+  for (int64_t i = 0; i < outCount; ++i)
+    outHalves[i] = e.widen == 1 ? floatToHalf(result[i]) : floatToBf16(result[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// The collectives, for any element type
+//===----------------------------------------------------------------------===//
+
+void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
+               void *outDesc, int64_t code, int64_t group) {
+  CollectiveScope scope("all_reduce", group);
+  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  reduce(e, in.data, out.data, in.count, code, groupComm(group), false);
+}
+
+void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
+               void *outDesc, int64_t axis, int64_t group) {
+  CollectiveScope scope("all_gather", group);
+  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  MPI_Comm c = groupComm(group);
+  int n = groupSize(c);
+  int64_t outer = product(in.shape, 0, axis);
+  size_t block = in.count * e.bytes; // one member's part
+  size_t inner = block / outer;      // bytes of one outer row of a part
+  if (outer == 1) {
+    check(MPI_Allgather(in.data, block, MPI_BYTE, out.data, block, MPI_BYTE, c),
+          "MPI_Allgather");
+    return;
+  }
+  std::vector<char> staged(block * n);
+  check(MPI_Allgather(in.data, block, MPI_BYTE, staged.data(), block, MPI_BYTE, c),
+        "MPI_Allgather");
+  for (int j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(out.data + (o * n + j) * inner, staged.data() + j * block + o * inner,
+                  inner);
+}
+
+void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
+                   int64_t outRank, void *outDesc, int64_t axis, int64_t code,
+                   int64_t group) {
+  CollectiveScope scope("reduce_scatter", group);
+  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  MPI_Comm c = groupComm(group);
+  int n = groupSize(c);
+  int64_t outer = product(in.shape, 0, axis);
+  size_t inner = out.count / outer * e.bytes;
+  std::vector<char> staged(in.count * e.bytes);
+  for (int j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(staged.data() + (j * outer + o) * inner,
+                  in.data + (o * n + j) * inner, inner);
+  reduce(e, staged.data(), out.data, in.count, code, c, true);
+}
+
+void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
+              void *outDesc, int64_t splitAxis, int64_t concatAxis,
+              int64_t group) {
+  CollectiveScope scope("all_to_all", group);
+  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  MPI_Comm c = groupComm(group);
+  int n = groupSize(c);
+  // Send: part j is in's slice j along splitAxis, packed row-major.
+  int64_t outerS = product(in.shape, 0, splitAxis);
+  size_t innerS = in.count / outerS / n * e.bytes;
+  size_t part = in.count / n * e.bytes;
+  std::vector<char> send(in.count * e.bytes), recv(out.count * e.bytes);
+  for (int j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outerS; ++o)
+      std::memcpy(send.data() + j * part + o * innerS,
+                  in.data + (o * n + j) * innerS, innerS);
+  check(MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c),
+        "MPI_Alltoall");
+  // Receive: part j goes to slice j along concatAxis.
+  int64_t outerC = product(out.shape, 0, concatAxis);
+  size_t innerC = out.count / outerC / n * e.bytes;
+  for (int j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outerC; ++o)
+      std::memcpy(out.data + (o * n + j) * innerC,
+                  recv.data() + j * part + o * innerC, innerC);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Start-up and helpers
+//===----------------------------------------------------------------------===//
+
+void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
+  int provided = 0;
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+        "MPI_Init_thread");
+  state.active = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &state.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &state.size);
+  if (state.size != desc.ranks)
+    throw RuntimeError("the program was compiled for " +
+                       std::to_string(desc.ranks) + " ranks but started on " +
+                       std::to_string(state.size) +
+                       "; start it with cleave-run, which launches the right "
+                       "number");
+  state.meshSizes = desc.meshSizes;
+  state.coords.assign(desc.meshSizes.size(), 0);
+  int64_t rest = state.rank;
+  for (int i = static_cast<int>(desc.meshSizes.size()) - 1; i >= 0; --i) {
+    state.coords[i] = rest % desc.meshSizes[i];
+    rest /= desc.meshSizes[i];
+  }
+  for (const std::vector<int> &axes : desc.groups) {
+    int color = 0, key = 0;
+    for (size_t a = 0; a < desc.meshSizes.size(); ++a) {
+      bool inGroup = false;
+      for (int g : axes)
+        inGroup |= g == static_cast<int>(a);
+      if (!inGroup)
+        color = color * desc.meshSizes[a] + state.coords[a];
+    }
+    for (int g : axes)
+      key = key * desc.meshSizes[g] + state.coords[g];
+    MPI_Comm c;
+    check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &c), "MPI_Comm_split");
+    state.groups.push_back(c);
+  }
+  publishProgress();
+  startWatchdog();
+}
+
+void comm::finish() {
+  if (!state.active)
+    return;
+  for (MPI_Comm &c : state.groups)
+    MPI_Comm_free(&c);
+  MPI_Finalize();
+  state.active = false;
+}
+
+int comm::rank() { return state.rank; }
+bool comm::active() { return state.active; }
+
+int comm::firstFailure(bool failed) {
+  if (!state.active)
+    return failed ? 0 : -1;
+  int mine = failed ? state.rank : state.size, lowest = state.size;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return lowest == state.size ? -1 : lowest;
+}
+
+double comm::maxOverRanks(double value) {
+  if (!state.active)
+    return value;
+  double result = value;
+  MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+void comm::barrier() {
+  if (state.active)
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void comm::abortJob(int code) {
+  std::fflush(stderr);
+  if (state.active)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+//===----------------------------------------------------------------------===//
+// The C ABI
+//===----------------------------------------------------------------------===//
+
+extern "C" int64_t cleave_rt_grid_index(int64_t axis) {
+  if (axis < 0 || axis >= static_cast<int64_t>(state.coords.size()))
+    return 0;
+  return state.coords[axis];
+}
+
+#define CLEAVE_RT_DEFINE_COLLECTIVES(suffix, mpiType, size, widen)              \
+  extern "C" void cleave_rt_all_reduce_##suffix(int64_t ir, void *i, int64_t orank, \
+                                                void *o, int64_t code,          \
+                                                int64_t group) {                \
+    allReduce({mpiType, size, widen}, ir, i, orank, o, code, group);            \
+  }                                                                             \
+  extern "C" void cleave_rt_all_gather_##suffix(int64_t ir, void *i, int64_t orank, \
+                                                void *o, int64_t axis,          \
+                                                int64_t group) {                \
+    allGather({mpiType, size, widen}, ir, i, orank, o, axis, group);            \
+  }                                                                             \
+  extern "C" void cleave_rt_reduce_scatter_##suffix(                            \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t code,  \
+      int64_t group) {                                                          \
+    reduceScatter({mpiType, size, widen}, ir, i, orank, o, axis, code, group);  \
+  }                                                                             \
+  extern "C" void cleave_rt_all_to_all_##suffix(int64_t ir, void *i, int64_t orank, \
+                                                void *o, int64_t split,         \
+                                                int64_t concat, int64_t group) { \
+    allToAll({mpiType, size, widen}, ir, i, orank, o, split, concat, group);    \
+  }
+
+CLEAVE_RT_DEFINE_COLLECTIVES(f32, MPI_FLOAT, 4, 0)
+CLEAVE_RT_DEFINE_COLLECTIVES(f64, MPI_DOUBLE, 8, 0)
+CLEAVE_RT_DEFINE_COLLECTIVES(f16, MPI_UINT16_T, 2, 1)
+CLEAVE_RT_DEFINE_COLLECTIVES(bf16, MPI_UINT16_T, 2, 2)
+CLEAVE_RT_DEFINE_COLLECTIVES(i64, MPI_INT64_T, 8, 0)
+CLEAVE_RT_DEFINE_COLLECTIVES(i32, MPI_INT32_T, 4, 0)
+CLEAVE_RT_DEFINE_COLLECTIVES(i8, MPI_INT8_T, 1, 0)
+CLEAVE_RT_DEFINE_COLLECTIVES(i1, MPI_UINT8_T, 1, 0)
+#undef CLEAVE_RT_DEFINE_COLLECTIVES
