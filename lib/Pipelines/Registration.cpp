@@ -12,6 +12,9 @@
 #include "mlir/InitAllPasses.h"
 
 void cleave::registerEverything(mlir::DialectRegistry &registry) {
+  // Before upstream's models (registerAllDialects attaches some): the first
+  // model attached to an op wins.
+  registerArithShardingModels(registry);
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registerImportDialects(registry);

@@ -61,9 +61,10 @@ struct SplitBlock {
 /// One run of the forward analysis with some candidates excluded.
 class Analysis {
 public:
-  Analysis(func::FuncOp main, int64_t shards,
+  Analysis(func::FuncOp main, int64_t shards, int64_t otherShards,
            const llvm::DenseSet<Operation *> &excluded)
-      : main(main), shards(shards), excluded(excluded) {}
+      : main(main), shards(shards), otherShards(otherShards),
+        excluded(excluded) {}
 
   /// Runs the analysis; returns the candidates of blocks that failed.
   llvm::DenseSet<Operation *> run() {
@@ -108,6 +109,9 @@ private:
   struct Track {
     int64_t dim;
     Operation *root;
+    /// The split dimension has a batch folded in before it, which the other
+    /// mesh axes split (batch x heads collapsed for a batch matmul).
+    bool foldedBatch = false;
   };
 
   Operation *leader(Operation *root) { return roots.getLeaderValue(root); }
@@ -182,7 +186,8 @@ private:
         return fail(root);
       int64_t below = llvm::count_if(reduce.getDimensions(),
                                      [&](int64_t r) { return r < d; });
-      tracked[reduce->getResult(0)] = {d - below, root};
+      tracked[reduce->getResult(0)] = {d - below, root,
+                                       inputs.front().second.foldedBatch};
       return;
     }
     if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
@@ -195,25 +200,49 @@ private:
           tracked[transpose->getResult(0)] = {int64_t(i), root};
       return;
     }
+    if (auto broadcast = dyn_cast<linalg::BroadcastOp>(op)) {
+      if (inputs.front().first != 0)
+        return fail(root);
+      // Input dimensions keep their order among the output's; the inserted
+      // `dimensions` are new.
+      int64_t d = inputs.front().second.dim, seen = -1;
+      for (int64_t out = 0; out < broadcast.getInit().getType().getRank(); ++out) {
+        if (llvm::is_contained(broadcast.getDimensions(), out))
+          continue;
+        if (++seen == d)
+          tracked[broadcast->getResult(0)] = {out, root};
+      }
+      return;
+    }
     if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
       for (auto &[index, track] : inputs)
         if (index > 1 || track.dim != 0)
           return fail(root);
-      tracked[bmm->getResult(0)] = {0, root};
+      tracked[bmm->getResult(0)] = {0, root, inputs.front().second.foldedBatch};
       return;
     }
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
+      // The split goes to the group's first dimension larger than one, or,
+      // under data parallelism, to the one after a batch the other axes
+      // split fully (the inverse of the collapse below).
       int64_t d = inputs.front().second.dim;
       auto group = expand.getReassociationIndices()[d];
-      int64_t lead = group.front();
-      for (int64_t g : group)
-        if (expand.getResultType().getDimSize(g) != 1) {
+      RankedTensorType type = expand.getResultType();
+      std::optional<int64_t> lead, afterBatch;
+      int64_t before = 1;
+      bool folded = inputs.front().second.foldedBatch;
+      for (int64_t g : group) {
+        if (!lead && type.getDimSize(g) != 1)
           lead = g;
-          break;
-        }
-      if (expand.getResultType().getDimSize(lead) % shards != 0)
+        if (!afterBatch && folded && before == otherShards &&
+            type.getDimSize(g) != 1)
+          afterBatch = g;
+        before *= type.getDimSize(g);
+      }
+      int64_t chosen = afterBatch ? *afterBatch : lead ? *lead : group.front();
+      if (type.getDimSize(chosen) % shards != 0)
         return fail(root);
-      tracked[expand.getResult()] = {lead, root};
+      tracked[expand.getResult()] = {chosen, root};
       return;
     }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
@@ -221,13 +250,18 @@ private:
       for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices())) {
         if (!llvm::is_contained(group, d))
           continue;
+        // Dimensions folded in before the split one must hold one element
+        // per rank: size one, or a batch the other mesh axes split fully
+        // (attention's batch x heads before a batch matmul).
+        int64_t before = 1;
         for (int64_t m : group) {
           if (m == d)
             break;
-          if (collapse.getSrcType().getDimSize(m) != 1)
-            return fail(root);
+          before *= collapse.getSrcType().getDimSize(m);
         }
-        tracked[collapse.getResult()] = {int64_t(g), root};
+        if (before != 1 && before != otherShards)
+          return fail(root);
+        tracked[collapse.getResult()] = {int64_t(g), root, before != 1};
       }
       return;
     }
@@ -293,12 +327,14 @@ private:
           getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         return fail(root);
-      tracked[result] = {int64_t(*pos), root};
+      tracked[result] = {int64_t(*pos), root, inputs.front().second.foldedBatch};
     }
   }
 
   func::FuncOp main;
   int64_t shards;
+  /// Ranks along the mesh's other axes (data parallelism).
+  int64_t otherShards;
   const llvm::DenseSet<Operation *> &excluded;
   llvm::EquivalenceClasses<Operation *> roots;
   llvm::DenseMap<Operation *, SplitBlock> blocks; // by leader
@@ -319,7 +355,7 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   llvm::DenseSet<Operation *> excluded;
   std::vector<SplitBlock> blocks;
   while (true) {
-    Analysis analysis(main, shards, excluded);
+    Analysis analysis(main, shards, mesh.rankCount() / shards, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
     if (failed.empty()) {
       blocks = analysis.result();

@@ -9,6 +9,7 @@
 
 #include "cleave/Sharding/ShardingModels.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
@@ -96,9 +97,12 @@ int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
 //===----------------------------------------------------------------------===//
 
 /// A reshape seen from its larger side ("big", one loop per dimension) and
-/// its smaller side ("small"): small dimension i is the product of the big
-/// dimensions in group i. A split on small dimension i is a split of the
-/// group's lead: its first dimension larger than one.
+/// its smaller side ("small"): small dimension i is the row-major product of
+/// the big dimensions in group i. A split of the small dimension over axes
+/// (a1, a2, ...) is a split of the group's dimensions in order: each one
+/// takes the leading axes that divide it, and only the last split dimension
+/// may keep more than one element per rank. Only then is every rank's part
+/// of the small dimension one contiguous chunk, as the shard dialect needs.
 template <typename ReshapeOp>
 struct ReshapeShardingModel
     : ShardingInterface::ExternalModel<ReshapeShardingModel<ReshapeOp>,
@@ -111,11 +115,55 @@ struct ReshapeShardingModel
   static RankedTensorType smallType(ReshapeOp op) {
     return kExpand ? op.getSrcType() : op.getResultType();
   }
-  static unsigned leadOf(ReshapeOp op, ArrayRef<int64_t> group) {
-    for (int64_t d : group)
-      if (bigType(op).getDimSize(d) != 1)
-        return d;
-    return group.front();
+
+  /// The small dimension's axes for these splits of its group, if the split
+  /// parts are contiguous chunks.
+  static std::optional<SmallVector<GridAxis>>
+  compose(Operation *op, FlatSymbolRefAttr grid, ArrayRef<int64_t> sizes,
+          ArrayRef<SmallVector<GridAxis>> splits) {
+    SmallVector<GridAxis> axes;
+    // Set once a dimension keeps more than one element per rank; no later
+    // dimension may then be split.
+    bool open = false;
+    for (auto [size, split] : llvm::zip(sizes, splits)) {
+      int64_t n = split.empty() ? 1 : gridGroupSize(op, grid, split);
+      if (n <= 0 || size % n != 0 || (!split.empty() && open))
+        return std::nullopt;
+      axes.append(split.begin(), split.end());
+      open |= size / n != 1;
+    }
+    return axes;
+  }
+
+  /// The splits of a group's dimensions for `axes` on the small dimension.
+  static std::optional<AxesList> decompose(Operation *op, FlatSymbolRefAttr grid,
+                                           ArrayRef<int64_t> sizes,
+                                           ArrayRef<GridAxis> axes) {
+    AxesList splits(sizes.size());
+    size_t next = 0;
+    for (auto [i, size] : llvm::enumerate(sizes)) {
+      if (next == axes.size())
+        break;
+      // The longest run of the remaining axes that divides this dimension.
+      size_t end = next;
+      int64_t product = 1;
+      while (end < axes.size()) {
+        int64_t n = gridGroupSize(op, grid, axes[end]);
+        if (n <= 0 || size % (product * n) != 0)
+          break;
+        product *= n;
+        ++end;
+      }
+      splits[i].assign(axes.begin() + next, axes.begin() + end);
+      next = end;
+      if (size / product != 1 && next != axes.size())
+        return std::nullopt;
+      if (size != 1 && product == 1)
+        return std::nullopt;
+    }
+    if (next != axes.size())
+      return std::nullopt;
+    return splits;
   }
 
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
@@ -136,19 +184,27 @@ struct ReshapeShardingModel
     const Sharding &small = kExpand ? operandShardings[0] : resultShardings[0];
     RankedTensorType bigTy = bigType(reshape);
     AxesList loops(bigTy.getRank());
-    auto fits = [&](int64_t dim, ArrayRef<GridAxis> axes) {
-      int64_t n = gridGroupSize(op, grid, axes);
-      return n > 0 && bigTy.getDimSize(dim) % n == 0;
-    };
-    // The big side's splits first, where the small side can follow them.
     AxesList bigAxes = splitAxesOf(big, bigTy.getRank());
     AxesList smallAxes = splitAxesOf(small, smallType(reshape).getRank());
+    // Per group: the big side's splits where the small side can follow
+    // them, else the small side's, else none.
     for (auto [i, group] : llvm::enumerate(reshape.getReassociationIndices())) {
-      unsigned lead = leadOf(reshape, group);
-      if (!bigAxes[lead].empty() && fits(lead, bigAxes[lead]))
-        loops[lead] = bigAxes[lead];
-      else if (!smallAxes[i].empty() && fits(lead, smallAxes[i]))
-        loops[lead] = smallAxes[i];
+      SmallVector<int64_t> sizes;
+      AxesList splits;
+      for (int64_t d : group) {
+        sizes.push_back(bigTy.getDimSize(d));
+        splits.push_back(bigAxes[d]);
+      }
+      bool bigSplit = llvm::any_of(splits, [](auto &a) { return !a.empty(); });
+      std::optional<AxesList> chosen;
+      if (bigSplit && compose(op, grid, sizes, splits))
+        chosen = splits;
+      else if (!smallAxes[i].empty())
+        chosen = decompose(op, grid, sizes, smallAxes[i]);
+      if (!chosen)
+        continue;
+      for (auto [d, split] : llvm::zip(group, *chosen))
+        loops[d] = split;
     }
     return ShardingOption(loops, grid);
   }
@@ -158,10 +214,22 @@ struct ReshapeShardingModel
     auto reshape = cast<ReshapeOp>(op);
     MLIRContext *ctx = op->getContext();
     AxesList loops = option.shardingArray;
-    loops.resize(bigType(reshape).getRank());
+    RankedTensorType bigTy = bigType(reshape);
+    loops.resize(bigTy.getRank());
     AxesList smallAxes(smallType(reshape).getRank());
-    for (auto [i, group] : llvm::enumerate(reshape.getReassociationIndices()))
-      smallAxes[i] = loops[leadOf(reshape, group)];
+    for (auto [i, group] : llvm::enumerate(reshape.getReassociationIndices())) {
+      SmallVector<int64_t> sizes;
+      AxesList splits;
+      for (int64_t d : group) {
+        sizes.push_back(bigTy.getDimSize(d));
+        splits.push_back(loops[d]);
+      }
+      std::optional<SmallVector<GridAxis>> axes =
+          compose(op, option.grid, sizes, splits);
+      if (!axes)
+        return failure();
+      smallAxes[i] = *axes;
+    }
     Sharding bigSharding = makeSharding(ctx, option.grid, loops);
     Sharding smallSharding = makeSharding(ctx, option.grid, smallAxes);
     if (kExpand)
@@ -444,7 +512,92 @@ struct PadShardingModel
   }
 };
 
+//===----------------------------------------------------------------------===//
+// arith.constant
+//===----------------------------------------------------------------------===//
+
+/// Upstream's model fails, without a message, to partition a constant that
+/// is not a splat (position ids, folded masks). Here a splat keeps the
+/// sharding asked of it and is rebuilt at its local shape; any other
+/// constant is replicated on every rank and its users slice it locally.
+struct ConstantShardingModel
+    : ShardingInterface::ExternalModel<ConstantShardingModel, arith::ConstantOp> {
+  static bool isSplat(Operation *op) {
+    auto dense = dyn_cast<DenseElementsAttr>(cast<arith::ConstantOp>(op).getValue());
+    return dense && dense.isSplat();
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<utils::IteratorType>(type ? type.getRank() : 0,
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type)
+      return {};
+    return {AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext())};
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding>,
+                    ArrayRef<Sharding> resultShardings) const {
+    const Sharding &result = resultShardings[0];
+    if (!result)
+      return ShardingOption::makeEmpty();
+    AxesList loops;
+    if (isSplat(op))
+      for (GridAxesAttr axes : result.getSplitAxes())
+        loops.emplace_back(axes.asArrayRef());
+    return ShardingOption(loops, result.getGridAttr());
+  }
+
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op, const ShardingOption &option) const {
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type)
+      return std::vector<Sharding>{Sharding()};
+    AxesList loops = option.shardingArray;
+    loops.resize(type.getRank());
+    return std::vector<Sharding>{
+        makeSharding(op->getContext(), option.grid, loops)};
+  }
+
+  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
+                                       const ShardingOption &option) const {
+    return addAnnotations(op, b, option);
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value>, ArrayRef<Sharding>,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbols,
+                          OpBuilder &builder) const {
+    auto constant = cast<arith::ConstantOp>(op);
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    auto type = dyn_cast<RankedTensorType>(constant.getType());
+    if (!type || !dense || !dense.isSplat() || !resultShardings[0]) {
+      builder.clone(*op, partitionMap);
+      return success();
+    }
+    auto local = cast<RankedTensorType>(
+        localType(op, type, resultShardings[0], symbols));
+    auto newOp = arith::ConstantOp::create(builder, op->getLoc(), local,
+                                           dense.resizeSplat(local));
+    partitionMap.map(op->getResult(0), newOp.getResult());
+    partitionMap.map(op, newOp.getOperation());
+    return success();
+  }
+};
+
 } // namespace
+
+void cleave::registerArithShardingModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
+    arith::ConstantOp::attachInterface<ConstantShardingModel>(*ctx);
+  });
+}
 
 void cleave::registerTensorShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {

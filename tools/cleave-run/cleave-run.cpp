@@ -1,20 +1,30 @@
 //===- cleave-run.cpp - Runs a Cleave program bundle ----------------------===//
 //
 // Checks the bundle (manifest, program, rank count) and starts its program
-// with the user's options. The program itself validates inputs, runs the model
-// and writes the outputs; this launcher is where multi-rank launching goes.
+// with the user's options: directly for one rank, under MPICH's mpiexec for
+// several. The program itself validates inputs, runs the model and writes the
+// outputs. For multi-rank runs this launcher gives the ranks a folder for
+// their progress files and a collective timeout, so that a rank that dies or
+// hangs ends the whole job with a message naming it (see runtime/src/comm).
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Runtime/Progress.h"
+
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <csignal>
+#include <sys/wait.h>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -22,7 +32,7 @@
 #include <vector>
 
 static const char *kUsage = R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
-                  [--bench N] [--threads N]
+                  [--bench N] [--threads N] [--ranks N] [--timeout SECONDS]
 
 Runs a bundle written by cleave-compile.
   --input NAME=FILE.npy  one per model input (dtype and shape as compiled)
@@ -30,14 +40,53 @@ Runs a bundle written by cleave-compile.
                          when the run succeeds (characters outside
                          [A-Za-z0-9._-] in NAME become '_')
   --bench N              run N times after warm-up and print p50/p90 latency
-  --threads N            threads for the GEMMs (default: CLEAVE_NUM_THREADS,
-                         else all cores)
+  --threads N            threads per rank (default: CLEAVE_NUM_THREADS, else
+                         the cores divided among the ranks)
+  --ranks N              the rank count you expect; refused before start if
+                         the bundle was compiled for another
+  --timeout SECONDS      a collective that waits longer ends the job, naming
+                         the ranks that did not reach it (default 600)
+Bundles compiled for several ranks are started with MPICH's mpiexec, one
+process per rank; rank 0 writes the outputs.
 bfloat16 tensors are exchanged as uint16 arrays of their bit patterns.
 )";
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "cleave-run") << message << "\n";
   return 1;
+}
+
+/// After a failed job: the ranks that left it outside any collective without
+/// finishing (they died or exited early), from their progress files; if
+/// every unfinished rank was waiting in a collective, those ranks.
+static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks) {
+  std::vector<std::string> early, waiting;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string path = (dir + "/rank" + llvm::Twine(r)).str();
+    cleave_progress p{};
+    FILE *f = std::fopen(path.c_str(), "rb");
+    bool read = f && std::fread(&p, sizeof(p), 1, f) == 1;
+    if (f)
+      std::fclose(f);
+    if (!read) {
+      early.push_back(std::to_string(r) + " (never started)");
+      continue;
+    }
+    if (p.finished)
+      continue;
+    std::string where = "after " + std::to_string(p.completed) + " collectives";
+    if (p.inside)
+      waiting.push_back(std::to_string(r) + " (waiting in " + p.kind + ", " +
+                        where + ")");
+    else
+      early.push_back(std::to_string(r) + " (" + where + ")");
+  }
+  const std::vector<std::string> &named = early.empty() ? waiting : early;
+  if (named.empty())
+    return "";
+  return std::string(early.empty() ? "ranks left waiting: "
+                                   : "ranks that ended early: ") +
+         llvm::join(named, ", ");
 }
 
 int main(int argc, char **argv) {
@@ -61,9 +110,50 @@ int main(int argc, char **argv) {
   std::optional<int64_t> ranks = root ? root->getInteger("ranks") : std::nullopt;
   if (!root || root->getString("format") != "cleave-bundle" || !ranks)
     return fail("'" + manifestPath + "' is not a Cleave bundle manifest");
-  if (*ranks != 1)
-    return fail("the bundle needs " + llvm::Twine(*ranks) +
-                " ranks; this cleave-run launches single-rank bundles only");
+  // Options for this launcher; the rest go to the program.
+  std::vector<std::string> forwarded;
+  std::optional<int64_t> expectedRanks;
+  std::string timeout = "600";
+  bool threadsGiven = false;
+  for (int i = 2; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    auto value = [&](llvm::StringRef name) -> std::optional<std::string> {
+      if (arg.consume_front(name)) {
+        if (arg.consume_front("="))
+          return arg.str();
+        if (arg.empty() && i + 1 < argc)
+          return std::string(argv[++i]);
+      }
+      return std::nullopt;
+    };
+    if (arg == "--ranks" || arg.starts_with("--ranks=")) {
+      auto v = value("--ranks");
+      int64_t n = 0;
+      if (!v || llvm::StringRef(*v).getAsInteger(10, n) || n <= 0)
+        return fail("--ranks expects a positive number");
+      expectedRanks = n;
+      continue;
+    }
+    if (arg == "--timeout" || arg.starts_with("--timeout=")) {
+      auto v = value("--timeout");
+      double seconds = 0;
+      if (!v || llvm::StringRef(*v).getAsDouble(seconds) || seconds <= 0)
+        return fail("--timeout expects a positive number of seconds");
+      timeout = *v;
+      continue;
+    }
+    threadsGiven |= arg == "--threads" || arg.starts_with("--threads=");
+    forwarded.push_back(argv[i]);
+  }
+  std::string mesh;
+  if (const llvm::json::Object *m = root->getObject("mesh"))
+    if (auto spec = m->getString("spec"))
+      mesh = spec->str();
+  if (expectedRanks && *expectedRanks != *ranks)
+    return fail("the bundle was compiled for " + llvm::Twine(*ranks) +
+                " ranks" + (mesh.empty() ? "" : " (mesh " + mesh + ")") +
+                ", not " + llvm::Twine(*expectedRanks) +
+                "; recompile with another --mesh to change it");
 
   llvm::SmallString<256> program(bundle);
   llvm::sys::path::append(program, "program");
@@ -73,13 +163,64 @@ int main(int argc, char **argv) {
   // OpenBLAS reads this when it loads: its threads should sleep soon after a
   // GEMM instead of spinning while the model's own loops run.
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
-  std::vector<std::string> args = {program.str().str(), "--bundle", bundle};
-  for (int i = 2; i < argc; ++i)
-    args.push_back(argv[i]);
+  std::vector<std::string> args;
+  if (*ranks > 1) {
+    std::string mpiexec;
+    for (const char *name : {"mpiexec.mpich", "mpiexec.hydra", "mpiexec"})
+      if (auto path = llvm::sys::findProgramByName(name)) {
+        mpiexec = *path;
+        break;
+      }
+    if (mpiexec.empty())
+      return fail("the bundle needs " + llvm::Twine(*ranks) +
+                  " ranks, but MPICH's mpiexec is not installed (apt install "
+                  "mpich)");
+    args = {mpiexec, "-n", std::to_string(*ranks)};
+    // Ranks share the cores unless told otherwise.
+    if (!threadsGiven && !std::getenv("CLEAVE_NUM_THREADS")) {
+      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      setenv("CLEAVE_NUM_THREADS",
+             std::to_string(std::max<int64_t>(1, cores / *ranks)).c_str(), 1);
+    }
+  }
+  args.push_back(program.str().str());
+  args.push_back("--bundle");
+  args.push_back(bundle);
+  llvm::append_range(args, forwarded);
   std::vector<char *> argvOut;
   for (std::string &a : args)
     argvOut.push_back(a.data());
   argvOut.push_back(nullptr);
-  execv(program.c_str(), argvOut.data());
-  return fail("cannot start '" + program + "': " + std::strerror(errno));
+  if (*ranks == 1) {
+    execv(program.c_str(), argvOut.data());
+    return fail("cannot start '" + program + "': " + std::strerror(errno));
+  }
+
+  // Several ranks: a folder for their progress files, removed afterwards.
+  llvm::SmallString<128> progress;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("cleave-run", progress))
+    return fail("cannot create a folder for the ranks' progress: " + ec.message());
+  setenv("CLEAVE_PROGRESS_DIR", progress.c_str(), 1);
+  setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
+  pid_t child = fork();
+  if (child == 0) {
+    execv(argvOut[0], argvOut.data());
+    std::fprintf(stderr, "cleave-run: error: cannot start '%s': %s\n",
+                 argvOut[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string ended = ranksThatEndedEarly(progress, *ranks);
+  llvm::sys::fs::remove_directories(progress);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 0;
+  std::string how = WIFSIGNALED(status)
+                        ? "killed by signal " + std::to_string(WTERMSIG(status))
+                        : "exit status " + std::to_string(WEXITSTATUS(status));
+  fail("the job failed (" + how + ")" +
+       (ended.empty() ? "" : "; " + ended));
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
 }

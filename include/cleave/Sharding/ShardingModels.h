@@ -6,7 +6,8 @@
 // split on the outermost non-unit dimension of its reassociation group, so
 // attention heads stay local through the reshapes), tensor.extract_slice (a
 // dimension taken whole keeps its split), tensor.concat (every dimension but
-// the concatenated one) and tensor.pad (every dimension that is not padded).
+// the concatenated one) and tensor.pad (every dimension that is not padded);
+// and arith.constant, whose upstream model cannot partition non-splat values.
 // Upstream's sharding propagation aborts on any op without a rule.
 //
 //===----------------------------------------------------------------------===//
@@ -22,6 +23,11 @@ namespace cleave {
 
 /// Registers Cleave's ShardingInterface models for tensor dialect ops.
 void registerTensorShardingModels(mlir::DialectRegistry &registry);
+
+/// Registers Cleave's model for arith.constant, which replicates constants
+/// that are not splats instead of failing. MLIR keeps the first model
+/// attached to an op, so this must be registered before upstream's.
+void registerArithShardingModels(mlir::DialectRegistry &registry);
 
 } // namespace cleave
 

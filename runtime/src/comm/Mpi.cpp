@@ -11,6 +11,7 @@
 #include "Comm.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Runtime/Progress.h"
 
 #include <mpi.h>
 
@@ -43,15 +44,15 @@ State state;
 // Progress and the watchdog
 //===----------------------------------------------------------------------===//
 
-/// What a rank publishes about itself, in a small shared file per rank.
-struct Progress {
-  std::atomic<uint64_t> completed; // collectives finished
-  std::atomic<uint64_t> inside;    // 1 while in a collective
-  char kind[48];
-};
+/// What this rank publishes (cleave/Runtime/Progress.h), updated with atomic
+/// stores since peers and cleave-run read it concurrently.
+cleave_progress localProgress;
+cleave_progress *published = &localProgress;
 
-Progress localProgress;
-Progress *published = &localProgress;
+uint64_t load(uint64_t &field) { return __atomic_load_n(&field, __ATOMIC_ACQUIRE); }
+void store(uint64_t &field, uint64_t v) {
+  __atomic_store_n(&field, v, __ATOMIC_RELEASE);
+}
 std::string progressDir;
 std::atomic<int64_t> enteredAt{0}; // steady-clock ms, 0 outside collectives
 const char *currentKind = "";
@@ -71,13 +72,13 @@ void publishProgress() {
   progressDir = dir;
   std::string path = progressDir + "/rank" + std::to_string(state.rank);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0 || ftruncate(fd, sizeof(Progress)) != 0)
+  if (fd < 0 || ftruncate(fd, sizeof(cleave_progress)) != 0)
     return;
-  void *mapped = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE,
+  void *mapped = mmap(nullptr, sizeof(cleave_progress), PROT_READ | PROT_WRITE,
                       MAP_SHARED, fd, 0);
   ::close(fd);
   if (mapped != MAP_FAILED)
-    published = static_cast<Progress *>(mapped);
+    published = static_cast<cleave_progress *>(mapped);
 }
 
 /// A peer's progress, if its file exists.
@@ -86,16 +87,16 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
     return false;
-  Progress p;
+  cleave_progress p;
   bool ok = ::read(fd, &p, sizeof(p)) == static_cast<ssize_t>(sizeof(p));
   ::close(fd);
-  completed = p.completed.load();
-  inside = p.inside.load();
+  completed = p.completed;
+  inside = p.inside;
   return ok;
 }
 
 [[noreturn]] void reportHang(double timeout) {
-  uint64_t mine = published->completed.load();
+  uint64_t mine = load(published->completed);
   std::string late;
   if (!progressDir.empty())
     for (int peer = 0; peer < state.size; ++peer) {
@@ -147,7 +148,7 @@ void maybeInjectFault() {
   char what[8] = {};
   if (std::sscanf(spec, "%d:%7[a-z]:%d", &rank, what, &at) < 2 ||
       rank != state.rank ||
-      published->completed.load() + 1 != static_cast<uint64_t>(at))
+      load(published->completed) + 1 != static_cast<uint64_t>(at))
     return;
   if (std::strcmp(what, "exit") == 0)
     std::_Exit(3);
@@ -162,13 +163,13 @@ struct CollectiveScope {
     currentKind = kind;
     currentGroup = group;
     std::snprintf(published->kind, sizeof(published->kind), "%s", kind);
-    published->inside.store(1);
+    store(published->inside, 1);
     enteredAt.store(nowMs());
   }
   ~CollectiveScope() {
     enteredAt.store(0);
-    published->inside.store(0);
-    published->completed.fetch_add(1);
+    store(published->inside, 0);
+    store(published->completed, load(published->completed) + 1);
   }
 };
 
@@ -369,6 +370,16 @@ void reduce(const Element &e, const char *in, char *out, int64_t count,
     outHalves[i] = e.widen == 1 ? floatToHalf(result[i]) : floatToBf16(result[i]);
 }
 
+/// A program compiled for a one-rank mesh (tp=1) runs without MPI: every
+/// group has one member and each collective is a copy.
+bool alone(const View &in, const View &out, const Element &e) {
+  if (state.active)
+    return false;
+  if (in.data != out.data)
+    std::memmove(out.data, in.data, std::min(in.count, out.count) * e.bytes);
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // The collectives, for any element type
 //===----------------------------------------------------------------------===//
@@ -377,6 +388,8 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   CollectiveScope scope("all_reduce", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  if (alone(in, out, e))
+    return;
   reduce(e, in.data, out.data, in.count, code, groupComm(group), false);
 }
 
@@ -384,6 +397,8 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   CollectiveScope scope("all_gather", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  if (alone(in, out, e))
+    return;
   MPI_Comm c = groupComm(group);
   int n = groupSize(c);
   int64_t outer = product(in.shape, 0, axis);
@@ -408,6 +423,8 @@ void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
                    int64_t group) {
   CollectiveScope scope("reduce_scatter", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  if (alone(in, out, e))
+    return;
   MPI_Comm c = groupComm(group);
   int n = groupSize(c);
   int64_t outer = product(in.shape, 0, axis);
@@ -425,6 +442,8 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               int64_t group) {
   CollectiveScope scope("all_to_all", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  if (alone(in, out, e))
+    return;
   MPI_Comm c = groupComm(group);
   int n = groupSize(c);
   // Send: part j is in's slice j along splitAxis, packed row-major.
@@ -499,6 +518,7 @@ void comm::finish() {
     MPI_Comm_free(&c);
   MPI_Finalize();
   state.active = false;
+  store(published->finished, 1);
 }
 
 int comm::rank() { return state.rank; }
