@@ -142,10 +142,19 @@ cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
   return result;
 }
 
-/// The `shard.sharding` value for `axes` on the grid, built at `b`.
-static Value shardingValue(OpBuilder &b, Location loc, const SplitAxes &axes) {
+/// The `shard.sharding` value for `axes` on the grid, built at `b`. Axes of
+/// size one split nothing and are left out, so that a one-rank axis (tp=1)
+/// gives the unsharded program rather than collectives over one rank.
+static Value shardingValue(OpBuilder &b, Location loc, const SplitAxes &axes,
+                           const MeshSpec &mesh) {
   // At least one (empty) entry: `split_axes = []` does not parse back.
-  SmallVector<SmallVector<int16_t>> trimmed(axes.begin(), axes.end());
+  SmallVector<SmallVector<int16_t>> trimmed;
+  for (const auto &dim : axes) {
+    trimmed.emplace_back();
+    for (int16_t a : dim)
+      if (mesh.axisSizes[a] > 1)
+        trimmed.back().push_back(a);
+  }
   if (trimmed.empty())
     trimmed.emplace_back();
   shard::removeTrailingEmptySubArray(trimmed);
@@ -187,13 +196,13 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
     if (isInput) {
       // Whole in the signature; sliced locally for its users.
       auto whole = shard::ShardOp::create(b, loc, s.value,
-                                          shardingValue(b, loc, {}), false);
+                                          shardingValue(b, loc, {}, mesh), false);
       consumer = whole;
       annotated = shard::ShardOp::create(b, loc, whole.getResult(),
-                                         shardingValue(b, loc, s.axes), true);
+                                         shardingValue(b, loc, s.axes, mesh), true);
     } else {
       auto op = shard::ShardOp::create(b, loc, s.value,
-                                       shardingValue(b, loc, s.axes), false);
+                                       shardingValue(b, loc, s.axes, mesh), false);
       consumer = op;
       annotated = op.getResult();
     }
@@ -208,7 +217,7 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
     if (!isa<RankedTensorType>(operand.get().getType()))
       continue;
     Value whole = shard::ShardOp::create(b, ret.getLoc(), operand.get(),
-                                         shardingValue(b, ret.getLoc(), {}), true);
+                                         shardingValue(b, ret.getLoc(), {}, mesh), true);
     operand.set(whole);
   }
   return success();
