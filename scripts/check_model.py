@@ -6,8 +6,14 @@ inputs (token ids) uniform in [0, --int-high). Every output must satisfy
 |cleave - ort| <= atol + rtol * |ort|. With --bench N both run N times at the
 same thread count and the latency ratio Cleave / ONNX Runtime is printed.
 
+With --compile-arg (repeatable; e.g. --compile-arg=--mesh=tp=2) the model is
+compiled with those options, typically a mesh; --compare-single-rank then also
+compiles it without them and checks that the two programs agree, and the
+plan's collective and weight lines are printed.
+
 Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
                       [--rtol R] [--atol A] [--bench N] [--threads T]
+                      [--compile-arg ARG]... [--compare-single-rank]
                       [--bin DIR] [--work DIR]
 """
 import argparse
@@ -66,6 +72,8 @@ def main():
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     parser.add_argument("--work")
+    parser.add_argument("--compile-arg", action="append", default=[])
+    parser.add_argument("--compare-single-rank", action="store_true")
     args = parser.parse_args()
 
     shapes = {}
@@ -78,18 +86,42 @@ def main():
     os.makedirs(work, exist_ok=True)
     bundle = os.path.join(work, "bundle")
 
-    start = time.monotonic()
-    subprocess.run([os.path.join(args.bin, "cleave-compile"), args.model, "--quiet",
-                    "-o", bundle] + [f"--input-shape={s}" for s in args.input_shape],
-                   check=True)
-    compile_s = time.monotonic() - start
-    run = [os.path.join(args.bin, "cleave-run"), bundle, "--output-dir",
-           os.path.join(work, "out"), "--threads", str(args.threads)]
-    for name, value in inputs.items():
-        path = os.path.join(work, f"in_{len(run)}.npy")
-        np.save(path, value)
-        run.append(f"--input={name}={path}")
-    subprocess.run(run, check=True)
+    def compile_and_run(bundle, out, extra):
+        start = time.monotonic()
+        subprocess.run([os.path.join(args.bin, "cleave-compile"), args.model, "--quiet",
+                        "-o", bundle] + [f"--input-shape={s}" for s in args.input_shape]
+                       + extra, check=True)
+        seconds = time.monotonic() - start
+        run = [os.path.join(args.bin, "cleave-run"), bundle, "--output-dir", out,
+               "--threads", str(args.threads)]
+        for name, value in inputs.items():
+            path = os.path.join(work, f"in_{len(run)}.npy")
+            np.save(path, value)
+            run.append(f"--input={name}={path}")
+        subprocess.run(run, check=True)
+        return run, seconds
+
+    run, compile_s = compile_and_run(bundle, os.path.join(work, "out"), args.compile_arg)
+    if args.compile_arg:
+        with open(os.path.join(bundle, "plan.txt")) as plan:
+            for line in plan:
+                if line.startswith(("mesh:", "Split parameters:", "Collectives per run:")):
+                    print(line.rstrip())
+    if args.compare_single_rank:
+        compile_and_run(os.path.join(work, "single"), os.path.join(work, "single-out"), [])
+        agree = True
+        worst_rank = 0.0
+        for output in model.graph.output:
+            name = output_file_name(output.name)
+            many = np.load(os.path.join(work, "out", name)).astype(np.float64)
+            one = np.load(os.path.join(work, "single-out", name)).astype(np.float64)
+            diff = np.abs(many - one)
+            worst_rank = max(worst_rank, float(diff.max()) if diff.size else 0.0)
+            agree &= bool((diff <= args.atol + args.rtol * np.abs(one)).all())
+        print(f"{os.path.basename(args.model)}: outputs match the single-rank program: "
+              f"{'yes' if agree else 'NO'} (max |diff| {worst_rank:.3g})")
+        if not agree:
+            return 1
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads

@@ -67,10 +67,11 @@ std::string cleave::planReport(const ModelSignature &sig,
   if (sig.mesh.empty())
     os << "mesh: none (1 rank)";
   else
-    os << "mesh: " << sig.mesh << " (" << sig.ranks << " ranks)";
+    os << "mesh: " << sig.mesh << " (" << sig.ranks
+       << (sig.ranks == 1 ? " rank)" : " ranks)");
   os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")\n\n";
 
-  uint64_t perRank = 0, inModel = 0, io = 0;
+  uint64_t perRank = 0, inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
   size_t params = 0, split = 0;
   for (const BufferSignature &b : sig.buffers) {
     if (b.kind != BufferSignature::Kind::Param) {
@@ -83,11 +84,21 @@ std::string cleave::planReport(const ModelSignature &sig,
     for (size_t d = 0; d < b.shape.size(); ++d)
       whole = whole / b.shape[d] * b.globalShape[d];
     inModel += whole;
-    split += shardingString(sig, b) != "whole";
+    if (shardingString(sig, b) != "whole") {
+      ++split;
+      splitPerRank += b.bytes;
+      splitInModel += whole;
+    }
   }
   os << "Parameters: " << params << " (" << split << " split), "
      << bytesString(inModel) << " bytes in the model, " << bytesString(perRank)
      << " bytes per rank\n";
+  if (split > 0)
+    os << llvm::format("Split parameters: %llu bytes in the model, %llu bytes "
+                       "per rank (1/%.2f)\n",
+                       (unsigned long long)splitInModel,
+                       (unsigned long long)splitPerRank,
+                       double(splitInModel) / double(splitPerRank));
   for (const BufferSignature &b : sig.buffers) {
     if (b.kind != BufferSignature::Kind::Param)
       continue;

@@ -287,9 +287,10 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
     for (double m : ms)
       mean += m / ms.size();
     if (comm::rank() == 0) {
-      std::printf("latency over %d runs (%lld ranks, %d threads each, %d "
+      std::printf("latency over %d runs (%lld rank%s, %d threads each, %d "
                   "warm-up): p50 %.3f ms, p90 %.3f ms, mean %.3f ms\n",
-                  options.bench, (long long)desc.ranks, threads, warmup,
+                  options.bench, (long long)desc.ranks,
+                  desc.ranks == 1 ? "" : "s", threads, warmup,
                   percentile(ms, 0.5), percentile(ms, 0.9), mean);
       std::fflush(stdout);
     }
