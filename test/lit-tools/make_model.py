@@ -8,6 +8,13 @@ Kinds:
              plus a small int64 shape initializer and a float scale vector
   unused     a model with an initializer nothing reads
   constant   MatMul with its 64x32 weight written as a Constant node
+  mlp        a transformer MLP: x[2,16] -> MatMul+Add (16->64) -> Gelu ->
+             MatMul+Add (64->16), random weights with a fixed seed
+  attention  self-attention on x[1,8,32] with 4 heads: Q, K, V projections,
+             Reshape/Transpose to heads, scaled QK^T, Softmax, PV, back to
+             [1,8,32] and an output projection
+  attention-fused
+             the same with one fused [32,96] QKV projection and a Split
 """
 import os
 import sys
@@ -68,8 +75,83 @@ def constant(out):
               out)
 
 
+def _weight(rng, name, *shape):
+    return numpy_helper.from_array(
+        (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32), name)
+
+
+def mlp(out):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "fc.weight"], ["fc_mm"], name="/mlp/fc/MatMul"),
+             helper.make_node("Add", ["fc_mm", "fc.bias"], ["fc_out"], name="/mlp/fc/Add"),
+             helper.make_node("Gelu", ["fc_out"], ["act"], name="/mlp/act/Gelu"),
+             helper.make_node("MatMul", ["act", "proj.weight"], ["proj_mm"],
+                              name="/mlp/proj/MatMul"),
+             helper.make_node("Add", ["proj_mm", "proj.bias"], ["y"], name="/mlp/proj/Add")]
+    graph = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])],
+        [_weight(rng, "fc.weight", 16, 64), _weight(rng, "fc.bias", 64),
+         _weight(rng, "proj.weight", 64, 16), _weight(rng, "proj.bias", 16)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]),
+              out)
+
+
+def attention(out, fused=False):
+    rng = np.random.default_rng(1)
+    heads, seq, width = 4, 8, 32
+    const = lambda name, values: numpy_helper.from_array(
+        np.array(values, dtype=np.int64), name)
+    inits = [const("heads_shape", [1, seq, heads, width // heads]),
+             const("model_shape", [1, seq, width]),
+             numpy_helper.from_array(np.array(1 / np.sqrt(width // heads), np.float32),
+                                     "scale"),
+             _weight(rng, "out.weight", width, width)]
+    nodes = []
+    if fused:
+        inits += [_weight(rng, "qkv.weight", width, 3 * width),
+                  _weight(rng, "qkv.bias", 3 * width)]
+        nodes += [helper.make_node("MatMul", ["x", "qkv.weight"], ["qkv_mm"],
+                                   name="/attn/qkv/MatMul"),
+                  helper.make_node("Add", ["qkv_mm", "qkv.bias"], ["qkv"],
+                                   name="/attn/qkv/Add"),
+                  helper.make_node("Split", ["qkv"], ["q", "k", "v"], axis=-1,
+                                   num_outputs=3, name="/attn/Split")]
+    else:
+        for p in "qkv":
+            inits.append(_weight(rng, f"{p}.weight", width, width))
+            nodes.append(helper.make_node("MatMul", ["x", f"{p}.weight"], [p],
+                                          name=f"/attn/{p}/MatMul"))
+    for p, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [p, "heads_shape"], [p + "_heads"],
+                                   name=f"/attn/{p}/Reshape"),
+                  helper.make_node("Transpose", [p + "_heads"], [p + "_t"], perm=perm,
+                                   name=f"/attn/{p}/Transpose")]
+    nodes += [helper.make_node("MatMul", ["q_t", "k_t"], ["scores"], name="/attn/QK"),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale"),
+              helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1,
+                               name="/attn/Softmax"),
+              helper.make_node("MatMul", ["probs", "v_t"], ["ctx"], name="/attn/PV"),
+              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
+                               name="/attn/ctx/Transpose"),
+              helper.make_node("Reshape", ["ctx_t", "model_shape"], ["merged"],
+                               name="/attn/ctx/Reshape"),
+              helper.make_node("MatMul", ["merged", "out.weight"], ["y"],
+                               name="/attn/out/MatMul")]
+    graph = helper.make_graph(
+        nodes, "attention",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, width])],
+        inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              out)
+
+
 if __name__ == "__main__":
-    kinds = {"external": external, "unused": unused, "constant": constant}
+    kinds = {"external": external, "unused": unused, "constant": constant, "mlp": mlp,
+             "attention": attention,
+             "attention-fused": lambda out: attention(out, fused=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
