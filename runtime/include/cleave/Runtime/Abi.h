@@ -79,6 +79,47 @@ void cleave_rt_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k,
                              int64_t offsetC, int64_t batchStrideC, int64_t ldc,
                              float beta);
 
+/* The coordinate of this rank on mesh axis `axis`. */
+int64_t cleave_rt_grid_index(int64_t axis);
+
+/* Collectives over communicator `group` (a `group` line of the descriptor).
+ * Buffers are MLIR unranked memrefs: the rank, then a pointer to the ranked
+ * descriptor {allocated, aligned, offset, sizes[rank], strides[rank]}; the
+ * data must be contiguous and row-major. One function per element type,
+ * suffixed f32 f64 f16 bf16 i64 i32 i8 i1; 16-bit floats are reduced in
+ * float32. In a program compiled for one rank each is a copy.
+ *
+ *   all_reduce      out = reduce(in) over the group; same shape.
+ *   all_gather      out = the group's `in` concatenated along `axis`, in
+ *                   group order.
+ *   reduce_scatter  out = part g (along `axis`) of reduce(in) on group
+ *                   member g.
+ *   all_to_all      `in` split along `splitAxis` into one part per member,
+ *                   part j sent to member j; received parts concatenated
+ *                   along `concatAxis` in group order. */
+#define CLEAVE_ABI_DECLARE_COLLECTIVES(suffix)                                 \
+  void cleave_rt_all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank, \
+                                     void *out, int64_t reduction,               \
+                                     int64_t group);                             \
+  void cleave_rt_all_gather_##suffix(int64_t inRank, void *in, int64_t outRank, \
+                                     void *out, int64_t axis, int64_t group);    \
+  void cleave_rt_reduce_scatter_##suffix(int64_t inRank, void *in,              \
+                                         int64_t outRank, void *out,            \
+                                         int64_t axis, int64_t reduction,       \
+                                         int64_t group);                        \
+  void cleave_rt_all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank, \
+                                     void *out, int64_t splitAxis,              \
+                                     int64_t concatAxis, int64_t group);
+CLEAVE_ABI_DECLARE_COLLECTIVES(f32)
+CLEAVE_ABI_DECLARE_COLLECTIVES(f64)
+CLEAVE_ABI_DECLARE_COLLECTIVES(f16)
+CLEAVE_ABI_DECLARE_COLLECTIVES(bf16)
+CLEAVE_ABI_DECLARE_COLLECTIVES(i64)
+CLEAVE_ABI_DECLARE_COLLECTIVES(i32)
+CLEAVE_ABI_DECLARE_COLLECTIVES(i8)
+CLEAVE_ABI_DECLARE_COLLECTIVES(i1)
+#undef CLEAVE_ABI_DECLARE_COLLECTIVES
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,42 @@
+// Tests that every collective shard-partition emits becomes a runtime call
+// (or, for all_slice, a local slice, which needs no communicator), that
+// communicator groups are numbered per set of grid axes and listed on the
+// module with every collective for the plan, and that the grid is gone.
+// RUN: cleave-opt %s --cleave-lower-collectives | FileCheck %s
+// RUN: cleave-opt %s --cleave-lower-collectives --mlir-print-op-generic | FileCheck %s --check-prefix=NOSHARD
+
+// CHECK: module attributes {cleave.collectives = [{axes = array<i16: 1>, bytes = 128 : i64, kind = "all_reduce", node = "/mlp/proj/MatMul"}
+// CHECK-SAME: cleave.comm_groups = [array<i16: 1>, array<i16: 0>]
+// CHECK-NOT: shard.grid
+// CHECK-DAG: func.func private @cleave_rt_all_reduce_f32(memref<*xf32>, memref<*xf32>, i64, i64)
+// CHECK-DAG: func.func private @cleave_rt_all_gather_f16(memref<*xf16>, memref<*xf16>, i64, i64)
+// CHECK-DAG: func.func private @cleave_rt_reduce_scatter_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
+// CHECK-DAG: func.func private @cleave_rt_all_to_all_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
+// CHECK-DAG: func.func private @cleave_rt_grid_index(i64) -> i64
+
+// CHECK-LABEL: func.func @collectives
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only : tensor<4x8xf32> to memref<4x8xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+// CHECK: %[[INU:.*]] = memref.cast %[[IN]] : memref<4x8xf32> to memref<*xf32>
+// CHECK: %[[OUTU:.*]] = memref.cast %[[OUT]] : memref<4x8xf32> to memref<*xf32>
+// CHECK: call @cleave_rt_all_reduce_f32(%[[INU]], %[[OUTU]], %{{.*}}, %{{.*}}) {cleave.collective = "all_reduce"}
+// CHECK: %[[R:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: call @cleave_rt_all_gather_f16
+// CHECK: call @cleave_rt_reduce_scatter_f32
+// CHECK: call @cleave_rt_all_to_all_f32
+// all_slice: the rank's position over axes [0, 1] times the part size.
+// CHECK: call @cleave_rt_grid_index(
+// CHECK: call @cleave_rt_grid_index(
+// CHECK: tensor.extract_slice %arg0[0, %{{.*}}] [4, 2] [1, 1] : tensor<4x8xf32> to tensor<4x2xf32>
+// NOSHARD-NOT: "shard.
+module {
+  shard.grid @mesh(shape = 2x2)
+  func.func @collectives(%arg0: tensor<4x8xf32>, %arg1: tensor<4x8xf16>) -> (tensor<4x8xf32>, tensor<4x16xf16>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>) {
+    %0 = shard.all_reduce %arg0 on @mesh grid_axes = [1] reduction = sum : tensor<4x8xf32> -> tensor<4x8xf32> loc("/mlp/proj/MatMul")
+    %1 = shard.all_gather %arg1 on @mesh grid_axes = [1] gather_axis = 1 : tensor<4x8xf16> -> tensor<4x16xf16>
+    %2 = shard.reduce_scatter %arg0 on @mesh grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+    %3 = shard.all_to_all %arg0 on @mesh grid_axes = [0] split_axis = 1 concat_axis = 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+    %4 = shard.all_slice %arg0 on @mesh grid_axes = [0, 1] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+    return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<4x16xf16>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>
+  }
+}

@@ -1,0 +1,50 @@
+// Tests that a column-split fused projection cut into equal parts is rewritten
+// to take each part from the (rank, part, column) order, and that the weight
+// and the bias on the way are marked for reordering; and that a projection
+// that is not split is left alone.
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-fused-projections))' -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func.func @fused_qkv
+// CHECK-SAME: %{{.*}}: tensor<32x96xf32> {cleave.column_groups = 3 : i64}
+// CHECK-SAME: %{{.*}}: tensor<96xf32> {cleave.column_groups = 3 : i64}
+// CHECK: %[[SUM:.*]] = linalg.generic
+// CHECK: %[[E:.*]] = tensor.expand_shape %[[SUM]] {{\[}}[0], [1, 2, 3]] output_shape [8, 2, 3, 16] : tensor<8x96xf32> into tensor<8x2x3x16xf32>
+// CHECK: %[[K:.*]] = tensor.extract_slice %[[E]][0, 0, 1, 0] [8, 2, 1, 16] [1, 1, 1, 1]
+// CHECK: tensor.collapse_shape %[[K]] {{\[}}[0], [1, 2, 3]] : tensor<8x2x1x16xf32> into tensor<8x32xf32>
+// CHECK-COUNT-2: tensor.extract_slice %[[E]]
+// CHECK-NOT: tensor.extract_slice %[[SUM]]
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#bias = affine_map<(d0, d1) -> (d1)>
+shard.grid @mesh(shape = 2)
+func.func @fused_qkv(%x: tensor<8x32xf32>, %w: tensor<32x96xf32>, %b: tensor<96xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %s = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %s : tensor<32x96xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x96xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x96xf32>) -> tensor<8x96xf32>
+  %mm = linalg.matmul ins(%x, %ws : tensor<8x32xf32>, tensor<32x96xf32>) outs(%f : tensor<8x96xf32>) -> tensor<8x96xf32>
+  %sum = linalg.generic {indexing_maps = [#map, #bias, #map], iterator_types = ["parallel", "parallel"]} ins(%mm, %b : tensor<8x96xf32>, tensor<96xf32>) outs(%e : tensor<8x96xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %a = arith.addf %i, %j : f32
+    linalg.yield %a : f32
+  } -> tensor<8x96xf32>
+  %k = tensor.extract_slice %sum[0, 32] [8, 32] [1, 1] : tensor<8x96xf32> to tensor<8x32xf32>
+  %q = tensor.extract_slice %sum[0, 0] [8, 32] [1, 1] : tensor<8x96xf32> to tensor<8x32xf32>
+  %v = tensor.extract_slice %sum[0, 64] [8, 32] [1, 1] : tensor<8x96xf32> to tensor<8x32xf32>
+  return %q, %k, %v : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @not_split
+// CHECK-NOT: cleave.column_groups
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [8, 32] [1, 1] : tensor<8x64xf32>
+func.func @not_split(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<8x32xf32>, tensor<32x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %a = tensor.extract_slice %mm[0, 0] [8, 32] [1, 1] : tensor<8x64xf32> to tensor<8x32xf32>
+  %b = tensor.extract_slice %mm[0, 32] [8, 32] [1, 1] : tensor<8x64xf32> to tensor<8x32xf32>
+  return %a, %b : tensor<8x32xf32>, tensor<8x32xf32>
+}
