@@ -7,6 +7,8 @@
 
 #include "ModelLoader.h"
 
+#include "cleave/Import/ModelFile.h"
+
 #include "cleave/Runtime/Npy.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -343,4 +345,8 @@ Expected<ConstTensor> cleave::onnx_import::readTensorFile(MLIRContext *ctx,
     return makeError("'" + path +
                      "' is neither a .npy file nor a serialized TensorProto");
   return readTensorProto(ctx, tensor, llvm::sys::path::parent_path(path));
+}
+
+Expected<onnx::ModelProto> cleave::loadOnnxModelFile(llvm::StringRef path) {
+  return onnx_import::loadModelProto(path);
 }

@@ -216,8 +216,14 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
   for (OpOperand &operand : ret->getOpOperands()) {
     if (!isa<RankedTensorType>(operand.get().getType()))
       continue;
-    Value whole = shard::ShardOp::create(b, ret.getLoc(), operand.get(),
-                                         shardingValue(b, ret.getLoc(), {}, mesh), true);
+    // Named after the output, so that a gather here is reported as its.
+    auto name = main.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                     kOutputAttrName);
+    Location loc = NameLoc::get(
+        b.getStringAttr("graph output '" + (name ? name.str() : "?") + "'"),
+        ret.getLoc());
+    Value whole = shard::ShardOp::create(b, loc, operand.get(),
+                                         shardingValue(b, loc, {}, mesh), true);
     operand.set(whole);
   }
   return success();

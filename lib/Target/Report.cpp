@@ -127,10 +127,15 @@ std::string cleave::planReport(const ModelSignature &sig,
   for (auto &[kind, count] : byKind)
     os << ", " << count << " " << kind;
   os << "; " << bytesString(sent) << " bytes per rank\n";
-  for (const CollectiveSignature &c : sig.collectives)
-    os << llvm::format("  %-15s over %-8s %10llu bytes  at ONNX node '%s'\n",
-                       c.kind.c_str(), axesString(sig, c.axes).c_str(),
-                       (unsigned long long)c.bytes, c.node.c_str());
+  for (const CollectiveSignature &c : sig.collectives) {
+    // Collectives are named by the ONNX node they serve, or the output.
+    std::string where = llvm::StringRef(c.node).starts_with("graph output")
+                            ? c.node
+                            : "ONNX node '" + c.node + "'";
+    os << llvm::format("  %-15s over %-8s %10llu bytes  at %s\n", c.kind.c_str(),
+                       axesString(sig, c.axes).c_str(),
+                       (unsigned long long)c.bytes, where.c_str());
+  }
 
   os << "\nMemory per rank:\n"
      << "  weights              " << bytesString(perRank) << "\n"
