@@ -17,6 +17,7 @@ Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
                       [--bin DIR] [--work DIR]
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -123,8 +124,11 @@ def main():
         if not agree:
             return 1
 
+    # ONNX Runtime gets as many threads as all of Cleave's ranks together.
+    with open(os.path.join(bundle, "manifest.json")) as f:
+        ranks = json.load(f)["ranks"]
     options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
+    options.intra_op_num_threads = args.threads * ranks
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(args.model, options,
                                    providers=["CPUExecutionProvider"])
@@ -163,8 +167,9 @@ def main():
             session.run(None, inputs)
             times.append((time.perf_counter() - t) * 1000)
         ort_p50 = float(np.percentile(times, 50))
-        print(f"latency at {args.threads} thread(s), p50 over {args.bench} runs: "
-              f"Cleave {cleave_p50:.3f} ms, ONNX Runtime {ort_p50:.3f} ms, "
+        print(f"latency, p50 over {args.bench} runs: Cleave {cleave_p50:.3f} ms "
+              f"({ranks} rank(s) x {args.threads} thread(s)), ONNX Runtime "
+              f"{ort_p50:.3f} ms ({args.threads * ranks} thread(s)), "
               f"ratio {cleave_p50 / ort_p50:.2f}x")
     return 0
 
