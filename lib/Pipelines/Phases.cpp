@@ -52,7 +52,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
     if (!options.sharded)
       return "";
     return "func.func(cleave-split-fused-projections, sharding-propagation, "
-           "cleave-pin-argument-shardings, shard-partition, canonicalize, cse, "
+           "cleave-pin-argument-shardings, shard-partition, "
+           "cleave-localize-gathers, canonicalize, cse, "
            "canonicalize), cleave-lower-collectives, func.func(canonicalize, cse)";
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "

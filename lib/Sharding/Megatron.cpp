@@ -374,6 +374,24 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
             .str();
     shardings.push_back({value, name, axes, std::move(origin)});
   };
+  // Embedding tables, looked up row by row inside a generic: split by
+  // vocabulary when the axis divides it (cleave-localize-gathers then masks
+  // the lookups and sums them over the axis).
+  main.walk([&](tensor::ExtractOp extract) {
+    BlockArgument table = paramArg(main, extract.getTensor());
+    auto generic = extract->getParentOfType<linalg::GenericOp>();
+    if (!table || !generic)
+      return;
+    auto type = cast<RankedTensorType>(table.getType());
+    bool columnsWhole = llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
+      return v.getDefiningOp<linalg::IndexOp>() != nullptr;
+    });
+    if (type.getRank() != 2 || !columnsWhole || type.getDimSize(0) % shards != 0)
+      return;
+    split(table, 2, 0,
+          "preset megatron: vocabulary-parallel embedding at ONNX node '" +
+              nodeName(generic) + "'");
+  });
   for (const SplitBlock &block : blocks) {
     bool head = block.rows.empty();
     for (Operation *op : block.columns)

@@ -15,6 +15,7 @@ Kinds:
              [1,8,32] and an output projection
   attention-fused
              the same with one fused [32,96] QKV projection and a Split
+  embedding  token ids[2,8] -> Gather from a [32,16] table -> MatMul [16,16]
 """
 import os
 import sys
@@ -148,8 +149,22 @@ def attention(out, fused=False):
               out)
 
 
+def embedding(out):
+    rng = np.random.default_rng(2)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["emb"], name="/embed/Gather"),
+         helper.make_node("MatMul", ["emb", "proj.weight"], ["y"], name="/proj/MatMul")],
+        "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 16])],
+        [_weight(rng, "table", 32, 16), _weight(rng, "proj.weight", 16, 16)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              out)
+
+
 if __name__ == "__main__":
-    kinds = {"external": external, "unused": unused, "constant": constant, "mlp": mlp,
+    kinds = {"embedding": embedding, "external": external, "unused": unused,
+             "constant": constant, "mlp": mlp,
              "attention": attention,
              "attention-fused": lambda out: attention(out, fused=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:

@@ -38,6 +38,33 @@ def CleavePinArgumentShardings
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def CleaveLocalizeGathers
+    : Pass<"cleave-localize-gathers", "mlir::func::FuncOp"> {
+  let summary = "Make embedding lookups into a vocabulary-split table local";
+  let description = [{
+    Runs right after `shard-partition`. The importer reads an embedding table
+    inside a `linalg.generic` (a `tensor.extract` at the token's row), which
+    sharding propagation cannot see; partition hands the body the rank's
+    slice of the table, while the body still indexes rows of the whole one.
+    For a parameter split on its first dimension (`cleave.sharding`), this
+    pass shifts the row by the rank's first row, reads only rows the rank
+    holds (zero otherwise) and sums the lookups over the table's axes with
+    one `shard.all_reduce`: Megatron's vocabulary-parallel embedding.
+
+    ```mlir
+    %v = tensor.extract %table[%row, %j] : tensor<16x64xf32>   // of 32 rows
+    // becomes, with %first = this rank's position on tp * 16
+    %local = arith.subi %row, %first
+    %held = ... 0 <= %local < 16
+    %v = tensor.extract %table[select(%held, %local, 0), %j]
+    %r = arith.select %held, %v, 0.0
+    // and after the generic: shard.all_reduce over tp
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::shard::ShardDialect"];
+}
+
 def CleaveSplitFusedProjections
     : Pass<"cleave-split-fused-projections", "mlir::func::FuncOp"> {
   let summary = "Keep fused QKV projections split by head under tensor parallelism";
