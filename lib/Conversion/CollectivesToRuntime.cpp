@@ -69,7 +69,8 @@ struct LowerCollectivesPass
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-              shard::AllToAllOp, shard::AllSliceOp, shard::ProcessMultiIndexOp,
+              shard::AllToAllOp, shard::AllSliceOp, shard::SendOp,
+              shard::RecvOp, shard::ProcessMultiIndexOp,
               shard::ProcessLinearIndexOp, shard::GridShapeOp>(op))
         ops.push_back(op);
     });
@@ -198,6 +199,8 @@ struct LowerCollectivesPass
     }
     if (auto slice = dyn_cast<shard::AllSliceOp>(op))
       return lowerAllSlice(slice);
+    if (isa<shard::SendOp, shard::RecvOp>(op))
+      return lowerPointToPoint(op);
 
     // The communicating collectives: read the operand's buffer, write a new.
     auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -249,6 +252,73 @@ struct LowerCollectivesPass
     call->setAttr("cleave.collective", b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
         b, loc, outType, out, /*restrict=*/true, /*writable=*/true);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+    return success();
+  }
+
+  /// send: the operand's buffer goes to the peer, the result is the operand.
+  /// recv: a new buffer comes from the peer. The peer is its position in the
+  /// group (first axis major), from static or dynamic coordinates.
+  LogicalResult lowerPointToPoint(Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto send = dyn_cast<shard::SendOp>(op);
+    auto recv = dyn_cast<shard::RecvOp>(op);
+    ArrayRef<int16_t> axes = send ? send.getGridAxes() : recv.getGridAxes();
+    ArrayRef<int64_t> coords;
+    ValueRange dynamic;
+    if (send) {
+      coords = send.getDestination();
+      dynamic = send.getDestinationDynamic();
+    } else if (std::optional<ArrayRef<int64_t>> source = recv.getSource()) {
+      coords = *source;
+      dynamic = recv.getSourceDynamic();
+    } else {
+      return op->emitOpError("has no source; receiving from any rank is not "
+                             "supported");
+    }
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        op, op->getAttrOfType<FlatSymbolRefAttr>("grid"));
+    if (!grid || coords.size() != axes.size())
+      return op->emitOpError("needs one coordinate per grid axis of its group");
+    Value peer = constant(b, loc, 0);
+    size_t nextDynamic = 0;
+    for (auto [coord, axis] : llvm::zip(coords, axes)) {
+      Value c = ShapedType::isDynamic(coord)
+                    ? arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                                 dynamic[nextDynamic++])
+                          .getResult()
+                    : constant(b, loc, coord);
+      peer = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, peer,
+                                constant(b, loc, grid.getShape()[axis])),
+          c);
+    }
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    std::string suffix = dtypeSuffix(type.getElementType());
+    if (suffix.empty())
+      return op->emitOpError("element type ")
+             << type.getElementType() << " has no runtime send or receive";
+    auto unranked = UnrankedMemRefType::get(type.getElementType(), 0);
+    auto memType = MemRefType::get(type.getShape(), type.getElementType());
+    Value buffer;
+    if (send)
+      buffer = bufferization::ToBufferOp::create(b, loc, memType,
+                                                 op->getOperand(0), true);
+    else
+      buffer = memref::AllocOp::create(b, loc, memType, b.getI64IntegerAttr(64));
+    record(op, type, type);
+    func::FuncOp f = declare((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
+                             unranked, 1, 2);
+    func::CallOp::create(b, loc, f,
+                         ValueRange{memref::CastOp::create(b, loc, unranked, buffer),
+                                    peer, constant(b, loc, groupId(axes))});
+    Value result =
+        send ? op->getOperand(0)
+             : bufferization::ToTensorOp::create(b, loc, type, buffer, true, true)
+                   .getResult();
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();
     return success();

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
   ModelDesc desc;
   desc.ranks = 4;
   desc.meshSizes = {2, 2};
-  desc.groups = {{1}, {0}}; // group 0: along axis 1 (tp), group 1: axis 0
+  desc.groups = {{1}, {0}, {0, 1}}; // along tp, along dp, the whole mesh
   comm::start(desc, &argc, &argv);
   int rank = comm::rank();
   int tp = rank % 2; // position in group 0
@@ -125,6 +125,25 @@ int main(int argc, char **argv) {
       for (int64_t j = 0; j < cols; ++j)
         want[i * cols + j] = value(tp + 2, i, j);
     check("all_reduce max over dp", out, want);
+  }
+  {
+    // A ring over the whole mesh (group 2: both axes): send to the next
+    // rank, receive from the previous one. Even ranks send first.
+    Descriptor2D sendDesc = inDesc;
+    std::vector<float> got(rows * cols), want(rows * cols);
+    Descriptor2D recvDesc = describe(got, rows, cols);
+    int next = (rank + 1) % 4, previous = (rank + 3) % 4;
+    if (rank % 2 == 0) {
+      cleave_rt_send_f32(2, &sendDesc, next, 2);
+      cleave_rt_recv_f32(2, &recvDesc, previous, 2);
+    } else {
+      cleave_rt_recv_f32(2, &recvDesc, previous, 2);
+      cleave_rt_send_f32(2, &sendDesc, next, 2);
+    }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        want[i * cols + j] = value(previous, i, j);
+    check("send and recv around a ring", got, want);
   }
   if (rank == 0 && cleave_rt_grid_index(1) == 0 && cleave_rt_grid_index(0) == 0)
     std::printf("grid index: ok\n");

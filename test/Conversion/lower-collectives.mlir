@@ -6,13 +6,15 @@
 // RUN: cleave-opt %s --cleave-lower-collectives --mlir-print-op-generic | FileCheck %s --check-prefix=NOSHARD
 
 // CHECK: module attributes {cleave.collectives = [{axes = array<i16: 1>, bytes = 128 : i64, kind = "all_reduce", node = "/mlp/proj/MatMul"}
-// CHECK-SAME: cleave.comm_groups = [array<i16: 1>, array<i16: 0>]
+// CHECK-SAME: cleave.comm_groups = [array<i16: 1>, array<i16: 0>, array<i16: 0, 1>]
 // CHECK-NOT: shard.grid
 // CHECK-DAG: func.func private @cleave_rt_all_reduce_f32(memref<*xf32>, memref<*xf32>, i64, i64)
 // CHECK-DAG: func.func private @cleave_rt_all_gather_f16(memref<*xf16>, memref<*xf16>, i64, i64)
 // CHECK-DAG: func.func private @cleave_rt_reduce_scatter_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
 // CHECK-DAG: func.func private @cleave_rt_all_to_all_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
 // CHECK-DAG: func.func private @cleave_rt_grid_index(i64) -> i64
+// CHECK-DAG: func.func private @cleave_rt_send_f32(memref<*xf32>, i64, i64)
+// CHECK-DAG: func.func private @cleave_rt_recv_f32(memref<*xf32>, i64, i64)
 
 // CHECK-LABEL: func.func @collectives
 // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only : tensor<4x8xf32> to memref<4x8xf32>
@@ -29,6 +31,17 @@
 // CHECK: call @cleave_rt_grid_index(
 // CHECK: tensor.extract_slice %arg0[0, %{{.*}}] [4, 2] [1, 1] : tensor<4x8xf32> to tensor<4x2xf32>
 // NOSHARD-NOT: "shard.
+
+// Point to point: the peer is its position in the group, first axis major:
+// (1, 0) on a 2 x 2 grid is member 2.
+// CHECK-LABEL: func.func @point_to_point
+// CHECK: %[[SENT:.*]] = bufferization.to_buffer %arg0 read_only
+// CHECK: %[[SU:.*]] = memref.cast %[[SENT]]
+// CHECK: call @cleave_rt_send_f32(%[[SU]], %{{.*}}, %{{.*}}) : (memref<*xf32>, i64, i64) -> ()
+// CHECK: %[[BUF:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+// CHECK: call @cleave_rt_recv_f32(
+// CHECK: %[[GOT:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
+// CHECK: return %arg0, %[[GOT]]
 module {
   shard.grid @mesh(shape = 2x2)
   func.func @collectives(%arg0: tensor<4x8xf32>, %arg1: tensor<4x8xf16>) -> (tensor<4x8xf32>, tensor<4x16xf16>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>) {
@@ -38,5 +51,10 @@ module {
     %3 = shard.all_to_all %arg0 on @mesh grid_axes = [0] split_axis = 1 concat_axis = 0 : tensor<4x8xf32> -> tensor<8x4xf32>
     %4 = shard.all_slice %arg0 on @mesh grid_axes = [0, 1] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
     return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<4x16xf16>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>
+  }
+  func.func @point_to_point(%arg0: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+    %0 = shard.send %arg0 on @mesh grid_axes = [0, 1] destination = [1, 0] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = shard.recv %arg0 on @mesh grid_axes = [0, 1] source = [1, 0] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
   }
 }

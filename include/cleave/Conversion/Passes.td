@@ -24,6 +24,8 @@ def CleaveLowerCollectives : Pass<"cleave-lower-collectives", "mlir::ModuleOp"> 
     - all_reduce, all_gather, reduce_scatter, all_to_all become calls to
       `cleave_rt_<collective>_<dtype>` (runtime/include/cleave/Runtime/Abi.h)
       on unranked memrefs, reading the operand's buffer and writing a new one;
+    - send and recv (with a static or dynamic peer) become
+      `cleave_rt_send_<dtype>` / `cleave_rt_recv_<dtype>`;
     - all_slice becomes a local tensor.extract_slice at this rank's offset;
     - process_multi_index / process_linear_index become `cleave_rt_grid_index`,
       grid_shape becomes constants.

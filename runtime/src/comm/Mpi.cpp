@@ -466,6 +466,28 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                   recv.data() + j * part + o * innerC, innerC);
 }
 
+void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
+            int64_t group) {
+  CollectiveScope scope("send", group);
+  View buffer = viewOf(rank, desc, e.bytes);
+  if (!state.active)
+    return;
+  check(MPI_Send(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
+                 groupComm(group)),
+        "MPI_Send");
+}
+
+void receiveFrom(const Element &e, int64_t rank, void *desc, int64_t peer,
+                 int64_t group) {
+  CollectiveScope scope("recv", group);
+  View buffer = viewOf(rank, desc, e.bytes);
+  if (!state.active)
+    return;
+  check(MPI_Recv(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
+                 groupComm(group), MPI_STATUS_IGNORE),
+        "MPI_Recv");
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -582,6 +604,14 @@ extern "C" int64_t cleave_rt_grid_index(int64_t axis) {
                                                 void *o, int64_t split,         \
                                                 int64_t concat, int64_t group) { \
     allToAll({mpiType, size, widen}, ir, i, orank, o, split, concat, group);    \
+  }                                                                             \
+  extern "C" void cleave_rt_send_##suffix(int64_t r, void *b, int64_t peer,     \
+                                          int64_t group) {                      \
+    sendTo({mpiType, size, widen}, r, b, peer, group);                          \
+  }                                                                             \
+  extern "C" void cleave_rt_recv_##suffix(int64_t r, void *b, int64_t peer,     \
+                                          int64_t group) {                      \
+    receiveFrom({mpiType, size, widen}, r, b, peer, group);                     \
   }
 
 CLEAVE_RT_DEFINE_COLLECTIVES(f32, MPI_FLOAT, 4, 0)

@@ -48,6 +48,8 @@
 #define CLEAVE_ABI_ALL_GATHER "cleave_rt_all_gather_"
 #define CLEAVE_ABI_REDUCE_SCATTER "cleave_rt_reduce_scatter_"
 #define CLEAVE_ABI_ALL_TO_ALL "cleave_rt_all_to_all_"
+#define CLEAVE_ABI_SEND "cleave_rt_send_"
+#define CLEAVE_ABI_RECV "cleave_rt_recv_"
 #define CLEAVE_ABI_GRID_INDEX "cleave_rt_grid_index"
 
 /* Reduction codes of the collectives. */
@@ -96,7 +98,9 @@ int64_t cleave_rt_grid_index(int64_t axis);
  *                   member g.
  *   all_to_all      `in` split along `splitAxis` into one part per member,
  *                   part j sent to member j; received parts concatenated
- *                   along `concatAxis` in group order. */
+ *                   along `concatAxis` in group order.
+ *   send / recv     point to point: `buffer` to / from group member `peer`
+ *                   (its position in the group, first axis major). */
 #define CLEAVE_ABI_DECLARE_COLLECTIVES(suffix)                                 \
   void cleave_rt_all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank, \
                                      void *out, int64_t reduction,               \
@@ -109,7 +113,11 @@ int64_t cleave_rt_grid_index(int64_t axis);
                                          int64_t group);                        \
   void cleave_rt_all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank, \
                                      void *out, int64_t splitAxis,              \
-                                     int64_t concatAxis, int64_t group);
+                                     int64_t concatAxis, int64_t group);         \
+  void cleave_rt_send_##suffix(int64_t rank, void *buffer, int64_t peer,        \
+                               int64_t group);                                  \
+  void cleave_rt_recv_##suffix(int64_t rank, void *buffer, int64_t peer,        \
+                               int64_t group);
 CLEAVE_ABI_DECLARE_COLLECTIVES(f32)
 CLEAVE_ABI_DECLARE_COLLECTIVES(f64)
 CLEAVE_ABI_DECLARE_COLLECTIVES(f16)
