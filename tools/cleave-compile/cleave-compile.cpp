@@ -205,8 +205,11 @@ int main(int argc, char **argv) {
       "Phases (for --compile-to and --dump-dir):" +
           phases +
           "\n\nWith --compile-to before 'bundle', -o names an .mlir file; "
-          "otherwise -o names the bundle folder (program, weights.bin, "
-          "manifest.json, plan.txt). Run bundles with cleave-run.\n");
+          "otherwise -o names the bundle folder (program, weights.bin or "
+          "weights/rank<r>.bin, manifest.json, plan.txt). Run bundles with "
+          "cleave-run. With --mesh the program runs on that many ranks; what "
+          "is split comes from --shard-hints, the model's ONNX sharding "
+          "fields (see cleave-annotate) and --shard-preset.\n");
 
   if (listOps) {
     for (auto &[op, since] : supportedOnnxOps())
