@@ -92,6 +92,26 @@ int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
   return collectiveProcessGroupSize(axes, grid);
 }
 
+/// What the models below share: one parallel loop per dimension of the
+/// result (a model may count its loops otherwise), no indexing maps (each
+/// model maps dimensions itself), and annotations inserted from the
+/// model's getShardingAnnotations.
+template <typename Model, typename OpT>
+struct DimensionMappingModel : ShardingInterface::ExternalModel<Model, OpT> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<RankedTensorType>(op->getResult(0).getType()).getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+
+  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
+                                       const ShardingOption &option) const {
+    return addAnnotations(op, b, option);
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // tensor.expand_shape, tensor.collapse_shape
 //===----------------------------------------------------------------------===//
@@ -105,8 +125,7 @@ int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
 /// of the small dimension one contiguous chunk, as the shard dialect needs.
 template <typename ReshapeOp>
 struct ReshapeShardingModel
-    : ShardingInterface::ExternalModel<ReshapeShardingModel<ReshapeOp>,
-                                       ReshapeOp> {
+    : DimensionMappingModel<ReshapeShardingModel<ReshapeOp>, ReshapeOp> {
   static constexpr bool kExpand = std::is_same_v<ReshapeOp, tensor::ExpandShapeOp>;
 
   static RankedTensorType bigType(ReshapeOp op) {
@@ -170,8 +189,6 @@ struct ReshapeShardingModel
     return SmallVector<utils::IteratorType>(
         bigType(cast<ReshapeOp>(op)).getRank(), utils::IteratorType::parallel);
   }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
 
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
@@ -274,8 +291,7 @@ struct ReshapeShardingModel
 /// A dimension taken whole (offset 0, full size, stride 1) keeps its split;
 /// every other dimension is replicated. Loops are the result's dimensions.
 struct ExtractSliceShardingModel
-    : ShardingInterface::ExternalModel<ExtractSliceShardingModel,
-                                       tensor::ExtractSliceOp> {
+    : DimensionMappingModel<ExtractSliceShardingModel, tensor::ExtractSliceOp> {
   /// For each source dimension, the result dimension it becomes (-1 when a
   /// rank-reducing slice drops it).
   static SmallVector<int64_t> resultDimOf(tensor::ExtractSliceOp op) {
@@ -290,14 +306,6 @@ struct ExtractSliceShardingModel
     return op.getStaticOffsets()[d] == 0 && op.getStaticStrides()[d] == 1 &&
            op.getStaticSizes()[d] == op.getSourceType().getDimSize(d);
   }
-
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::ExtractSliceOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
 
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
@@ -342,11 +350,6 @@ struct ExtractSliceShardingModel
     return shardings;
   }
 
-  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
-                                       const ShardingOption &option) const {
-    return addAnnotations(op, b, option);
-  }
-
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings,
@@ -383,15 +386,7 @@ struct ExtractSliceShardingModel
 /// Every dimension but the concatenated one keeps its split, the same on all
 /// operands and the result.
 struct ConcatShardingModel
-    : ShardingInterface::ExternalModel<ConcatShardingModel, tensor::ConcatOp> {
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::ConcatOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
-
+    : DimensionMappingModel<ConcatShardingModel, tensor::ConcatOp> {
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
@@ -422,11 +417,6 @@ struct ConcatShardingModel
     return std::vector<Sharding>(op->getNumOperands() + 1, s);
   }
 
-  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
-                                       const ShardingOption &option) const {
-    return addAnnotations(op, b, option);
-  }
-
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding>, ArrayRef<Sharding>,
                           IRMapping &partitionMap, SymbolTableCollection &,
@@ -446,18 +436,10 @@ struct ConcatShardingModel
 
 /// Dimensions without padding keep their split.
 struct PadShardingModel
-    : ShardingInterface::ExternalModel<PadShardingModel, tensor::PadOp> {
+    : DimensionMappingModel<PadShardingModel, tensor::PadOp> {
   static bool isPadded(tensor::PadOp op, int64_t d) {
     return op.getStaticLow()[d] != 0 || op.getStaticHigh()[d] != 0;
   }
-
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::PadOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
 
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
@@ -490,11 +472,6 @@ struct PadShardingModel
     shardings.back() = s;
     // The padding value is a scalar: no sharding.
     return shardings;
-  }
-
-  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
-                                       const ShardingOption &option) const {
-    return addAnnotations(op, b, option);
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,

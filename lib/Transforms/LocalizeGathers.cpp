@@ -9,6 +9,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "cleave/Sharding/Grid.h"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVELOCALIZEGATHERS
 #include "cleave/Transforms/Passes.h.inc"
@@ -41,8 +43,7 @@ struct LocalizeGathersPass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    auto grid = func->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
-        "mesh");
+    shard::GridOp grid = cleave::lookupGrid(func);
     if (!grid)
       return;
     SmallVector<std::pair<tensor::ExtractOp, SmallVector<int16_t>>> lookups;
@@ -76,7 +77,7 @@ struct LocalizeGathersPass
       OpBuilder b(generic);
       Location loc = extract.getLoc();
       auto position = shard::ProcessMultiIndexOp::create(
-          b, loc, SmallVector<Type>(axes.size(), b.getIndexType()), "mesh", axes);
+          b, loc, SmallVector<Type>(axes.size(), b.getIndexType()), cleave::kGridName, axes);
       Value linear = arith::ConstantIndexOp::create(b, loc, 0);
       for (auto [i, a] : llvm::enumerate(axes))
         linear = arith::AddIOp::create(
@@ -113,7 +114,7 @@ struct LocalizeGathersPass
       b.setInsertionPointAfter(generic);
       Value result = generic.getResult(0);
       auto sum = shard::AllReduceOp::create(b, generic.getLoc(), result.getType(),
-                                            "mesh", axes, result);
+                                            cleave::kGridName, axes, result);
       result.replaceAllUsesExcept(sum.getResult(), sum);
     }
   }

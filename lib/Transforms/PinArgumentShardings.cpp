@@ -2,6 +2,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "cleave/Sharding/Grid.h"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEPINARGUMENTSHARDINGS
 #include "cleave/Transforms/Passes.h.inc"
@@ -16,8 +18,7 @@ struct PinArgumentShardingsPass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    auto grid = func->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
-        "mesh");
+    shard::GridOp grid = cleave::lookupGrid(func);
     if (!grid)
       return;
     Block &entry = func.getBody().front();
@@ -42,7 +43,7 @@ struct PinArgumentShardingsPass
                          b, func.getLoc(), shard::Sharding(pinned.getSharding()))
                          .getResult()
                    : shard::ShardingOp::create(
-                         b, func.getLoc(), "mesh",
+                         b, func.getLoc(), cleave::kGridName,
                          {shard::GridAxesAttr::get(&getContext(), {})})
                          .getResult();
         auto op = shard::ShardOp::create(b, func.getLoc(), arg, sharding, false);

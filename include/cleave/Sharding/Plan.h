@@ -18,6 +18,7 @@
 #ifndef CLEAVE_SHARDING_PLAN_H
 #define CLEAVE_SHARDING_PLAN_H
 
+#include "cleave/Sharding/Grid.h"
 #include "cleave/Sharding/Hints.h"
 #include "cleave/Sharding/Mesh.h"
 
@@ -26,8 +27,6 @@
 
 namespace cleave {
 
-/// The name of the grid every annotation refers to.
-inline constexpr llvm::StringLiteral kGridName = "mesh";
 /// Module attribute holding the mesh (`dp=2,tp=2`), axes in grid order; it
 /// outlives the grid, which is gone once the collectives are lowered.
 inline constexpr llvm::StringLiteral kMeshAttrName = "cleave.mesh";
