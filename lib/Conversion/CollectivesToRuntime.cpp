@@ -10,6 +10,7 @@
 #include "cleave/Conversion/Passes.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Support/Dtype.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -24,26 +25,6 @@ using namespace mlir;
 
 namespace {
 
-/// The ABI suffix of an element type, or "" if collectives do not take it.
-std::string dtypeSuffix(Type type) {
-  if (type.isF32())
-    return "f32";
-  if (type.isF64())
-    return "f64";
-  if (type.isF16())
-    return "f16";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isInteger(64))
-    return "i64";
-  if (type.isInteger(32))
-    return "i32";
-  if (type.isInteger(8))
-    return "i8";
-  if (type.isInteger(1))
-    return "i1";
-  return "";
-}
 
 FailureOr<int64_t> reductionCode(Operation *op, shard::ReductionKind kind) {
   switch (kind) {
@@ -207,7 +188,7 @@ struct LowerCollectivesPass
     auto outType = cast<RankedTensorType>(op->getResult(0).getType());
     if (inType.getElementType() != outType.getElementType())
       return op->emitOpError("changes the element type; not supported");
-    std::string suffix = dtypeSuffix(inType.getElementType());
+    std::string suffix = cleave::dtypeName(inType.getElementType());
     if (suffix.empty())
       return op->emitOpError("element type ")
              << inType.getElementType() << " has no runtime collective";
@@ -297,7 +278,7 @@ struct LowerCollectivesPass
           c);
     }
     auto type = cast<RankedTensorType>(op->getOperand(0).getType());
-    std::string suffix = dtypeSuffix(type.getElementType());
+    std::string suffix = cleave::dtypeName(type.getElementType());
     if (suffix.empty())
       return op->emitOpError("element type ")
              << type.getElementType() << " has no runtime send or receive";

@@ -16,6 +16,7 @@
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Sharding/Mesh.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/Dtype.h"
 #include "cleave/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -40,27 +41,6 @@ using namespace cleave;
 #define CLEAVE_LLVM_TOOLS_DIR ""
 #endif
 
-static std::string dtypeOf(Type type) {
-  if (type.isF32())
-    return "f32";
-  if (type.isF16())
-    return "f16";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF64())
-    return "f64";
-  if (type.isInteger(1))
-    return "bool";
-  if (type.isInteger(8))
-    return "i8";
-  if (type.isInteger(16))
-    return "i16";
-  if (type.isInteger(32))
-    return "i32";
-  if (type.isInteger(64))
-    return "i64";
-  return "";
-}
 
 /// The most bytes the top-level allocations of `main` hold at once, in
 /// program order (allocations are freed by cleave-free-buffers).
@@ -132,7 +112,7 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       main.emitError() << "argument " << i << " has no cleave name";
       return failure();
     }
-    buffer.dtype = dtypeOf(type.getElementType());
+    buffer.dtype = dtypeName(type.getElementType());
     if (buffer.dtype.empty()) {
       main.emitError() << "argument " << i << " has unsupported element type "
                        << type.getElementType();

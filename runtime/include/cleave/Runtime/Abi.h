@@ -88,7 +88,8 @@ int64_t cleave_rt_grid_index(int64_t axis);
  * Buffers are MLIR unranked memrefs: the rank, then a pointer to the ranked
  * descriptor {allocated, aligned, offset, sizes[rank], strides[rank]}; the
  * data must be contiguous and row-major. One function per element type,
- * suffixed f32 f64 f16 bf16 i64 i32 i8 i1; 16-bit floats are reduced in
+ * suffixed with the dtype name (f32 f64 f16 bf16 i64 i32 i16 i8 bool, as in
+ * the descriptor); 16-bit floats are reduced in
  * float32. In a program compiled for one rank each is a copy.
  *
  *   all_reduce      out = reduce(in) over the group; same shape.
@@ -124,8 +125,9 @@ CLEAVE_ABI_DECLARE_COLLECTIVES(f16)
 CLEAVE_ABI_DECLARE_COLLECTIVES(bf16)
 CLEAVE_ABI_DECLARE_COLLECTIVES(i64)
 CLEAVE_ABI_DECLARE_COLLECTIVES(i32)
+CLEAVE_ABI_DECLARE_COLLECTIVES(i16)
 CLEAVE_ABI_DECLARE_COLLECTIVES(i8)
-CLEAVE_ABI_DECLARE_COLLECTIVES(i1)
+CLEAVE_ABI_DECLARE_COLLECTIVES(bool)
 #undef CLEAVE_ABI_DECLARE_COLLECTIVES
 
 #ifdef __cplusplus
