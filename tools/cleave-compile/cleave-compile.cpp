@@ -69,8 +69,9 @@ cl::opt<std::string> shardHints(
 cl::opt<std::string> shardPreset(
     "shard-preset",
     cl::desc("Shard recognised transformer patterns without hints: 'megatron' "
-             "(QKV/up/gate by column, attention output/down by row, LM head "
-             "by vocabulary) on the 'tp' axis"),
+             "(QKV/up/gate by column, attention output/down by row, embeddings "
+             "and LM head by vocabulary where tp divides it) on the 'tp' axis; "
+             "hints and the model's sharding fields take precedence"),
     cl::value_desc("megatron"), cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
