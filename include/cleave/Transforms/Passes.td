@@ -12,6 +12,32 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Analysis
+//===----------------------------------------------------------------------===//
+
+def CleaveAnnotateCosts : Pass<"cleave-annotate-costs", "mlir::func::FuncOp"> {
+  let summary = "Attach the cost model's estimate to every op";
+  let description = [{
+    For inspecting and testing the cost model (cleave/CostModel/CostModel.h,
+    docs/cost-model.md): every op of the function gets
+    `cleave.cost = {flops, read, written, params, seconds}`, the last on the
+    machine given by `machine` (the `--machine` syntax of cleave-compile), and
+    the function gets the totals.
+
+    ```mlir
+    %0 = linalg.matmul ins(%a, %b : tensor<16x64xf32>, tensor<64x32xf32>) ...
+    // gets
+    {cleave.cost = {flops = 65536.0, params = 0.0, read = 14336.0,
+                    seconds = 6.5536e-05, written = 2048.0}}
+    ```
+  }];
+  let options = [
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "The machine: peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Sharding
 //===----------------------------------------------------------------------===//
 
