@@ -37,6 +37,30 @@ def CleaveAnnotateCosts : Pass<"cleave-annotate-costs", "mlir::func::FuncOp"> {
   ];
 }
 
+def CleaveAnnotateStages : Pass<"cleave-annotate-stages", "mlir::func::FuncOp"> {
+  let summary = "Cut the function into balanced pipeline stages and mark them";
+  let description = [{
+    Costs every top-level op with the cost model, then cuts the ops, in
+    program order, into `stages` contiguous stages that minimise the largest
+    stage's predicted time on `machine` (cleave/CostModel/StagePartition.h:
+    an exact dynamic program; ties go to fewer activation bytes crossing
+    cuts), each holding at most `device-memory` bytes of parameters (0: the
+    machine's memory). Ops carrying a `cleave.stage_start` unit attribute
+    start a stage (user-fixed cuts). Each op gets `cleave.stage = k`; the
+    function gets the plan: `cleave.stage_seconds`, `cleave.stage_memory`,
+    `cleave.cut_bytes`. With no plan within the memory limit it fails with a
+    message giving the memory a plan would need.
+  }];
+  let options = [
+    Option<"stages", "stages", "unsigned", /*default=*/"1",
+           "How many stages">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "The machine: peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">,
+    Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
+           "Bytes of parameters one stage may hold (0: the machine's memory)">
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Sharding
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,119 @@
+//===- StagePartition.cpp - Contiguous pipeline stages by dynamic programming =//
+//
+// best[k][i]: the best plan of the first i ops in k stages, ordered by
+// (largest stage seconds, total cut bytes). best[k][i] = min over j of
+// (max(best[k-1][j].seconds, seconds(j, i)), best[k-1][j].cut + cutBytes[j])
+// for stages [j, i) within the memory limit and not spanning a fixed cut.
+// O(stages x ops^2) time; ops are the top-level ops of @main (thousands).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/CostModel/StagePartition.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace cleave;
+
+double StagePlan::largestSeconds() const {
+  return seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+}
+
+namespace {
+struct Best {
+  double seconds = std::numeric_limits<double>::infinity();
+  double cut = 0;
+  size_t from = 0;
+
+  bool betterThan(const Best &other) const {
+    if (std::isinf(other.seconds))
+      return !std::isinf(seconds);
+    // Relative tolerance: stage times are sums of floating-point costs.
+    double tol = 1e-12 * std::max(seconds, other.seconds);
+    if (seconds < other.seconds - tol)
+      return true;
+    if (seconds > other.seconds + tol)
+      return false;
+    return cut < other.cut;
+  }
+};
+} // namespace
+
+llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
+                                                  size_t stages) {
+  size_t n = problem.seconds.size();
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (stages == 0 || stages > n)
+    return fail("cannot cut " + llvm::Twine(n) + " ops into " +
+                llvm::Twine(stages) + " stages");
+  std::vector<bool> fixed(n + 1, false);
+  for (size_t c : problem.fixedCuts)
+    if (c > 0 && c < n)
+      fixed[c] = true;
+  size_t fixedCount = std::count(fixed.begin(), fixed.end(), true);
+  if (fixedCount + 1 > stages)
+    return fail(llvm::Twine(fixedCount) + " fixed cuts need at least " +
+                llvm::Twine(fixedCount + 1) + " stages, not " +
+                llvm::Twine(stages));
+
+  std::vector<double> time(n + 1, 0), mem(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    time[i + 1] = time[i] + problem.seconds[i];
+    mem[i + 1] = mem[i] + problem.memory[i];
+  }
+  // nextFixed[j]: the first fixed cut after position j (n if none): a stage
+  // starting at j must end there at the latest.
+  std::vector<size_t> nextFixed(n + 1, n);
+  for (size_t j = n; j-- > 0;)
+    nextFixed[j] = fixed[j + 1] && j + 1 < n ? j + 1 : nextFixed[j + 1];
+
+  std::vector<std::vector<Best>> best(stages + 1, std::vector<Best>(n + 1));
+  best[0][0].seconds = 0;
+  for (size_t k = 1; k <= stages; ++k)
+    for (size_t j = k - 1; j < n; ++j) {
+      const Best &before = best[k - 1][j];
+      if (std::isinf(before.seconds))
+        continue;
+      for (size_t i = j + 1; i <= std::min(nextFixed[j], n); ++i) {
+        if (mem[i] - mem[j] > problem.memoryLimit)
+          break;
+        Best candidate;
+        candidate.seconds = std::max(before.seconds, time[i] - time[j]);
+        candidate.cut = before.cut + (j > 0 ? problem.cutBytes[j] : 0);
+        candidate.from = j;
+        if (candidate.betterThan(best[k][i]))
+          best[k][i] = candidate;
+      }
+    }
+  if (std::isinf(best[stages][n].seconds)) {
+    // Report the memory a plan would need: the smallest largest stage.
+    double lower = 0;
+    for (double m : problem.memory)
+      lower = std::max(lower, m);
+    lower = std::max(lower, mem[n] / stages);
+    return fail("no cut into " + llvm::Twine(stages) + " stages keeps every "
+                "stage within " + llvm::Twine(uint64_t(problem.memoryLimit)) +
+                " bytes of device memory: the model's parameters take " +
+                llvm::Twine(uint64_t(mem[n])) + " bytes, at least " +
+                llvm::Twine(uint64_t(lower)) + " per stage");
+  }
+  StagePlan plan;
+  plan.begin.assign(stages + 1, 0);
+  plan.begin[stages] = n;
+  for (size_t k = stages, i = n; k > 0; --k) {
+    i = best[k][i].from;
+    plan.begin[k - 1] = i;
+  }
+  for (size_t s = 0; s < stages; ++s) {
+    plan.seconds.push_back(time[plan.begin[s + 1]] - time[plan.begin[s]]);
+    plan.memory.push_back(mem[plan.begin[s + 1]] - mem[plan.begin[s]]);
+    if (s > 0)
+      plan.cutBytes.push_back(problem.cutBytes[plan.begin[s]]);
+  }
+  return plan;
+}

@@ -1,0 +1,106 @@
+//===- AnnotateStages.cpp - Balanced pipeline stages on the op sequence ----===//
+//
+// Builds the StageProblem of a function's top-level ops (predicted seconds,
+// parameter bytes, activation bytes live across each position), solves it
+// and records the plan on the IR. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "cleave/CostModel/CostModel.h"
+#include "cleave/CostModel/StagePartition.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEANNOTATESTAGES
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+double tensorBytes(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  return double(type.getNumElements()) *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+struct AnnotateStagesPass
+    : cleave::impl::CleaveAnnotateStagesBase<AnnotateStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    auto machineModel = cleave::MachineModel::parse(machine);
+    if (!machineModel) {
+      func.emitError() << llvm::toString(machineModel.takeError());
+      return signalPassFailure();
+    }
+    Block &block = func.getBody().front();
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    llvm::DenseMap<Operation *, size_t> position;
+    for (auto [i, op] : llvm::enumerate(ops))
+      position[op] = i;
+
+    cleave::StageProblem problem;
+    problem.memoryLimit =
+        deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory;
+    problem.cutBytes.assign(ops.size() + 1, 0);
+    // Parameters count once, in the stage of their first user.
+    llvm::DenseSet<Value> placed;
+    auto isParam = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &block &&
+             func.getArgAttr(arg.getArgNumber(), "cleave.param");
+    };
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      cleave::OpCost cost = cleave::estimateCost(op);
+      problem.seconds.push_back(machineModel->seconds(cost));
+      double params = 0;
+      for (Value operand : op->getOperands())
+        if (isParam(operand) && placed.insert(operand).second)
+          params += tensorBytes(operand);
+      problem.memory.push_back(params);
+      if (op->hasAttr("cleave.stage_start") && i > 0)
+        problem.fixedCuts.push_back(i);
+      // A result live from op i to its last user crosses every cut between.
+      for (Value result : op->getResults()) {
+        size_t last = i;
+        for (Operation *user : result.getUsers())
+          if (Operation *top = block.findAncestorOpInBlock(*user);
+              top && position.count(top))
+            last = std::max(last, position[top]);
+        for (size_t c = i + 1; c <= last; ++c)
+          problem.cutBytes[c] += tensorBytes(result);
+      }
+    }
+
+    auto plan = cleave::partitionStages(problem, stages);
+    if (!plan) {
+      func.emitError() << llvm::toString(plan.takeError());
+      return signalPassFailure();
+    }
+    Builder b(&getContext());
+    for (size_t s = 0; s < stages; ++s)
+      for (size_t i = plan->begin[s]; i < plan->begin[s + 1]; ++i)
+        ops[i]->setAttr("cleave.stage", b.getI64IntegerAttr(s));
+    auto doubles = [&](ArrayRef<double> values) {
+      SmallVector<Attribute> attrs;
+      for (double v : values)
+        attrs.push_back(b.getF64FloatAttr(v));
+      return b.getArrayAttr(attrs);
+    };
+    func->setAttr("cleave.stage_seconds", doubles(plan->seconds));
+    func->setAttr("cleave.stage_memory", doubles(plan->memory));
+    func->setAttr("cleave.cut_bytes", doubles(plan->cutBytes));
+  }
+};
+
+} // namespace
