@@ -19,6 +19,7 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   mlir::registerAllExtensions(registry);
   registerImportDialects(registry);
   registerTensorShardingModels(registry);
+  registerLinalgShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
     registerCleavePasses();

@@ -9,6 +9,8 @@
 
 #include "cleave/Sharding/ShardingModels.h"
 
+#include "ModelSupport.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -19,98 +21,9 @@
 
 using namespace mlir;
 using namespace mlir::shard;
+using namespace cleave::sharding;
 
 namespace {
-
-using AxesList = SmallVector<SmallVector<GridAxis>>;
-
-/// The split axes of every dimension of a tensor of rank `rank` under
-/// `sharding` (missing trailing entries are empty).
-AxesList splitAxesOf(const Sharding &sharding, int64_t rank) {
-  AxesList axes(rank);
-  if (!sharding)
-    return axes;
-  for (auto [i, attr] : llvm::enumerate(sharding.getSplitAxes()))
-    if (static_cast<int64_t>(i) < rank)
-      axes[i].assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
-  return axes;
-}
-
-Sharding makeSharding(MLIRContext *ctx, FlatSymbolRefAttr grid, AxesList axes) {
-  removeTrailingEmptySubArray(axes);
-  SmallVector<GridAxesAttr> attrs;
-  for (auto &a : axes)
-    attrs.push_back(GridAxesAttr::get(ctx, a));
-  return Sharding::get(grid, attrs);
-}
-
-/// The grid of the first non-null sharding.
-FlatSymbolRefAttr gridOf(ArrayRef<Sharding> a, ArrayRef<Sharding> b) {
-  for (ArrayRef<Sharding> list : {a, b})
-    for (const Sharding &s : list)
-      if (s)
-        return s.getGridAttr();
-  return nullptr;
-}
-
-/// Inserts shard.shard ops on every tensor operand and result of `op` for the
-/// shardings `getShardingAnnotations` derived (operands first in the list).
-LogicalResult addAnnotations(Operation *op, OpBuilder &b,
-                             const ShardingOption &option) {
-  auto shardingOp = cast<ShardingInterface>(op);
-  FailureOr<std::vector<Sharding>> shardings =
-      shardingOp.getShardingAnnotations(option);
-  if (failed(shardings))
-    return failure();
-  unsigned numOperands = op->getNumOperands();
-  for (OpResult result : op->getResults())
-    if (Sharding s = (*shardings)[numOperands + result.getResultNumber()])
-      maybeInsertTargetShardingAnnotation(s, result, b);
-  for (OpOperand &operand : op->getOpOperands()) {
-    OpBuilder::InsertionGuard guard(b);
-    if (Sharding s = (*shardings)[operand.getOperandNumber()])
-      maybeInsertSourceShardingAnnotation(s, operand, b);
-  }
-  return success();
-}
-
-/// The local type of `value`'s type under `sharding`.
-Type localType(Operation *op, Type type, const Sharding &sharding,
-               SymbolTableCollection &symbols) {
-  if (!sharding)
-    return type;
-  return shardType(type, getGridOrNull(op, sharding.getGridAttr(), symbols),
-                   sharding);
-}
-
-int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
-                      ArrayRef<GridAxis> axes) {
-  SymbolTableCollection symbols;
-  GridOp grid = getGridOrNull(op, gridAttr, symbols);
-  if (!grid)
-    return 0;
-  return collectiveProcessGroupSize(axes, grid);
-}
-
-/// What the models below share: one parallel loop per dimension of the
-/// result (a model may count its loops otherwise), no indexing maps (each
-/// model maps dimensions itself), and annotations inserted from the
-/// model's getShardingAnnotations.
-template <typename Model, typename OpT>
-struct DimensionMappingModel : ShardingInterface::ExternalModel<Model, OpT> {
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<RankedTensorType>(op->getResult(0).getType()).getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
-
-  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
-                                       const ShardingOption &option) const {
-    return addAnnotations(op, b, option);
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // tensor.expand_shape, tensor.collapse_shape

@@ -7,7 +7,10 @@
 // attention heads stay local through the reshapes), tensor.extract_slice (a
 // dimension taken whole keeps its split), tensor.concat (every dimension but
 // the concatenated one) and tensor.pad (every dimension that is not padded);
-// and arith.constant, whose upstream model cannot partition non-splat values.
+// linalg.softmax (every dimension but the softmax one); and arith.constant,
+// whose upstream model cannot partition non-splat values. The importer never
+// emits size-1 broadcast maps (it collapses the unit dimension), so they need
+// no model.
 // Upstream's sharding propagation aborts on any op without a rule.
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +26,10 @@ namespace cleave {
 
 /// Registers Cleave's ShardingInterface models for tensor dialect ops.
 void registerTensorShardingModels(mlir::DialectRegistry &registry);
+
+/// Registers Cleave's model for linalg.softmax (not a structured op, so
+/// upstream's linalg models skip it).
+void registerLinalgShardingModels(mlir::DialectRegistry &registry);
 
 /// Registers Cleave's model for arith.constant, which replicates constants
 /// that are not splats instead of failing. MLIR keeps the first model

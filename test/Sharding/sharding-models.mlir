@@ -1,5 +1,7 @@
-// Tests Cleave's sharding rules for the tensor ops upstream has none for, by
-// propagating a split from the arguments and partitioning for 2 x 2 ranks.
+// Tests Cleave's sharding rules for the ops upstream has none for (tensor
+// reshapes, slices, concatenation, padding, linalg.softmax, non-splat
+// constants), by propagating a split from the arguments and partitioning for
+// 2 x 2 ranks.
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(sharding-propagation, cleave-pin-argument-shardings, shard-partition, canonicalize))' -split-input-file | FileCheck %s
 
 // Tests that a split feature dimension moves to the heads through reshapes
@@ -131,4 +133,23 @@ func.func @constants(%arg0: tensor<2x2xf32>) -> tensor<2x2xf32> {
   %m = linalg.mul ins(%a, %h : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
   %o = shard.shard %m to %s annotate_for_users : tensor<2x2xf32>
   return %o : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that a softmax keeps the split of every dimension but its own: rows
+// split over one axis stay split, the softmax dimension is gathered first.
+// CHECK-LABEL: func.func @softmax
+// CHECK-SAME: %[[X:.*]]: tensor<2x4xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[X]] on @mesh grid_axes = [1] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x8xf32>
+// CHECK: linalg.softmax dimension(1) ins(%[[G]] : tensor<2x8xf32>) outs(%{{.*}} : tensor<2x8xf32>) -> tensor<2x8xf32>
+shard.grid @mesh(shape = 2x2)
+func.func @softmax(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = shard.sharding @mesh split_axes = [[0], [1]] : !shard.sharding
+  %x = shard.shard %arg0 to %s : tensor<4x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.softmax dimension(1) ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = shard.sharding @mesh split_axes = [[0]] : !shard.sharding
+  %o = shard.shard %y to %r annotate_for_users : tensor<4x8xf32>
+  return %o : tensor<4x8xf32>
 }

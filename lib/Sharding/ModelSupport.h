@@ -1,0 +1,115 @@
+//===- ModelSupport.h - What Cleave's sharding models share ----------------===//
+//
+// Helpers for ShardingInterface models that map tensor dimensions to loops
+// themselves instead of through affine indexing maps. Private to
+// lib/Sharding.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_SHARDING_MODELSUPPORT_H
+#define CLEAVE_LIB_SHARDING_MODELSUPPORT_H
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace cleave::sharding {
+
+using namespace mlir;
+using namespace mlir::shard;
+
+using AxesList = SmallVector<SmallVector<GridAxis>>;
+
+/// The split axes of every dimension of a tensor of rank `rank` under
+/// `sharding` (missing trailing entries are empty).
+inline AxesList splitAxesOf(const Sharding &sharding, int64_t rank) {
+  AxesList axes(rank);
+  if (!sharding)
+    return axes;
+  for (auto [i, attr] : llvm::enumerate(sharding.getSplitAxes()))
+    if (static_cast<int64_t>(i) < rank)
+      axes[i].assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+  return axes;
+}
+
+inline Sharding makeSharding(MLIRContext *ctx, FlatSymbolRefAttr grid, AxesList axes) {
+  removeTrailingEmptySubArray(axes);
+  SmallVector<GridAxesAttr> attrs;
+  for (auto &a : axes)
+    attrs.push_back(GridAxesAttr::get(ctx, a));
+  return Sharding::get(grid, attrs);
+}
+
+/// The grid of the first non-null sharding.
+inline FlatSymbolRefAttr gridOf(ArrayRef<Sharding> a, ArrayRef<Sharding> b) {
+  for (ArrayRef<Sharding> list : {a, b})
+    for (const Sharding &s : list)
+      if (s)
+        return s.getGridAttr();
+  return nullptr;
+}
+
+/// Inserts shard.shard ops on every tensor operand and result of `op` for the
+/// shardings `getShardingAnnotations` derived (operands first in the list).
+inline LogicalResult addAnnotations(Operation *op, OpBuilder &b,
+                             const ShardingOption &option) {
+  auto shardingOp = cast<ShardingInterface>(op);
+  FailureOr<std::vector<Sharding>> shardings =
+      shardingOp.getShardingAnnotations(option);
+  if (failed(shardings))
+    return failure();
+  unsigned numOperands = op->getNumOperands();
+  for (OpResult result : op->getResults())
+    if (Sharding s = (*shardings)[numOperands + result.getResultNumber()])
+      maybeInsertTargetShardingAnnotation(s, result, b);
+  for (OpOperand &operand : op->getOpOperands()) {
+    OpBuilder::InsertionGuard guard(b);
+    if (Sharding s = (*shardings)[operand.getOperandNumber()])
+      maybeInsertSourceShardingAnnotation(s, operand, b);
+  }
+  return success();
+}
+
+/// The local type of `value`'s type under `sharding`.
+inline Type localType(Operation *op, Type type, const Sharding &sharding,
+               SymbolTableCollection &symbols) {
+  if (!sharding)
+    return type;
+  return shardType(type, getGridOrNull(op, sharding.getGridAttr(), symbols),
+                   sharding);
+}
+
+inline int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
+                      ArrayRef<GridAxis> axes) {
+  SymbolTableCollection symbols;
+  GridOp grid = getGridOrNull(op, gridAttr, symbols);
+  if (!grid)
+    return 0;
+  return collectiveProcessGroupSize(axes, grid);
+}
+
+/// What the models below share: one parallel loop per dimension of the
+/// result (a model may count its loops otherwise), no indexing maps (each
+/// model maps dimensions itself), and annotations inserted from the
+/// model's getShardingAnnotations.
+template <typename Model, typename OpT>
+struct DimensionMappingModel : ShardingInterface::ExternalModel<Model, OpT> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<RankedTensorType>(op->getResult(0).getType()).getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+
+  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
+                                       const ShardingOption &option) const {
+    return addAnnotations(op, b, option);
+  }
+};
+
+
+} // namespace cleave::sharding
+
+#endif // CLEAVE_LIB_SHARDING_MODELSUPPORT_H
