@@ -159,6 +159,12 @@ mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
     fail(toString(mesh.takeError()));
     return mlir::failure();
   }
+  if (mesh->axisIndex("pp")) {
+    // Without stages a pp axis would only replicate the model on its ranks.
+    fail("--mesh '" + meshText + "': the 'pp' axis (pipeline stages) is not "
+         "supported yet; use tp and dp axes");
+    return mlir::failure();
+  }
   std::vector<ShardHint> hints;
   for (const OnnxShardingSpec &spec : extras.shardingSpecs) {
     mlir::Value value = extras.values.lookup(spec.tensorName);
@@ -185,6 +191,11 @@ mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
     }
     llvm::append_range(shardings, megatronShardings(module, *mesh, "tp"));
   }
+  if (shardings.empty() && mesh->rankCount() > 1)
+    mlir::emitWarning(module.getLoc())
+        << "nothing is split on the mesh (" << mesh->str()
+        << "): every rank computes the whole model; pass --shard-hints or "
+           "--shard-preset megatron";
   sharded = true;
   return annotateShardings(module, *mesh, shardings);
 }
