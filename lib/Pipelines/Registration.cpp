@@ -3,6 +3,8 @@
 #include "cleave/Pipelines/Registration.h"
 
 #include "cleave/Import/OnnxImporter.h"
+#include "Pipeline/IR/PipelineDialect.h"
+#include "Pipeline/Transforms/Passes.h"
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Sharding/ShardingModels.h"
 #include "cleave/Transforms/Passes.h"
@@ -18,12 +20,14 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registerImportDialects(registry);
+  registry.insert<pipeline::PipelineDialect>();
   registerTensorShardingModels(registry);
   registerLinalgShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
     registerCleavePasses();
     registerCleaveConversionPasses();
+    pipeline::registerPipelinePasses();
     return true;
   }();
   (void)passesRegistered;
