@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 using namespace cleave;
@@ -61,11 +62,26 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
                 llvm::Twine(fixedCount + 1) + " stages, not " +
                 llvm::Twine(stages));
 
-  std::vector<double> time(n + 1, 0), mem(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
+  std::vector<double> time(n + 1, 0);
+  for (size_t i = 0; i < n; ++i)
     time[i + 1] = time[i] + problem.seconds[i];
-    mem[i + 1] = mem[i] + problem.memory[i];
-  }
+  // The parameter bytes of ops [j, i), each parameter once, grown one op at
+  // a time from a fixed start.
+  std::vector<size_t> seenAt(problem.paramBytes.size(), SIZE_MAX);
+  auto grow = [&](size_t j, size_t op, double &bytes) {
+    for (size_t p : problem.params[op])
+      if (seenAt[p] != j) {
+        seenAt[p] = j;
+        bytes += problem.paramBytes[p];
+      }
+  };
+  auto stageMemory = [&](size_t j, size_t i) {
+    std::fill(seenAt.begin(), seenAt.end(), SIZE_MAX);
+    double bytes = 0;
+    for (size_t op = j; op < i; ++op)
+      grow(j, op, bytes);
+    return bytes;
+  };
   // nextFixed[j]: the first fixed cut after position j (n if none): a stage
   // starting at j must end there at the latest.
   std::vector<size_t> nextFixed(n + 1, n);
@@ -79,8 +95,11 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
       const Best &before = best[k - 1][j];
       if (std::isinf(before.seconds))
         continue;
+      std::fill(seenAt.begin(), seenAt.end(), SIZE_MAX);
+      double bytes = 0;
       for (size_t i = j + 1; i <= std::min(nextFixed[j], n); ++i) {
-        if (mem[i] - mem[j] > problem.memoryLimit)
+        grow(j, i - 1, bytes);
+        if (bytes > problem.memoryLimit)
           break;
         Best candidate;
         candidate.seconds = std::max(before.seconds, time[i] - time[j]);
@@ -91,15 +110,17 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
       }
     }
   if (std::isinf(best[stages][n].seconds)) {
-    // Report the memory a plan would need: the smallest largest stage.
+    // Report the memory a plan would need: at least the largest single op's
+    // parameters, and an even share of all of them.
     double lower = 0;
-    for (double m : problem.memory)
-      lower = std::max(lower, m);
-    lower = std::max(lower, mem[n] / stages);
+    for (size_t op = 0; op < n; ++op)
+      lower = std::max(lower, stageMemory(op, op + 1));
+    double total = stageMemory(0, n);
+    lower = std::max(lower, total / stages);
     return fail("no cut into " + llvm::Twine(stages) + " stages keeps every "
                 "stage within " + llvm::Twine(uint64_t(problem.memoryLimit)) +
                 " bytes of device memory: the model's parameters take " +
-                llvm::Twine(uint64_t(mem[n])) + " bytes, at least " +
+                llvm::Twine(uint64_t(total)) + " bytes, at least " +
                 llvm::Twine(uint64_t(lower)) + " per stage");
   }
   StagePlan plan;
@@ -111,7 +132,7 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
   }
   for (size_t s = 0; s < stages; ++s) {
     plan.seconds.push_back(time[plan.begin[s + 1]] - time[plan.begin[s]]);
-    plan.memory.push_back(mem[plan.begin[s + 1]] - mem[plan.begin[s]]);
+    plan.memory.push_back(stageMemory(plan.begin[s], plan.begin[s + 1]));
     if (s > 0)
       plan.cutBytes.push_back(problem.cutBytes[plan.begin[s]]);
   }

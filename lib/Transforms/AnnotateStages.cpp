@@ -53,8 +53,8 @@ struct AnnotateStagesPass
     problem.memoryLimit =
         deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory;
     problem.cutBytes.assign(ops.size() + 1, 0);
-    // Parameters count once, in the stage of their first user.
-    llvm::DenseSet<Value> placed;
+    // Parameters, numbered; a stage holds each one its ops read.
+    llvm::DenseMap<Value, size_t> paramIndex;
     auto isParam = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &block &&
@@ -63,11 +63,19 @@ struct AnnotateStagesPass
     for (auto [i, op] : llvm::enumerate(ops)) {
       cleave::OpCost cost = cleave::estimateCost(op);
       problem.seconds.push_back(machineModel->seconds(cost));
-      double params = 0;
-      for (Value operand : op->getOperands())
-        if (isParam(operand) && placed.insert(operand).second)
-          params += tensorBytes(operand);
-      problem.memory.push_back(params);
+      std::vector<size_t> params;
+      op->walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands()) {
+          if (!isParam(operand))
+            continue;
+          auto [it, inserted] =
+              paramIndex.try_emplace(operand, problem.paramBytes.size());
+          if (inserted)
+            problem.paramBytes.push_back(tensorBytes(operand));
+          params.push_back(it->second);
+        }
+      });
+      problem.params.push_back(std::move(params));
       if (op->hasAttr("cleave.stage_start") && i > 0)
         problem.fixedCuts.push_back(i);
       // A result live from op i to its last user crosses every cut between.

@@ -1,8 +1,9 @@
 // Tests the stage partition on a uniform stack of four layers (matmul by a
 // 64x64 weight, then ReLU): two stages cut it in the middle and four give a
 // layer each; a user-fixed cut is kept even when it unbalances the stages;
-// a memory limit below two layers' weights leaves no plan for two stages,
-// and the message says what a plan needs.
+// a parameter two stages read is held by both; a memory limit below two
+// layers' weights leaves no plan for two stages, and the message says what a
+// plan needs.
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-annotate-stages{stages=2 machine=peak=1G,mem-bw=1G}))' -split-input-file | FileCheck %s --check-prefix=TWO
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-annotate-stages{stages=4 machine=peak=1G,mem-bw=1G}))' -split-input-file | FileCheck %s --check-prefix=FOUR
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-annotate-stages{stages=2 machine=peak=1G,mem-bw=1G device-memory=20000}))' -split-input-file 2>&1 | FileCheck %s --check-prefix=MEMORY
@@ -19,6 +20,9 @@
 // TWO-SAME: cleave.stage_memory = [1.638400e+04, 4.915200e+04]
 // TWO: linalg.matmul {cleave.stage = 0 : i64}
 // TWO: linalg.matmul {cleave.stage = 1 : i64, cleave.stage_start}
+// One weight read by both stages: each holds it.
+// TWO-LABEL: func.func @shared
+// TWO-SAME: cleave.stage_memory = [1.638400e+04, 1.638400e+04]
 
 // FOUR-LABEL: func.func @stack
 // FOUR-SAME: cleave.stage_memory = [1.638400e+04, 1.638400e+04, 1.638400e+04, 1.638400e+04]
@@ -78,4 +82,15 @@ func.func @fixed(%x: tensor<16x64xf32>, %w0: tensor<64x64xf32> {cleave.param = "
   %m2 = linalg.matmul ins(%m1, %w2 : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
   %m3 = linalg.matmul ins(%m2, %w3 : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
   return %m3 : tensor<16x64xf32>
+}
+
+// -----
+
+func.func @shared(%x: tensor<16x64xf32>, %w: tensor<64x64xf32> {cleave.param = "w"}) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %m0 = linalg.matmul ins(%x, %w : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %m1 = linalg.matmul {cleave.stage_start} ins(%m0, %w : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %m1 : tensor<16x64xf32>
 }

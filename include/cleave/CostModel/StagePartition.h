@@ -19,15 +19,18 @@
 namespace cleave {
 
 struct StageProblem {
-  /// Per op, in program order: predicted seconds and memory held (bytes).
+  /// Per op, in program order: predicted seconds.
   std::vector<double> seconds;
-  std::vector<double> memory;
+  /// Per op, the parameters it reads (indices into paramBytes). A stage
+  /// holds every parameter its ops read, once, however many stages read it.
+  std::vector<std::vector<size_t>> params;
+  std::vector<double> paramBytes;
   /// cutBytes[i]: activation bytes crossing a cut just before op i (index 0
   /// unused).
   std::vector<double> cutBytes;
   /// Positions i where a cut just before op i is required.
   std::vector<size_t> fixedCuts;
-  /// Most bytes of `memory` one stage may hold.
+  /// Most parameter bytes one stage may hold.
   double memoryLimit = 0;
 };
 
