@@ -20,36 +20,8 @@ using namespace cleave::sharding;
 namespace {
 
 struct SoftmaxShardingModel
-    : DimensionMappingModel<SoftmaxShardingModel, linalg::SoftmaxOp> {
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto softmax = cast<linalg::SoftmaxOp>(op);
-    FlatSymbolRefAttr grid = gridOf(resultShardings, operandShardings);
-    if (!grid)
-      return ShardingOption::makeEmpty();
-    int64_t rank = softmax.getOutputOperandType().getRank();
-    AxesList loops(rank);
-    std::vector<Sharding> all(resultShardings.begin(), resultShardings.end());
-    all.insert(all.end(), operandShardings.begin(), operandShardings.end());
-    for (const Sharding &s : all) {
-      AxesList axes = splitAxesOf(s, rank);
-      for (int64_t d = 0; d < rank; ++d)
-        if (d != static_cast<int64_t>(softmax.getDimension()) && loops[d].empty())
-          loops[d] = axes[d];
-    }
-    return ShardingOption(loops, grid);
-  }
-
-  FailureOr<std::vector<Sharding>>
-  getShardingAnnotations(Operation *op, const ShardingOption &option) const {
-    auto softmax = cast<linalg::SoftmaxOp>(op);
-    AxesList loops = option.shardingArray;
-    loops.resize(softmax.getOutputOperandType().getRank());
-    loops[softmax.getDimension()].clear();
-    Sharding s = makeSharding(op->getContext(), option.grid, loops);
-    return std::vector<Sharding>(op->getNumOperands() + op->getNumResults(), s);
-  }
+    : AllButOneDimensionModel<SoftmaxShardingModel, linalg::SoftmaxOp> {
+  static int64_t keptWhole(linalg::SoftmaxOp op) { return op.getDimension(); }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding>, ArrayRef<Sharding> resultShardings,

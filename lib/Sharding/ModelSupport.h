@@ -110,6 +110,42 @@ struct DimensionMappingModel : ShardingInterface::ExternalModel<Model, OpT> {
 };
 
 
+/// A model for ops whose operands and results all share one sharding in
+/// which one dimension, `Model::keptWhole(op)`, is never split (the
+/// concatenated dimension, the softmax dimension). Loops are the result's
+/// dimensions.
+template <typename Model, typename OpT>
+struct AllButOneDimensionModel : DimensionMappingModel<Model, OpT> {
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    FlatSymbolRefAttr grid = gridOf(resultShardings, operandShardings);
+    if (!grid)
+      return ShardingOption::makeEmpty();
+    int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+    int64_t whole = Model::keptWhole(cast<OpT>(op));
+    AxesList loops(rank);
+    std::vector<Sharding> all(resultShardings.begin(), resultShardings.end());
+    all.insert(all.end(), operandShardings.begin(), operandShardings.end());
+    for (const Sharding &s : all) {
+      AxesList axes = splitAxesOf(s, rank);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != whole && loops[d].empty())
+          loops[d] = axes[d];
+    }
+    return ShardingOption(loops, grid);
+  }
+
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op, const ShardingOption &option) const {
+    AxesList loops = option.shardingArray;
+    loops.resize(cast<RankedTensorType>(op->getResult(0).getType()).getRank());
+    loops[Model::keptWhole(cast<OpT>(op))].clear();
+    Sharding s = makeSharding(op->getContext(), option.grid, loops);
+    return std::vector<Sharding>(op->getNumOperands() + op->getNumResults(), s);
+  }
+};
+
 } // namespace cleave::sharding
 
 #endif // CLEAVE_LIB_SHARDING_MODELSUPPORT_H

@@ -299,36 +299,8 @@ struct ExtractSliceShardingModel
 /// Every dimension but the concatenated one keeps its split, the same on all
 /// operands and the result.
 struct ConcatShardingModel
-    : DimensionMappingModel<ConcatShardingModel, tensor::ConcatOp> {
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto concat = cast<tensor::ConcatOp>(op);
-    FlatSymbolRefAttr grid = gridOf(resultShardings, operandShardings);
-    if (!grid)
-      return ShardingOption::makeEmpty();
-    int64_t rank = concat.getResultType().getRank();
-    AxesList loops(rank);
-    std::vector<Sharding> all(resultShardings.begin(), resultShardings.end());
-    all.insert(all.end(), operandShardings.begin(), operandShardings.end());
-    for (const Sharding &s : all) {
-      AxesList axes = splitAxesOf(s, rank);
-      for (int64_t d = 0; d < rank; ++d)
-        if (d != static_cast<int64_t>(concat.getDim()) && loops[d].empty())
-          loops[d] = axes[d];
-    }
-    return ShardingOption(loops, grid);
-  }
-
-  FailureOr<std::vector<Sharding>>
-  getShardingAnnotations(Operation *op, const ShardingOption &option) const {
-    auto concat = cast<tensor::ConcatOp>(op);
-    AxesList loops = option.shardingArray;
-    loops.resize(concat.getResultType().getRank());
-    loops[concat.getDim()].clear();
-    Sharding s = makeSharding(op->getContext(), option.grid, loops);
-    return std::vector<Sharding>(op->getNumOperands() + 1, s);
-  }
+    : AllButOneDimensionModel<ConcatShardingModel, tensor::ConcatOp> {
+  static int64_t keptWhole(tensor::ConcatOp op) { return op.getDim(); }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding>, ArrayRef<Sharding>,
