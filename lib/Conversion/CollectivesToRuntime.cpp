@@ -346,8 +346,7 @@ struct LowerCollectivesPass
   void record(Operation *op, RankedTensorType in, RankedTensorType out) {
     Builder b(op->getContext());
     RankedTensorType moved = isa<shard::AllGatherOp>(op) ? out : in;
-    int64_t bytes = moved.getNumElements() *
-                    std::max<int64_t>(1, moved.getElementTypeBitWidth() / 8);
+    int64_t bytes = cleave::storageBytes(moved);
     std::string node = "?";
     Location loc = op->getLoc();
     if (auto fused = dyn_cast<FusedLoc>(loc))

@@ -3,6 +3,7 @@
 #include "cleave/CostModel/CostModel.h"
 
 #include "cleave/Import/OnnxImporter.h"
+#include "cleave/Support/Dtype.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -128,11 +129,7 @@ std::string MachineModel::str() const {
 
 /// Bytes of a tensor value, 0 for anything else.
 static double tensorBytes(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  return double(type.getNumElements()) *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  return isa<RankedTensorType>(v.getType()) ? double(storageBytes(v)) : 0;
 }
 
 /// Whether `v` is a parameter of the function around it.

@@ -3,6 +3,7 @@
 #include "cleave/Pipelines/Summary.h"
 
 #include "cleave/Import/OnnxImporter.h"
+#include "cleave/Support/Dtype.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,11 +13,6 @@
 #include <algorithm>
 
 using namespace mlir;
-
-static int64_t tensorBytes(ShapedType type) {
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
 
 void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -31,7 +27,7 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
       os << "input   " << name.getValue() << " : " << type << "\n";
     } else {
       ++params;
-      paramBytes += tensorBytes(type);
+      paramBytes += cleave::storageBytes(type);
     }
   }
   for (unsigned i = 0; i < main.getNumResults(); ++i) {

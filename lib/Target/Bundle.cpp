@@ -49,11 +49,7 @@ static uint64_t activationPeak(func::FuncOp main) {
   llvm::DenseMap<Value, uint64_t> sizes;
   for (Operation &op : main.getBody().front()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-      MemRefType type = alloc.getType();
-      if (!type.hasStaticShape())
-        continue;
-      uint64_t bytes = type.getNumElements() *
-                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      uint64_t bytes = storageBytes(alloc.getType());
       sizes[alloc.getResult()] = bytes;
       live += bytes;
       peak = std::max(peak, live);
@@ -119,8 +115,7 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       return failure();
     }
     buffer.shape.assign(type.getShape().begin(), type.getShape().end());
-    buffer.bytes = type.getNumElements() *
-                   std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    buffer.bytes = storageBytes(type);
     buffer.globalShape = buffer.shape;
     if (auto split = main.getArgAttrOfType<ArrayAttr>(i, kShardingAttrName)) {
       for (auto [d, axes] : llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {

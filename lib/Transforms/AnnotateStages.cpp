@@ -10,6 +10,7 @@
 
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/CostModel/StagePartition.h"
+#include "cleave/Support/Dtype.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEANNOTATESTAGES
@@ -19,14 +20,6 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
-
-double tensorBytes(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  return double(type.getNumElements()) *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
 
 struct AnnotateStagesPass
     : cleave::impl::CleaveAnnotateStagesBase<AnnotateStagesPass> {
@@ -71,7 +64,7 @@ struct AnnotateStagesPass
           auto [it, inserted] =
               paramIndex.try_emplace(operand, problem.paramBytes.size());
           if (inserted)
-            problem.paramBytes.push_back(tensorBytes(operand));
+            problem.paramBytes.push_back(double(cleave::storageBytes(operand)));
           params.push_back(it->second);
         }
       });
@@ -86,7 +79,7 @@ struct AnnotateStagesPass
               top && position.count(top))
             last = std::max(last, position[top]);
         for (size_t c = i + 1; c <= last; ++c)
-          problem.cutBytes[c] += tensorBytes(result);
+          problem.cutBytes[c] += double(cleave::storageBytes(result));
       }
     }
 
