@@ -67,12 +67,8 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     return failure();
   }
   ModelSignature signature;
-  if (auto mesh = meshOf(module)) {
-    signature.mesh = mesh->str();
-    signature.axisNames = mesh->axisNames;
-    signature.axisSizes = mesh->axisSizes;
-    signature.ranks = mesh->rankCount();
-  }
+  if (std::optional<MeshSpec> mesh = meshOf(module))
+    signature.mesh = std::move(*mesh);
   if (auto groups = module->getAttrOfType<ArrayAttr>(kCommGroupsAttrName))
     for (auto group : groups.getAsRange<DenseI16ArrayAttr>())
       signature.commGroups.emplace_back(group.asArrayRef());
@@ -121,7 +117,7 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       for (auto [d, axes] : llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {
         buffer.split.emplace_back(axes.asArrayRef());
         for (int16_t a : axes.asArrayRef())
-          buffer.globalShape[d] *= signature.axisSizes[a];
+          buffer.globalShape[d] *= signature.mesh.axisSizes[a];
       }
     }
     if (auto groups = main.getArgAttrOfType<IntegerAttr>(i, kColumnGroupsAttrName))
@@ -153,9 +149,10 @@ static std::string descriptorText(const ModelSignature &signature) {
   for (uint64_t checksum : signature.weightChecksums)
     os << " " << llvm::format_hex_no_prefix(checksum, 16);
   os << "\n";
-  if (!signature.mesh.empty()) {
-    os << "mesh " << signature.ranks << " " << signature.axisSizes.size();
-    for (int64_t size : signature.axisSizes)
+  if (!signature.mesh.axisSizes.empty()) {
+    os << "mesh " << signature.mesh.rankCount() << " "
+       << signature.mesh.axisSizes.size();
+    for (int64_t size : signature.mesh.axisSizes)
       os << " " << size;
     os << "\n";
     for (const auto &group : signature.commGroups) {
@@ -263,6 +260,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return fail("cannot create '" + staging + "': " + ec.message());
   llvm::scope_exit cleanup([&] { fs::remove_directories(staging); });
 
+  int64_t ranks = signature.mesh.rankCount();
   // Weights: streamed from the model, cut per rank, placements recorded in
   // the signature (every rank's file has the same layout).
   std::vector<WeightRequest> requests;
@@ -274,20 +272,10 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     bool split = llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
     if (split) {
       request.sliceShape = b.shape;
-      for (int64_t rank = 0; rank < signature.ranks; ++rank) {
+      for (int64_t rank = 0; rank < ranks; ++rank) {
         SmallVector<int64_t> offsets;
-        for (auto [d, axes] : llvm::enumerate(b.split)) {
-          // The shard index: the rank's position over `axes`, first major.
-          int64_t index = 0, rest = rank;
-          SmallVector<int64_t> coords(signature.axisSizes.size());
-          for (int i = static_cast<int>(coords.size()) - 1; i >= 0; --i) {
-            coords[i] = rest % signature.axisSizes[i];
-            rest /= signature.axisSizes[i];
-          }
-          for (int16_t a : axes)
-            index = index * signature.axisSizes[a] + coords[a];
-          offsets.push_back(index * b.shape[d]);
-        }
+        for (auto [d, axes] : llvm::enumerate(b.split))
+          offsets.push_back(signature.mesh.indexInGroup(rank, axes) * b.shape[d]);
         offsets.resize(b.shape.size(), 0);
         request.offsets.push_back(std::move(offsets));
       }
@@ -299,12 +287,12 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     requests.push_back(std::move(request));
   }
   std::vector<std::string> weightPaths;
-  if (signature.ranks == 1) {
+  if (ranks == 1) {
     weightPaths.push_back(staging + "/weights.bin");
   } else {
     if (std::error_code ec = fs::create_directories(staging + "/weights"))
       return fail("cannot create '" + staging + "/weights': " + ec.message());
-    for (int64_t rank = 0; rank < signature.ranks; ++rank)
+    for (int64_t rank = 0; rank < ranks; ++rank)
       weightPaths.push_back(staging + "/weights/rank" + std::to_string(rank) +
                             ".bin");
   }
@@ -358,7 +346,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       ++paramCount;
     }
   llvm::json::Array meshAxes;
-  for (auto [name, size] : llvm::zip(signature.axisNames, signature.axisSizes))
+  for (auto [name, size] :
+       llvm::zip(signature.mesh.axisNames, signature.mesh.axisSizes))
     meshAxes.push_back(llvm::json::Object{{"name", name}, {"size", size}});
   llvm::json::Array weightFiles, bytesPerRank;
   for (const std::string &path : weightPaths) {
@@ -376,9 +365,9 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       {"target", llvm::json::Object{{"kind", "cpu"},
                                     {"triple", llvm::sys::getProcessTriple()},
                                     {"cpu", llvm::sys::getHostCPUName().str()}}},
-      {"mesh", llvm::json::Object{{"spec", signature.mesh},
+      {"mesh", llvm::json::Object{{"spec", signature.mesh.str()},
                                   {"axes", std::move(meshAxes)}}},
-      {"ranks", signature.ranks},
+      {"ranks", ranks},
       {"program", "program"},
       {"weights", std::move(weightFiles)},
       {"inputs", bufferList(signature, BufferSignature::Kind::Input)},

@@ -32,7 +32,7 @@ std::string axesString(const ModelSignature &sig,
                        llvm::ArrayRef<int16_t> axes) {
   llvm::SmallVector<std::string> names;
   for (int16_t a : axes)
-    names.push_back(sig.axisNames[a]);
+    names.push_back(sig.mesh.axisNames[a]);
   return names.size() == 1 ? names.front() : "[" + llvm::join(names, ", ") + "]";
 }
 
@@ -64,11 +64,12 @@ std::string cleave::planReport(const ModelSignature &sig,
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "Cleave plan for " << options.modelPath << "\n";
-  if (sig.mesh.empty())
+  int64_t ranks = sig.mesh.rankCount();
+  if (sig.mesh.axisNames.empty())
     os << "mesh: none (1 rank)";
   else
-    os << "mesh: " << sig.mesh << " (" << sig.ranks
-       << (sig.ranks == 1 ? " rank)" : " ranks)");
+    os << "mesh: " << sig.mesh.str() << " (" << ranks
+       << (ranks == 1 ? " rank)" : " ranks)");
   os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")\n\n";
 
   uint64_t perRank = 0, inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;

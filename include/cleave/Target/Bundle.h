@@ -13,6 +13,8 @@
 #ifndef CLEAVE_TARGET_BUNDLE_H
 #define CLEAVE_TARGET_BUNDLE_H
 
+#include "cleave/Sharding/Mesh.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -48,11 +50,8 @@ struct CollectiveSignature {
 
 struct ModelSignature {
   std::vector<BufferSignature> buffers;
-  /// The mesh (`dp=2,tp=2`) and rank count; empty and 1 without a mesh.
-  std::string mesh;
-  llvm::SmallVector<std::string> axisNames;
-  llvm::SmallVector<int64_t> axisSizes;
-  int64_t ranks = 1;
+  /// The mesh; no axes (and one rank) for an unsharded model.
+  MeshSpec mesh;
   /// Communicators the program uses, each a list of grid axes.
   std::vector<llvm::SmallVector<int16_t>> commGroups;
   std::vector<CollectiveSignature> collectives;
