@@ -5,10 +5,8 @@
 #include "cleave/Import/ModelFile.h"
 #include "cleave/Sharding/OnnxSharding.h"
 
-#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Path.h"
 
 #include <fstream>
@@ -72,54 +70,27 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
         tensors[out].producer = n;
   }
 
-  // Match hints; each tensor gets one spec, and two hints that differ on it
-  // are an error naming both.
-  AnnotateResult result;
-  std::map<std::string, const ShardHint *> chosen;
-  for (const ShardHint &hint : hints.shardings) {
-    std::string describe = "hint '" + hint.pattern + "' (" + hint.origin + ")";
-    bool isGlob = hint.pattern.find_first_of("*?[") != std::string::npos;
-    auto pattern = llvm::GlobPattern::create(hint.pattern);
-    if (!pattern)
-      return annotateError(describe + ": not a valid glob: " +
-                           llvm::toString(pattern.takeError()));
-    bool matched = false;
-    for (auto &[name, tensor] : tensors) {
-      if (isGlob ? !pattern->match(name) : name != hint.pattern)
-        continue;
-      matched = true;
-      if (tensor.rank >= 0 && tensor.rank != static_cast<int64_t>(hint.dims.size()))
-        return annotateError(describe + " gives " + llvm::Twine(hint.dims.size()) +
-                             " dimensions, but tensor '" + name + "' has rank " +
-                             llvm::Twine(tensor.rank));
-      for (auto [d, axes] : llvm::enumerate(hint.dims)) {
-        llvm::SmallVector<int16_t> indices;
-        for (const std::string &axis : axes) {
-          std::optional<unsigned> index = mesh.axisIndex(axis);
-          if (!index)
-            return annotateError(describe + ": axis '" + axis +
-                                 "' is not in the mesh (" + mesh.str() + ")");
-          indices.push_back(*index);
-        }
-        int64_t shards = mesh.groupSize(indices);
-        if (d < tensor.shape.size() && tensor.shape[d] > 0 &&
-            tensor.shape[d] % shards != 0)
-          return annotateError(describe + ": dimension " + llvm::Twine(d) +
-                               " of '" + name + "' (size " +
-                               llvm::Twine(tensor.shape[d]) +
-                               ") is not divisible by " + llvm::Twine(shards));
-      }
-      auto [it, inserted] = chosen.emplace(name, &hint);
-      if (!inserted && it->second->dims != hint.dims)
-        return annotateError(describe + " asks for " + hint.specString() +
-                             " on '" + name + "', which conflicts with " +
-                             it->second->specString() + " from hint '" +
-                             it->second->pattern + "' (" + it->second->origin +
-                             ")");
-    }
-    if (!matched)
-      result.unmatched.push_back("'" + hint.pattern + "' (" + hint.origin + ")");
+  // Match hints; each tensor gets one spec.
+  std::vector<HintTarget> targets;
+  for (auto &[name, tensor] : tensors) {
+    HintTarget target{name, std::nullopt};
+    if (tensor.rank >= 0)
+      target.shape = llvm::SmallVector<int64_t>(tensor.shape.begin(),
+                                                tensor.shape.end());
+    targets.push_back(std::move(target));
   }
+  AnnotateResult result;
+  std::vector<HintMatch> matches;
+  std::vector<const ShardHint *> unmatched;
+  std::string firstProblem;
+  if (!matchHints(hints.shardings, mesh, targets, matches, unmatched,
+                  [&](const std::string &message) {
+                    if (firstProblem.empty())
+                      firstProblem = message;
+                  }))
+    return annotateError(firstProblem);
+  for (const ShardHint *hint : unmatched)
+    result.unmatched.push_back("'" + hint->pattern + "' (" + hint->origin + ")");
 
   // Replace earlier annotations of ours, then write the new ones.
   for (auto &node : *graph.mutable_node()) {
@@ -136,8 +107,9 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
     config->set_configuration_id(kOnnxMeshConfiguration.str());
     return *config;
   };
-  for (auto &[name, hint] : chosen) {
-    ShardHint named = *hint;
+  for (const HintMatch &match : matches) {
+    const std::string &name = match.name;
+    ShardHint named = *match.hint;
     named.pattern = name;
     auto spec = onnxSpecFromHint(named, mesh);
     if (!spec)

@@ -2,9 +2,12 @@
 
 #include "cleave/Sharding/Hints.h"
 
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Casting.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
@@ -28,6 +31,110 @@ std::string ShardHint::specString() const {
       s += "[" + llvm::join(axes, ", ") + "]";
   }
   return s + "]";
+}
+
+std::string ShardHint::describe() const {
+  return "hint '" + pattern + "' (" + origin + ")";
+}
+
+/// `[null, tp]` for grid axis indices.
+static std::string axesString(const MeshSpec &mesh,
+                              llvm::ArrayRef<llvm::SmallVector<int16_t>> axes) {
+  std::string s = "[";
+  for (auto [i, dim] : llvm::enumerate(axes)) {
+    s += i ? ", " : "";
+    if (dim.empty()) {
+      s += "null";
+      continue;
+    }
+    llvm::SmallVector<std::string> names;
+    for (int16_t a : dim)
+      names.push_back(mesh.axisNames[a]);
+    s += dim.size() == 1 ? names.front() : "[" + llvm::join(names, ", ") + "]";
+  }
+  return s + "]";
+}
+
+bool cleave::matchHints(llvm::ArrayRef<ShardHint> hints, const MeshSpec &mesh,
+                        llvm::ArrayRef<HintTarget> targets,
+                        std::vector<HintMatch> &matches,
+                        std::vector<const ShardHint *> &unmatched,
+                        llvm::function_ref<void(const std::string &)> report) {
+  bool ok = true;
+  auto problem = [&](const ShardHint &hint, const llvm::Twine &what) {
+    report(hint.describe() + what.str());
+    ok = false;
+  };
+  llvm::StringMap<size_t> chosen; // tensor name -> index in matches
+  for (const ShardHint &hint : hints) {
+    // Axis names resolve against the mesh first: a bad axis is one problem,
+    // not one per matched tensor.
+    llvm::SmallVector<llvm::SmallVector<int16_t>> axes;
+    bool hintOk = true;
+    llvm::SmallSet<int16_t, 4> used;
+    for (const DimAxes &dim : hint.dims) {
+      llvm::SmallVector<int16_t> indices;
+      for (const std::string &name : dim) {
+        std::optional<unsigned> index = mesh.axisIndex(name);
+        if (!index) {
+          problem(hint, ": axis '" + name + "' is not in the mesh (" +
+                            mesh.str() + ")");
+          hintOk = false;
+          continue;
+        }
+        if (!used.insert(*index).second) {
+          problem(hint, ": axis '" + name + "' splits more than one dimension");
+          hintOk = false;
+        }
+        indices.push_back(*index);
+      }
+      axes.push_back(std::move(indices));
+    }
+    if (!hintOk)
+      continue;
+    bool isGlob = hint.pattern.find_first_of("*?[") != std::string::npos;
+    auto pattern = llvm::GlobPattern::create(hint.pattern);
+    if (!pattern) {
+      problem(hint, ": not a valid glob: " + llvm::toString(pattern.takeError()));
+      continue;
+    }
+    bool matched = false;
+    for (const HintTarget &target : targets) {
+      const std::string &name = target.name;
+      if (isGlob ? !pattern->match(name) : name != hint.pattern)
+        continue;
+      matched = true;
+      if (target.shape && target.shape->size() != axes.size()) {
+        problem(hint, " gives " + llvm::Twine(axes.size()) +
+                          " dimensions, but tensor '" + name + "' has rank " +
+                          llvm::Twine(target.shape->size()));
+        continue;
+      }
+      for (auto [d, dim] : llvm::enumerate(axes)) {
+        int64_t size = target.shape ? (*target.shape)[d] : -1;
+        int64_t shards = mesh.groupSize(dim);
+        if (size > 0 && size % shards != 0)
+          problem(hint, ": dimension " + llvm::Twine(d) + " of '" + name +
+                            "' (size " + llvm::Twine(size) +
+                            ") is not divisible by " + llvm::Twine(shards) +
+                            " (" + axesString(mesh, {dim}) + ")");
+      }
+      auto [it, inserted] = chosen.try_emplace(name, matches.size());
+      if (!inserted) {
+        const HintMatch &earlier = matches[it->second];
+        if (earlier.axes != axes)
+          problem(hint, " asks for " + axesString(mesh, axes) + " on '" + name +
+                            "', which conflicts with " +
+                            axesString(mesh, earlier.axes) + " from " +
+                            earlier.hint->describe());
+        continue;
+      }
+      matches.push_back({name, axes, &hint});
+    }
+    if (!matched)
+      unmatched.push_back(&hint);
+  }
+  return ok;
 }
 
 namespace {

@@ -8,126 +8,33 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/GlobPattern.h"
 
 using namespace mlir;
 using namespace cleave;
-
-static std::string axesString(const MeshSpec &mesh, const SplitAxes &axes) {
-  std::string s = "[";
-  for (auto [i, dim] : llvm::enumerate(axes)) {
-    s += i ? ", " : "";
-    if (dim.empty()) {
-      s += "null";
-      continue;
-    }
-    SmallVector<std::string> names;
-    for (int16_t a : dim)
-      names.push_back(mesh.axisNames[a]);
-    s += dim.size() == 1 ? names.front() : "[" + llvm::join(names, ", ") + "]";
-  }
-  return s + "]";
-}
 
 FailureOr<std::vector<ValueSharding>>
 cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
                      ArrayRef<ShardHint> hints,
                      const llvm::StringMap<Value> &names) {
   Location loc = module.getLoc();
-  bool ok = true;
   // Sorted, so that matches are reported in a stable order.
-  std::vector<std::string> sortedNames;
-  for (const auto &entry : names)
-    sortedNames.push_back(entry.getKey().str());
-  llvm::sort(sortedNames);
-
-  std::vector<ValueSharding> result;
-  llvm::StringMap<size_t> chosen; // tensor name -> index in result
-  std::vector<const ShardHint *> unmatched;
-  for (const ShardHint &hint : hints) {
-    auto describe = [&] {
-      return "hint '" + hint.pattern + "' (" + hint.origin + ")";
-    };
-    // Axis names resolve against the mesh first: a bad axis is one error,
-    // not one per matched tensor.
-    SplitAxes axes;
-    bool hintOk = true;
-    llvm::SmallSet<int16_t, 4> used;
-    for (const DimAxes &dim : hint.dims) {
-      SmallVector<int16_t> indices;
-      for (const std::string &name : dim) {
-        std::optional<unsigned> index = mesh.axisIndex(name);
-        if (!index) {
-          emitError(loc) << describe() << ": axis '" << name
-                         << "' is not in the mesh (" << mesh.str() << ")";
-          hintOk = false;
-          continue;
-        }
-        if (!used.insert(*index).second) {
-          emitError(loc) << describe() << ": axis '" << name
-                         << "' splits more than one dimension";
-          hintOk = false;
-        }
-        indices.push_back(*index);
-      }
-      axes.push_back(std::move(indices));
-    }
-    if (!hintOk) {
-      ok = false;
-      continue;
-    }
-
-    bool isGlob = hint.pattern.find_first_of("*?[") != std::string::npos;
-    auto pattern = llvm::GlobPattern::create(hint.pattern);
-    if (!pattern) {
-      emitError(loc) << describe() << ": not a valid glob: "
-                     << llvm::toString(pattern.takeError());
-      ok = false;
-      continue;
-    }
-    bool matched = false;
-    for (const std::string &name : sortedNames) {
-      if (isGlob ? !pattern->match(name) : name != hint.pattern)
-        continue;
-      matched = true;
-      Value value = names.lookup(name);
-      auto type = dyn_cast<RankedTensorType>(value.getType());
-      if (!type || type.getRank() != static_cast<int64_t>(axes.size())) {
-        emitError(loc) << describe() << " gives " << axes.size()
-                       << " dimensions, but tensor '" << name << "' has rank "
-                       << (type ? type.getRank() : 0);
-        ok = false;
-        continue;
-      }
-      for (auto [d, dim] : llvm::enumerate(axes)) {
-        int64_t shards = mesh.groupSize(dim);
-        if (type.getDimSize(d) % shards != 0) {
-          emitError(loc) << describe() << ": dimension " << d << " of '" << name
-                         << "' (size " << type.getDimSize(d)
-                         << ") is not divisible by " << shards << " ("
-                         << axesString(mesh, {dim}) << ")";
-          ok = false;
-        }
-      }
-      auto [it, inserted] = chosen.try_emplace(name, result.size());
-      if (!inserted) {
-        const ValueSharding &earlier = result[it->second];
-        if (earlier.axes != axes) {
-          emitError(loc) << describe() << " asks for " << axesString(mesh, axes)
-                         << " on '" << name << "', which conflicts with "
-                         << axesString(mesh, earlier.axes) << " from "
-                         << earlier.origin;
-          ok = false;
-        }
-        continue;
-      }
-      result.push_back({value, name, axes, describe()});
-    }
-    if (!matched)
-      unmatched.push_back(&hint);
+  std::vector<HintTarget> targets;
+  for (const auto &entry : names) {
+    auto type = dyn_cast<RankedTensorType>(entry.getValue().getType());
+    targets.push_back({entry.getKey().str(),
+                       type ? SmallVector<int64_t>(type.getShape())
+                            : SmallVector<int64_t>()});
   }
+  llvm::sort(targets, [](const HintTarget &a, const HintTarget &b) {
+    return a.name < b.name;
+  });
+  std::vector<HintMatch> matches;
+  std::vector<const ShardHint *> unmatched;
+  bool ok = matchHints(hints, mesh, targets, matches, unmatched,
+                       [&](const std::string &message) {
+                         emitError(loc) << message;
+                       });
   if (!unmatched.empty()) {
     InFlightDiagnostic diag = emitWarning(loc)
                               << unmatched.size()
@@ -139,6 +46,10 @@ cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
   }
   if (!ok)
     return failure();
+  std::vector<ValueSharding> result;
+  for (HintMatch &m : matches)
+    result.push_back({names.lookup(m.name), m.name, std::move(m.axes),
+                      m.hint->describe()});
   return result;
 }
 

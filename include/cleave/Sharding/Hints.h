@@ -19,10 +19,14 @@
 #ifndef CLEAVE_SHARDING_HINTS_H
 #define CLEAVE_SHARDING_HINTS_H
 
+#include "cleave/Sharding/Mesh.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,11 +44,39 @@ struct ShardHint {
 
   /// `[null, tp]`, as written in a hints file.
   std::string specString() const;
+  /// `hint 'PATTERN' (ORIGIN)`, how messages name the hint.
+  std::string describe() const;
 };
 
 struct HintFile {
   std::vector<ShardHint> shardings;
 };
+
+/// A tensor hints may name, with its shape where it is known: no shape when
+/// even the rank is unknown, -1 for an unknown dimension.
+struct HintTarget {
+  std::string name;
+  std::optional<llvm::SmallVector<int64_t>> shape;
+};
+
+/// A tensor a hint matched, and the mesh axes of each of its dimensions.
+struct HintMatch {
+  std::string name;
+  llvm::SmallVector<llvm::SmallVector<int16_t>> axes;
+  const ShardHint *hint;
+};
+
+/// Matches `hints` against `targets` (in the order given) and checks every
+/// match against the mesh: axes in the mesh and used once, the rank, each
+/// dimension divisible by its axes, no two hints asking different things of
+/// one tensor (the first hint's match is kept). Each problem goes to
+/// `report`, as a message naming the hint and where it was written. Returns
+/// whether there was none; hints that match nothing are left in `unmatched`.
+bool matchHints(llvm::ArrayRef<ShardHint> hints, const MeshSpec &mesh,
+                llvm::ArrayRef<HintTarget> targets,
+                std::vector<HintMatch> &matches,
+                std::vector<const ShardHint *> &unmatched,
+                llvm::function_ref<void(const std::string &)> report);
 
 /// Parses the hints file at `path`.
 llvm::Expected<HintFile> parseHintFile(llvm::StringRef path);
