@@ -149,16 +149,10 @@ struct LowerCollectivesPass
     if (isa<shard::ProcessLinearIndexOp>(op)) {
       auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
           op, cast<shard::ProcessLinearIndexOp>(op).getGridAttr());
-      func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1,
-                               b.getI64Type());
-      Value linear = constant(b, loc, 0);
-      for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
-        Value i = func::CallOp::create(b, loc, f, constant(b, loc, axis))
-                      .getResult(0);
-        linear = arith::AddIOp::create(
-            b, loc, arith::MulIOp::create(b, loc, linear, constant(b, loc, size)),
-            i);
-      }
+      SmallVector<int16_t> all;
+      for (int16_t a = 0; a < static_cast<int16_t>(grid.getShape().size()); ++a)
+        all.push_back(a);
+      Value linear = groupPosition(b, loc, grid, all);
       op->getResult(0).replaceAllUsesWith(
           arith::IndexCastOp::create(b, loc, b.getIndexType(), linear));
       op->erase();
@@ -305,6 +299,23 @@ struct LowerCollectivesPass
     return success();
   }
 
+  /// This rank's position (i64) in the group spanned by `axes`, first axis
+  /// major: the order the shard dialect gathers and slices in.
+  Value groupPosition(OpBuilder &b, Location loc, shard::GridOp grid,
+                      ArrayRef<int16_t> axes) {
+    func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
+    Value position = constant(b, loc, 0);
+    for (int16_t a : axes) {
+      Value i = func::CallOp::create(b, loc, f, constant(b, loc, a)).getResult(0);
+      position = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, position,
+                                constant(b, loc, grid.getShape()[a])),
+          i);
+    }
+    return position;
+  }
+
   /// A local slice at this rank's offset: no communication.
   LogicalResult lowerAllSlice(shard::AllSliceOp op) {
     OpBuilder b(op);
@@ -314,17 +325,7 @@ struct LowerCollectivesPass
     int64_t axis = op.getSliceAxis().getSExtValue();
     auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
         op, op.getGridAttr());
-    func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
-    // The position in the group, first axis major.
-    Value index = constant(b, loc, 0);
-    for (int16_t a : op.getGridAxes()) {
-      Value i = func::CallOp::create(b, loc, f, constant(b, loc, a)).getResult(0);
-      index = arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(b, loc, index,
-                                constant(b, loc, grid.getShape()[a])),
-          i);
-    }
+    Value index = groupPosition(b, loc, grid, op.getGridAxes());
     Value offset = arith::IndexCastOp::create(
         b, loc, b.getIndexType(),
         arith::MulIOp::create(b, loc, index,
