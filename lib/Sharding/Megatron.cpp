@@ -368,11 +368,7 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   auto split = [&](Value value, int64_t rank, int64_t dim, std::string origin) {
     SplitAxes axes(rank);
     axes[dim].push_back(static_cast<int16_t>(*axis));
-    auto arg = cast<BlockArgument>(value);
-    std::string name =
-        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName)
-            .str();
-    shardings.push_back({value, name, axes, std::move(origin)});
+    shardings.push_back({value, axes, std::move(origin)});
   };
   // Embedding tables, looked up row by row inside a generic: split by
   // vocabulary when the axis divides it (cleave-localize-gathers then masks

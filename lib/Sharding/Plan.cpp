@@ -48,7 +48,7 @@ cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
     return failure();
   std::vector<ValueSharding> result;
   for (HintMatch &m : matches)
-    result.push_back({names.lookup(m.name), m.name, std::move(m.axes),
+    result.push_back({names.lookup(m.name), std::move(m.axes),
                       m.hint->describe()});
   return result;
 }

@@ -47,27 +47,30 @@ struct LocalizeGathersPass
     if (!grid)
       return;
     SmallVector<std::pair<tensor::ExtractOp, SmallVector<int16_t>>> lookups;
-    func.walk([&](tensor::ExtractOp extract) {
+    WalkResult walk = func.walk([&](tensor::ExtractOp extract) {
       auto table = dyn_cast<BlockArgument>(extract.getTensor());
       auto generic = extract->getParentOfType<linalg::GenericOp>();
       if (!table || table.getOwner()->getParentOp() != func || !generic)
-        return;
+        return WalkResult::advance();
       std::optional<SmallVector<int16_t>> axes = rowSplit(func, table);
       if (!axes)
-        return;
+        return WalkResult::advance();
       for (Value index : extract.getIndices().drop_front())
         if (!index.getDefiningOp<linalg::IndexOp>()) {
           extract.emitError("cannot localize a lookup into a split table "
                             "whose columns are not read whole");
-          return signalPassFailure();
+          return WalkResult::interrupt();
         }
       if (generic.getNumResults() != 1) {
         extract.emitError("cannot localize a lookup in a generic with "
                           "several results");
-        return signalPassFailure();
+        return WalkResult::interrupt();
       }
       lookups.push_back({extract, *axes});
+      return WalkResult::advance();
     });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
 
     for (auto &[extract, axes] : lookups) {
       auto generic = extract->getParentOfType<linalg::GenericOp>();

@@ -41,7 +41,6 @@ using SplitAxes = llvm::SmallVector<llvm::SmallVector<int16_t>>;
 /// A sharding chosen for one value of @main, and why.
 struct ValueSharding {
   mlir::Value value;
-  std::string tensorName;
   SplitAxes axes;
   /// Where it came from: a hint's file position, an ONNX node, a preset rule.
   std::string origin;
