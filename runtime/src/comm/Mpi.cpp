@@ -56,6 +56,7 @@ void store(uint64_t &field, uint64_t v) {
 std::string progressDir;
 std::atomic<int64_t> enteredAt{0}; // steady-clock ms, 0 outside collectives
 const char *currentKind = "";
+bool currentCounted = true;
 int64_t currentGroup = -1;
 
 int64_t nowMs() {
@@ -112,11 +113,14 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
                 std::to_string(completed) + " collectives, " +
                 (inside ? "waiting in one" : "not in a collective") + ")";
     }
+  std::string what = currentKind;
+  if (currentCounted)
+    what += " #" + std::to_string(mine + 1) + " on group " +
+            std::to_string(currentGroup);
   std::fprintf(stderr,
-               "cleave-run: error: rank %d: %s #%llu on group %lld did not "
-               "complete within %.0f s; ranks that have not reached it:%s\n",
-               state.rank, currentKind, (unsigned long long)mine + 1,
-               (long long)currentGroup, timeout,
+               "cleave-run: error: rank %d: %s did not complete within %.0f s; "
+               "ranks that have not reached it:%s\n",
+               state.rank, what.c_str(), timeout,
                late.empty() ? " unknown (a peer may have died or hung)"
                             : late.c_str());
   std::fflush(stderr);
@@ -139,16 +143,16 @@ void startWatchdog() {
 }
 
 /// Test hook (CLEAVE_RT_FAULT=RANK:exit|hang:N): this rank exits or hangs
-/// before its Nth collective, to exercise the failure handling.
-void maybeInjectFault() {
+/// before its Nth collective (N = 0: before the check after setup), to
+/// exercise the failure handling. `point` is where the caller stands.
+void maybeInjectFault(int64_t point) {
   static const char *spec = std::getenv("CLEAVE_RT_FAULT");
   if (!spec)
     return;
   int rank = -1, at = 1;
   char what[8] = {};
   if (std::sscanf(spec, "%d:%7[a-z]:%d", &rank, what, &at) < 2 ||
-      rank != state.rank ||
-      load(published->completed) + 1 != static_cast<uint64_t>(at))
+      rank != state.rank || point != at)
     return;
   if (std::strcmp(what, "exit") == 0)
     std::_Exit(3);
@@ -157,9 +161,16 @@ void maybeInjectFault() {
 }
 
 /// Brackets one collective for the watchdog and the progress file.
+/// A collective of the model is counted (its number names it in messages and
+/// the fault hook); the runtime's own agreements between ranks (after setup,
+/// around benchmark runs) are watched but not counted.
 struct CollectiveScope {
-  CollectiveScope(const char *kind, int64_t group) {
-    maybeInjectFault();
+  CollectiveScope(const char *kind, int64_t group, bool counted = true,
+                  int64_t faultPoint = -1)
+      : counted(counted) {
+    maybeInjectFault(counted ? int64_t(load(published->completed)) + 1
+                             : faultPoint);
+    currentCounted = counted;
     currentKind = kind;
     currentGroup = group;
     std::snprintf(published->kind, sizeof(published->kind), "%s", kind);
@@ -169,8 +180,10 @@ struct CollectiveScope {
   ~CollectiveScope() {
     enteredAt.store(0);
     store(published->inside, 0);
-    store(published->completed, load(published->completed) + 1);
+    if (counted)
+      store(published->completed, load(published->completed) + 1);
   }
+  bool counted;
 };
 
 //===----------------------------------------------------------------------===//
@@ -549,6 +562,11 @@ bool comm::active() { return state.active; }
 int comm::firstFailure(bool failed) {
   if (!state.active)
     return failed ? 0 : -1;
+  // The first check follows setup: the fault hook's point 0.
+  static bool setupChecked = false;
+  CollectiveScope scope("the check that every rank succeeded", -1,
+                        /*counted=*/false, setupChecked ? -1 : 0);
+  setupChecked = true;
   int mine = failed ? state.rank : state.size, lowest = state.size;
   MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return lowest == state.size ? -1 : lowest;
@@ -557,14 +575,17 @@ int comm::firstFailure(bool failed) {
 double comm::maxOverRanks(double value) {
   if (!state.active)
     return value;
+  CollectiveScope scope("the benchmark's timing", -1, /*counted=*/false);
   double result = value;
   MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return result;
 }
 
 void comm::barrier() {
-  if (state.active)
-    MPI_Barrier(MPI_COMM_WORLD);
+  if (!state.active)
+    return;
+  CollectiveScope scope("the benchmark's barrier", -1, /*counted=*/false);
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 void comm::abortJob(int code) {
