@@ -127,6 +127,14 @@ std::string MachineModel::str() const {
       .str();
 }
 
+std::string MachineModel::spec() const {
+  return llvm::formatv("peak={0:e},mem-bw={1:e},link-bw={2:e},latency={3:e},"
+                       "memory={4:e}",
+                       peakFlops, memoryBandwidth, linkBandwidth, linkLatency,
+                       deviceMemory)
+      .str();
+}
+
 /// Bytes of a tensor value, 0 for anything else.
 static double tensorBytes(Value v) {
   return isa<RankedTensorType>(v.getType()) ? double(storageBytes(v)) : 0;

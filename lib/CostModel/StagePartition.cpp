@@ -2,7 +2,8 @@
 //
 // best[k][i]: the best plan of the first i ops in k stages, ordered by
 // (largest stage seconds, total cut bytes). best[k][i] = min over j of
-// (max(best[k-1][j].seconds, seconds(j, i)), best[k-1][j].cut + cutBytes[j])
+// (max(best[k-1][j].seconds, seconds(j, i)), best[k-1][j].cut + cutBytes[j]),
+// seconds(j, i) counting the transfers at both of the stage's cuts,
 // for stages [j, i) within the memory limit and not spanning a fixed cut.
 // O(stages x ops^2) time; ops are the top-level ops of @main (thousands).
 //
@@ -65,6 +66,14 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
   std::vector<double> time(n + 1, 0);
   for (size_t i = 0; i < n; ++i)
     time[i + 1] = time[i] + problem.seconds[i];
+  // A stage [j, i): its ops, receiving at j, sending at i.
+  auto cut = [&](size_t c) {
+    return c > 0 && c < n && c < problem.cutSeconds.size() ? problem.cutSeconds[c]
+                                                           : 0.0;
+  };
+  auto stageSeconds = [&](size_t j, size_t i) {
+    return time[i] - time[j] + cut(j) + cut(i);
+  };
   // The parameter bytes of ops [j, i), each parameter once, grown one op at
   // a time from a fixed start.
   std::vector<size_t> seenAt(problem.paramBytes.size(), SIZE_MAX);
@@ -102,7 +111,7 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
         if (bytes > problem.memoryLimit)
           break;
         Best candidate;
-        candidate.seconds = std::max(before.seconds, time[i] - time[j]);
+        candidate.seconds = std::max(before.seconds, stageSeconds(j, i));
         candidate.cut = before.cut + (j > 0 ? problem.cutBytes[j] : 0);
         candidate.from = j;
         if (candidate.betterThan(best[k][i]))
@@ -131,7 +140,7 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
     plan.begin[k - 1] = i;
   }
   for (size_t s = 0; s < stages; ++s) {
-    plan.seconds.push_back(time[plan.begin[s + 1]] - time[plan.begin[s]]);
+    plan.seconds.push_back(stageSeconds(plan.begin[s], plan.begin[s + 1]));
     plan.memory.push_back(stageMemory(plan.begin[s], plan.begin[s + 1]));
     if (s > 0)
       plan.cutBytes.push_back(problem.cutBytes[plan.begin[s]]);

@@ -35,9 +35,11 @@ struct AnnotateStagesPass
       return signalPassFailure();
     }
     Block &block = func.getBody().front();
+    // Constants belong to no stage: every stage that uses one makes its own.
     SmallVector<Operation *> ops;
     for (Operation &op : block.without_terminator())
-      ops.push_back(&op);
+      if (!op.hasTrait<OpTrait::ConstantLike>())
+        ops.push_back(&op);
     llvm::DenseMap<Operation *, size_t> position;
     for (auto [i, op] : llvm::enumerate(ops))
       position[op] = i;
@@ -46,6 +48,7 @@ struct AnnotateStagesPass
     problem.memoryLimit =
         deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory;
     problem.cutBytes.assign(ops.size() + 1, 0);
+    problem.cutSeconds.assign(ops.size() + 1, 0);
     // Parameters, numbered; a stage holds each one its ops read.
     llvm::DenseMap<Value, size_t> paramIndex;
     auto isParam = [&](Value v) {
@@ -78,8 +81,11 @@ struct AnnotateStagesPass
           if (Operation *top = block.findAncestorOpInBlock(*user);
               top && position.count(top))
             last = std::max(last, position[top]);
-        for (size_t c = i + 1; c <= last; ++c)
-          problem.cutBytes[c] += double(cleave::storageBytes(result));
+        double bytes = double(cleave::storageBytes(result));
+        for (size_t c = i + 1; c <= last; ++c) {
+          problem.cutBytes[c] += bytes;
+          problem.cutSeconds[c] += machineModel->transferSeconds(bytes);
+        }
       }
     }
 

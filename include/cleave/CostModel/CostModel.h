@@ -56,6 +56,8 @@ struct MachineModel {
   /// The same keys from a file, one `key: value` or `key=value` per line.
   static llvm::Expected<MachineModel> load(llvm::StringRef path);
   std::string str() const;
+  /// The `parse` form of this machine, every key given.
+  std::string spec() const;
 };
 
 /// The cost of `op`: exact for linalg structured ops (loop trip counts times

@@ -2,8 +2,9 @@
 //
 // Cuts a sequence of ops (in program order) into contiguous stages that
 // minimise the largest stage's predicted time, exactly (a dynamic program
-// over cut positions, not a greedy split). Ties go to the plan with fewer
-// activation bytes crossing cuts. A stage must hold at most a memory limit of
+// over cut positions, not a greedy split). A stage's time includes moving
+// what crosses its cuts: it receives before it computes and sends after.
+// Ties go to the plan with fewer activation bytes crossing cuts. A stage must hold at most a memory limit of
 // parameters; cuts the user fixed are kept.
 //
 //===----------------------------------------------------------------------===//
@@ -28,6 +29,9 @@ struct StageProblem {
   /// cutBytes[i]: activation bytes crossing a cut just before op i (index 0
   /// unused).
   std::vector<double> cutBytes;
+  /// cutSeconds[i]: predicted seconds to move what crosses that cut; both
+  /// stages beside it spend them (empty: free).
+  std::vector<double> cutSeconds;
   /// Positions i where a cut just before op i is required.
   std::vector<size_t> fixedCuts;
   /// Most parameter bytes one stage may hold.
@@ -37,6 +41,7 @@ struct StageProblem {
 struct StagePlan {
   /// Stage s holds ops [begin[s], begin[s + 1]) (begin has stages + 1 entries).
   std::vector<size_t> begin;
+  /// Per stage: computing plus moving what crosses its cuts.
   std::vector<double> seconds;
   std::vector<double> memory;
   /// Bytes crossing each cut (stages - 1 entries).
