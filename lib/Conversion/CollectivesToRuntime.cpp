@@ -12,6 +12,7 @@
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Support/Dtype.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -283,7 +284,7 @@ struct LowerCollectivesPass
       buffer = bufferization::ToBufferOp::create(b, loc, memType,
                                                  op->getOperand(0), true);
     else
-      buffer = memref::AllocOp::create(b, loc, memType, b.getI64IntegerAttr(64));
+      buffer = receiveBuffer(op, memType);
     record(op, type, type);
     func::FuncOp f = declare((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
                              unranked, 1, 2);
@@ -297,6 +298,17 @@ struct LowerCollectivesPass
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();
     return success();
+  }
+
+  /// The buffer a receive writes. Inside loops (microbatches) it is made
+  /// once, before the outermost loop, and every iteration reuses it: the
+  /// received value lives only until the iteration ends.
+  Value receiveBuffer(Operation *recv, MemRefType type) {
+    Operation *anchor = recv;
+    while (auto loop = anchor->getParentOfType<scf::ForOp>())
+      anchor = loop;
+    OpBuilder b(anchor);
+    return memref::AllocOp::create(b, recv->getLoc(), type, b.getI64IntegerAttr(64));
   }
 
   /// This rank's position (i64) in the group spanned by `axes`, first axis
