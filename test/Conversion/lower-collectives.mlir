@@ -42,6 +42,14 @@
 // CHECK: call @cleave_rt_recv_f32(
 // CHECK: %[[GOT:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
 // CHECK: return %arg0, %[[GOT]]
+// A receive in a loop (a microbatch loop) writes one buffer made before the
+// loop, not a new one per iteration.
+// CHECK-LABEL: func.func @receive_in_loop
+// CHECK: %[[LOOPBUF:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+// CHECK-NEXT: scf.for
+// CHECK-NOT: memref.alloc
+// CHECK: call @cleave_rt_recv_f32(
+// CHECK: bufferization.to_tensor %[[LOOPBUF]] restrict writable
 module {
   shard.grid @mesh(shape = 2x2)
   func.func @collectives(%arg0: tensor<4x8xf32>, %arg1: tensor<4x8xf16>) -> (tensor<4x8xf32>, tensor<4x16xf16>, tensor<2x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>) {
@@ -56,5 +64,19 @@ module {
     %0 = shard.send %arg0 on @mesh grid_axes = [0, 1] destination = [1, 0] : (tensor<4x8xf32>) -> tensor<4x8xf32>
     %1 = shard.recv %arg0 on @mesh grid_axes = [0, 1] source = [1, 0] : (tensor<4x8xf32>) -> tensor<4x8xf32>
     return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  func.func @receive_in_loop(%arg0: tensor<4x8xf32>) -> tensor<8x8xf32> {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c4 = arith.constant 4 : index
+    %init = tensor.empty() : tensor<8x8xf32>
+    %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %init) -> (tensor<8x8xf32>) {
+      %got = shard.recv %arg0 on @mesh grid_axes = [0] source = [0] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      %at = arith.muli %i, %c4 : index
+      %next = tensor.insert_slice %got into %acc[%at, 0] [4, 8] [1, 1] : tensor<4x8xf32> into tensor<8x8xf32>
+      scf.yield %next : tensor<8x8xf32>
+    }
+    return %r : tensor<8x8xf32>
   }
 }
