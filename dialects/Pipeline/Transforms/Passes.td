@@ -30,4 +30,42 @@ def PipelineFormStages : Pass<"pipeline-form-stages", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::pipeline::PipelineDialect"];
 }
 
+def PipelineLowerStages : Pass<"pipeline-lower-stages", "mlir::ModuleOp"> {
+  let summary = "Run each stage on its own ranks, microbatched, with transfers";
+  let description = [{
+    Rewrites a function made of `pipeline.stage` ops into one SPMD body:
+    each rank looks up its coordinate on the grid axis `axis` and runs only
+    that stage (`scf.index_switch`), as a loop over `microbatches`
+    microbatches. The stages were compiled for one microbatch; the
+    function's data inputs and results become `microbatches` times larger
+    along dimension 0, and each iteration reads its slice of the inputs.
+
+    Inside an iteration a stage receives what it reads from earlier stages
+    (`shard.recv`), computes, and sends what later stages read
+    (`shard.send`); results of the function computed before the last stage
+    travel to it too, and the last stage writes the results. Transfers
+    between two stages go in one order on both sides (source stage, then
+    result position), so blocking sends cannot deadlock, and stage s works
+    on microbatch i while stage s + 1 works on microbatch i - 1.
+
+    Records which stages read each parameter (`cleave.stages` on the
+    argument: only those ranks hold it) and the plan on the module
+    (`cleave.pipeline`: stages, microbatches, the stage predictions of
+    `cleave-annotate-stages`, every transfer with its bytes). With
+    `axis = -1` there must be one stage; only the microbatch loop is built.
+  }];
+  let options = [
+    Option<"grid", "grid", "std::string", /*default=*/"\"mesh\"",
+           "The shard.grid the ranks form">,
+    Option<"axis", "axis", "int", /*default=*/"-1",
+           "The grid axis of the stages (-1: one stage)">,
+    Option<"microbatches", "microbatches", "unsigned", /*default=*/"1",
+           "Microbatches per run, along dimension 0 of inputs and results">
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::shard::ShardDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 #endif // CLEAVE_PIPELINE_PASSES
