@@ -106,7 +106,8 @@ def main():
     if args.compile_arg:
         with open(os.path.join(bundle, "plan.txt")) as plan:
             for line in plan:
-                if line.startswith(("mesh:", "Split parameters:", "Collectives per run:")):
+                if line.startswith(("mesh:", "Split parameters:", "Collectives per",
+                                    "Pipeline:", "Transfers per microbatch:")):
                     print(line.rstrip())
     if args.compare_single_rank:
         compile_and_run(os.path.join(work, "single"), os.path.join(work, "single-out"), [])

@@ -402,6 +402,15 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
         continue;
       }
     }
+    if (int64_t m = importOptions.microbatches; m > 1) {
+      if (shape.empty() || shape[0] % m != 0)
+        return mlir::emitError(loc)
+               << "--microbatches " << m << ": input '" << input.name()
+               << "' has shape " << formatShape(shape)
+               << ", whose first dimension (the batch) does not split into " << m
+               << " microbatches";
+      shape[0] /= m;
+    }
     argTypes.push_back(RankedTensorType::get(shape, elementType));
     argNames.push_back(input.name());
     argIsParam.push_back(false);

@@ -208,20 +208,28 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       return all.substr(offset, size);
     };
 
-    for (auto [sink, info] : llvm::zip(sinks, infos))
-      sink.pad();
+    auto holds = [&](size_t rank) {
+      return request.heldBy.empty() || request.heldBy[rank];
+    };
+    for (auto [rank, sink] : llvm::enumerate(sinks))
+      if (holds(rank))
+        sink.pad();
+      else
+        infos[rank].placements.push_back({0, 0, /*held=*/false});
     if (request.offsets.empty()) {
       // Whole on every rank: stream in 16 MiB slices so memory does not grow
       // with the tensor.
       constexpr uint64_t kSlice = 16 << 20;
-      for (auto [sink, info] : llvm::zip(sinks, infos))
-        info.placements.push_back({sink.position, bytes});
+      for (auto [rank, sink] : llvm::enumerate(sinks))
+        if (holds(rank))
+          infos[rank].placements.push_back({sink.position, bytes});
       for (uint64_t done = 0; done < bytes; done += kSlice) {
         auto chunk = read(done, std::min(kSlice, bytes - done));
         if (!chunk)
           return chunk.takeError();
-        for (WeightSink &sink : sinks)
-          sink.emit(chunk->data(), chunk->size());
+        for (auto [rank, sink] : llvm::enumerate(sinks))
+          if (holds(rank))
+            sink.emit(chunk->data(), chunk->size());
       }
       continue;
     }
@@ -233,6 +241,8 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       *data = reorderColumns(*data, shape.back(), request.columnParts,
                              request.columnShards, elementBytes);
     for (auto [rank, sink] : llvm::enumerate(sinks)) {
+      if (!holds(rank))
+        continue;
       std::string block;
       copyBlock(data->data(), shape, request.offsets[rank], request.sliceShape,
                 elementBytes, block);

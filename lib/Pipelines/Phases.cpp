@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace cleave;
@@ -48,13 +49,27 @@ StringRef cleave::phaseName(Phase phase) {
 /// The textual pass pipeline of each MLIR-to-MLIR phase.
 static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   switch (phase) {
-  case Phase::Partition:
-    if (!options.sharded)
-      return "";
-    return "func.func(cleave-split-fused-projections, sharding-propagation, "
-           "cleave-pin-argument-shardings, shard-partition, "
-           "cleave-localize-gathers, canonicalize, cse, "
-           "canonicalize), cleave-lower-collectives, func.func(canonicalize, cse)";
+  case Phase::Partition: {
+    std::string text;
+    if (options.sharded)
+      text = "func.func(cleave-split-fused-projections, sharding-propagation, "
+             "cleave-pin-argument-shardings, shard-partition, "
+             "cleave-localize-gathers, canonicalize, cse, canonicalize)";
+    // Stages are cut after the tensor-parallel partition, so the cost model
+    // sees each rank's share of the work.
+    if (options.stages > 1 || options.microbatches > 1)
+      text += llvm::formatv(
+                  "{0}func.func(cleave-annotate-stages{{stages={1} machine={2} "
+                  "device-memory={3}}, pipeline-form-stages), "
+                  "pipeline-lower-stages{{axis={4} microbatches={5}}, "
+                  "func.func(canonicalize, cse)",
+                  text.empty() ? "" : ", ", options.stages, options.machine,
+                  options.deviceMemory, options.stageAxis, options.microbatches)
+                  .str();
+    if (options.sharded)
+      text += ", cleave-lower-collectives, func.func(canonicalize, cse)";
+    return text;
+  }
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
            "cleave-fuse-elementwise, canonicalize, cse)";
@@ -129,9 +144,10 @@ static LogicalResult verifyImported(ModuleOp module) {
 
 /// After bufferization: no tensor values anywhere, @main returns nothing.
 static LogicalResult verifyBufferized(ModuleOp module) {
-  bool ok = onlyDialects(module,
-                         {"builtin", "func", "linalg", "memref", "arith", "math"},
-                         "bufferize");
+  // scf: the microbatch loop and the stage switch of pipelined programs.
+  bool ok = onlyDialects(
+      module, {"builtin", "func", "linalg", "memref", "arith", "math", "scf"},
+      "bufferize");
   module.walk([&](Operation *op) {
     for (Value v : op->getResults())
       if (isa<TensorType>(v.getType())) {

@@ -42,12 +42,13 @@ using namespace cleave;
 #endif
 
 
-/// The most bytes the top-level allocations of `main` hold at once, in
-/// program order (allocations are freed by cleave-free-buffers).
+/// The most bytes the allocations of `main` hold at once, in program order
+/// (allocations are freed by cleave-free-buffers). A pipelined program's
+/// stages are walked one after another: each frees what it allocates.
 static uint64_t activationPeak(func::FuncOp main) {
   uint64_t live = 0, peak = 0;
   llvm::DenseMap<Value, uint64_t> sizes;
-  for (Operation &op : main.getBody().front()) {
+  main.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
       uint64_t bytes = storageBytes(alloc.getType());
       sizes[alloc.getResult()] = bytes;
@@ -56,8 +57,32 @@ static uint64_t activationPeak(func::FuncOp main) {
     } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
       live -= sizes.lookup(dealloc.getMemref());
     }
-  }
+  });
   return peak;
+}
+
+/// The module's `cleave.pipeline` plan (pipeline-lower-stages), if any.
+static PipelineSignature pipelineOf(ModuleOp module) {
+  PipelineSignature p;
+  auto plan = module->getAttrOfType<DictionaryAttr>("cleave.pipeline");
+  if (!plan)
+    return p;
+  p.axis = plan.getAs<IntegerAttr>("axis").getInt();
+  p.stages = plan.getAs<IntegerAttr>("stages").getInt();
+  p.microbatches = plan.getAs<IntegerAttr>("microbatches").getInt();
+  auto doubles = [&](StringRef name, std::vector<double> &out) {
+    if (auto list = plan.getAs<ArrayAttr>(name))
+      for (auto v : list.getAsRange<FloatAttr>())
+        out.push_back(v.getValueAsDouble());
+  };
+  doubles("seconds", p.seconds);
+  doubles("memory", p.memory);
+  for (auto t : plan.getAs<ArrayAttr>("transfers").getAsRange<DictionaryAttr>())
+    p.transfers.push_back({t.getAs<IntegerAttr>("from").getInt(),
+                           t.getAs<IntegerAttr>("to").getInt(),
+                           uint64_t(t.getAs<IntegerAttr>("bytes").getInt()),
+                           t.getAs<StringAttr>("node").str()});
+  return p;
 }
 
 FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
@@ -81,6 +106,16 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       c.bytes = entry.getAs<IntegerAttr>("bytes").getInt();
       c.node = entry.getAs<StringAttr>("node").str();
       signature.collectives.push_back(std::move(c));
+    }
+  signature.pipeline = pipelineOf(module);
+  // Transfers between stages are reported with the stages, not here.
+  llvm::erase_if(signature.collectives, [](const CollectiveSignature &c) {
+    return c.kind == "send" || c.kind == "recv";
+  });
+  for (int64_t r = 0; r < signature.mesh.rankCount(); ++r)
+    if (signature.stageOf(r) == signature.pipeline.stages - 1) {
+      signature.writerRank = r;
+      break;
     }
   signature.activationPeakBytes = activationPeak(main);
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -122,6 +157,8 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     }
     if (auto groups = main.getArgAttrOfType<IntegerAttr>(i, kColumnGroupsAttrName))
       buffer.columnGroups = groups.getInt();
+    if (auto stages = main.getArgAttrOfType<DenseI64ArrayAttr>(i, "cleave.stages"))
+      buffer.stages.assign(stages.asArrayRef().begin(), stages.asArrayRef().end());
     if (auto origin = main.getArgAttrOfType<StringAttr>(i, kShardingOriginAttrName))
       buffer.origin = origin.str();
     signature.buffers.push_back(std::move(buffer));
@@ -145,10 +182,20 @@ static std::string descriptorText(const ModelSignature &signature) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "cleave-model " << CLEAVE_ABI_VERSION << "\n";
-  os << "weights " << signature.weightFileBytes;
-  for (uint64_t checksum : signature.weightChecksums)
-    os << " " << llvm::format_hex_no_prefix(checksum, 16);
+  os << "weights " << signature.weightChecksums.size();
+  for (auto [bytes, checksum] :
+       llvm::zip(signature.weightFileBytes, signature.weightChecksums))
+    os << " " << bytes << " " << llvm::format_hex_no_prefix(checksum, 16);
   os << "\n";
+  const PipelineSignature &pipeline = signature.pipeline;
+  if (pipeline.stages > 1 || pipeline.microbatches > 1) {
+    os << "pipeline " << pipeline.axis << " " << pipeline.stages << " "
+       << pipeline.microbatches;
+    for (double s : pipeline.seconds)
+      os << " " << llvm::formatv("{0:e}", s * pipeline.microbatches);
+    os << "\n";
+  }
+  os << "writer " << signature.writerRank << "\n";
   if (!signature.mesh.axisSizes.empty()) {
     os << "mesh " << signature.mesh.rankCount() << " "
        << signature.mesh.axisSizes.size();
@@ -169,8 +216,11 @@ static std::string descriptorText(const ModelSignature &signature) {
        << " " << encodeName(b.name) << " " << b.dtype << " " << b.shape.size();
     for (int64_t d : b.shape)
       os << " " << d;
-    if (b.kind == BufferSignature::Kind::Param)
-      os << " " << b.offset << " " << b.bytes;
+    if (b.kind == BufferSignature::Kind::Param) {
+      os << " " << b.bytes;
+      for (int64_t offset : b.offsets)
+        os << " " << offset;
+    }
     os << "\n";
   }
   return text;
@@ -284,6 +334,9 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
         request.columnShards = b.globalShape.back() / b.shape.back();
       }
     }
+    if (!b.stages.empty())
+      for (int64_t rank = 0; rank < ranks; ++rank)
+        request.heldBy.push_back(llvm::is_contained(b.stages, signature.stageOf(rank)));
     requests.push_back(std::move(request));
   }
   std::vector<std::string> weightPaths;
@@ -302,21 +355,21 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   size_t next = 0;
   for (BufferSignature &b : signature.buffers)
     if (b.kind == BufferSignature::Kind::Param) {
-      const WeightPlacement &placed = weights->front().placements[next];
-      b.offset = placed.offset;
-      if (placed.bytes != b.bytes)
-        return fail("parameter '" + b.name + "' holds " + llvm::Twine(placed.bytes) +
-                    " bytes per rank in the model, the program expects " +
-                    llvm::Twine(b.bytes));
-      for (const WeightFileInfo &info : *weights)
-        if (info.placements[next].offset != placed.offset)
-          return fail("parameter '" + b.name +
-                      "' is placed differently on different ranks");
+      for (const WeightFileInfo &info : *weights) {
+        const WeightPlacement &placed = info.placements[next];
+        if (placed.held && placed.bytes != b.bytes)
+          return fail("parameter '" + b.name + "' holds " +
+                      llvm::Twine(placed.bytes) +
+                      " bytes per rank in the model, the program expects " +
+                      llvm::Twine(b.bytes));
+        b.offsets.push_back(placed.held ? int64_t(placed.offset) : -1);
+      }
       ++next;
     }
-  signature.weightFileBytes = weights->front().fileBytes;
-  for (const WeightFileInfo &info : *weights)
+  for (const WeightFileInfo &info : *weights) {
+    signature.weightFileBytes.push_back(info.fileBytes);
     signature.weightChecksums.push_back(info.checksum);
+  }
 
   // Program: object code for the host, linked with the runtime.
   llvm::LLVMContext context;
@@ -339,20 +392,25 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   auto modelChecksum = checksumFile(options.modelPath);
   if (!modelChecksum)
     return fail(llvm::toString(modelChecksum.takeError()));
+  // The most parameter bytes any rank holds (stages hold different ones).
   uint64_t paramBytes = 0, paramCount = 0;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    uint64_t held = 0;
+    for (const BufferSignature &b : signature.buffers)
+      if (b.kind == BufferSignature::Kind::Param && b.offsets[rank] >= 0)
+        held += b.bytes;
+    paramBytes = std::max(paramBytes, held);
+  }
   for (const BufferSignature &b : signature.buffers)
-    if (b.kind == BufferSignature::Kind::Param) {
-      paramBytes += b.bytes;
-      ++paramCount;
-    }
+    paramCount += b.kind == BufferSignature::Kind::Param;
   llvm::json::Array meshAxes;
   for (auto [name, size] :
        llvm::zip(signature.mesh.axisNames, signature.mesh.axisSizes))
     meshAxes.push_back(llvm::json::Object{{"name", name}, {"size", size}});
   llvm::json::Array weightFiles, bytesPerRank;
-  for (const std::string &path : weightPaths) {
+  for (auto [path, bytes] : llvm::zip(weightPaths, signature.weightFileBytes)) {
     weightFiles.push_back(path.substr(staging.size() + 1));
-    bytesPerRank.push_back(int64_t(signature.weightFileBytes));
+    bytesPerRank.push_back(int64_t(bytes));
   }
   llvm::json::Object manifest{
       {"format", "cleave-bundle"},
@@ -376,6 +434,10 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                                         {"bytes_per_rank", int64_t(paramBytes)}}},
       {"bytes_per_rank", std::move(bytesPerRank)},
       {"collectives", int64_t(signature.collectives.size())},
+      {"pipeline", llvm::json::Object{
+                       {"stages", signature.pipeline.stages},
+                       {"microbatches", signature.pipeline.microbatches}}},
+      {"writer_rank", signature.writerRank},
   };
   std::string manifestText;
   llvm::raw_string_ostream(manifestText)

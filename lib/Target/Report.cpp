@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace cleave;
@@ -72,7 +73,11 @@ std::string cleave::planReport(const ModelSignature &sig,
        << (ranks == 1 ? " rank)" : " ranks)");
   os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")\n\n";
 
-  uint64_t perRank = 0, inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
+  const PipelineSignature &pipe = sig.pipeline;
+  bool pipelined = pipe.stages > 1 || pipe.microbatches > 1;
+  // Parameter bytes a rank of each stage holds.
+  std::vector<uint64_t> stageParams(pipe.stages, 0);
+  uint64_t inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
   size_t params = 0, split = 0;
   for (const BufferSignature &b : sig.buffers) {
     if (b.kind != BufferSignature::Kind::Param) {
@@ -80,7 +85,9 @@ std::string cleave::planReport(const ModelSignature &sig,
       continue;
     }
     ++params;
-    perRank += b.bytes;
+    for (int64_t st = 0; st < pipe.stages; ++st)
+      if (b.stages.empty() || llvm::is_contained(b.stages, st))
+        stageParams[st] += b.bytes;
     uint64_t whole = b.bytes;
     for (size_t d = 0; d < b.shape.size(); ++d)
       whole = whole / b.shape[d] * b.globalShape[d];
@@ -91,6 +98,7 @@ std::string cleave::planReport(const ModelSignature &sig,
       splitInModel += whole;
     }
   }
+  uint64_t perRank = *std::max_element(stageParams.begin(), stageParams.end());
   os << "Parameters: " << params << " (" << split << " split), "
      << bytesString(inModel) << " bytes in the model, " << bytesString(perRank)
      << " bytes per rank\n";
@@ -108,6 +116,12 @@ std::string cleave::planReport(const ModelSignature &sig,
                        shapeString(b.globalShape).c_str(),
                        shardingString(sig, b).c_str(),
                        (unsigned long long)b.bytes);
+    if (pipe.stages > 1) {
+      llvm::SmallVector<std::string> list;
+      for (int64_t st : b.stages)
+        list.push_back(std::to_string(st));
+      os << "  stage" << (list.size() == 1 ? " " : "s ") << llvm::join(list, ",");
+    }
     if (!b.origin.empty())
       os << "  <- " << b.origin;
     else if (shardingString(sig, b) != "whole")
@@ -118,13 +132,50 @@ std::string cleave::planReport(const ModelSignature &sig,
     os << "\n";
   }
 
+  if (pipelined) {
+    int64_t p = pipe.stages, m = pipe.microbatches;
+    std::string axis = pipe.axis >= 0 ? sig.mesh.axisNames[pipe.axis] : "none";
+    os << "\nPipeline: " << p << " stage" << (p == 1 ? "" : "s") << " on axis "
+       << axis << ", " << m << " microbatch" << (m == 1 ? "" : "es")
+       << llvm::format("; predicted bubble (p-1)/(m+p-1) = %.2f\n",
+                       double(p - 1) / double(m + p - 1));
+    os << "  stage  ranks              predicted/microbatch  params/rank\n";
+    double largest = 0, smallest = 0;
+    for (int64_t st = 0; st < p; ++st) {
+      llvm::SmallVector<std::string> ranksOf;
+      for (int64_t r = 0; r < ranks; ++r)
+        if (sig.stageOf(r) == st)
+          ranksOf.push_back(std::to_string(r));
+      double seconds = st < int64_t(pipe.seconds.size()) ? pipe.seconds[st] : 0;
+      largest = st == 0 ? seconds : std::max(largest, seconds);
+      smallest = st == 0 ? seconds : std::min(smallest, seconds);
+      os << llvm::format("  %-6lld %-18s %14.4f ms      %s\n", (long long)st,
+                         llvm::join(ranksOf, ",").c_str(), seconds * 1e3,
+                         bytesString(stageParams[st]).c_str());
+    }
+    if (p > 1 && smallest > 0)
+      os << llvm::format("  balance (largest / smallest predicted stage): %.3f\n",
+                         largest / smallest);
+    uint64_t crossing = 0;
+    for (const TransferSignature &t : pipe.transfers)
+      crossing += t.bytes;
+    os << "Transfers per microbatch: " << pipe.transfers.size() << ", "
+       << bytesString(crossing) << " bytes\n";
+    for (const TransferSignature &t : pipe.transfers)
+      os << llvm::format("  stage %lld -> %lld %12llu bytes  from ONNX node '%s'\n",
+                         (long long)t.from, (long long)t.to,
+                         (unsigned long long)t.bytes, t.node.c_str());
+  }
+
   uint64_t sent = 0;
   std::map<std::string, int> byKind;
   for (const CollectiveSignature &c : sig.collectives) {
     sent += c.bytes;
     ++byKind[c.kind];
   }
-  os << "\nCollectives per run: " << sig.collectives.size();
+  // Collectives in a microbatch loop run once per microbatch.
+  os << "\nCollectives per " << (pipe.microbatches > 1 ? "microbatch" : "run")
+     << ": " << sig.collectives.size();
   for (auto &[kind, count] : byKind)
     os << ", " << count << " " << kind;
   os << "; " << bytesString(sent) << " bytes per rank\n";

@@ -61,10 +61,32 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
       continue;
     }
     if (kind == "weights") {
-      std::string checksum;
-      fields >> desc.weightBytes;
-      while (fields >> checksum)
+      size_t ranks = 0;
+      fields >> ranks;
+      for (size_t r = 0; r < ranks; ++r) {
+        uint64_t bytes = 0;
+        std::string checksum;
+        fields >> bytes >> checksum;
+        desc.weightBytes.push_back(bytes);
         desc.weightChecksums.push_back(std::strtoull(checksum.c_str(), nullptr, 16));
+      }
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      continue;
+    }
+    if (kind == "writer") {
+      fields >> desc.writer;
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      continue;
+    }
+    if (kind == "pipeline") {
+      fields >> desc.stageAxis >> desc.stages >> desc.microbatches;
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      double seconds;
+      while (fields >> seconds)
+        desc.stageSeconds.push_back(seconds);
       continue;
     }
     if (kind == "mesh") {
@@ -104,9 +126,15 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
     b.shape.resize(rank);
     for (int64_t &d : b.shape)
       fields >> d;
-    if (b.kind == BufferKind::Param)
-      fields >> b.offset >> b.bytes;
-    else
+    if (b.kind == BufferKind::Param) {
+      fields >> b.bytes;
+      int64_t offset;
+      while (fields >> offset)
+        b.offsets.push_back(offset);
+      if (b.offsets.empty())
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      fields.clear();
+    } else
       b.bytes = b.numElements() * dtypeBytes(b.dtype);
     if (!fields || dtypeBytes(b.dtype) == 0)
       throw RuntimeError("malformed model descriptor line '" + line + "'");

@@ -135,6 +135,16 @@ struct Prepared {
 };
 
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p);
+
+/// The pipeline stage `rank` runs: its coordinate on the stage axis.
+int64_t stageOf(const ModelDesc &desc, int rank) {
+  if (desc.stageAxis < 0)
+    return 0;
+  int64_t stride = 1;
+  for (size_t a = desc.stageAxis + 1; a < desc.meshSizes.size(); ++a)
+    stride *= desc.meshSizes[a];
+  return rank / stride % desc.meshSizes[desc.stageAxis];
+}
 void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p);
 
 /// Runs `step` on every rank; if it fails anywhere, the lowest failing rank
@@ -218,18 +228,26 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   if (!desc.buffers.empty() && options.outputDir.empty())
     throw RuntimeError("--output-dir is required");
 
+  // This rank's weights: only the parameters its pipeline stage reads.
   std::unique_ptr<WeightFile> &weights = p.weights;
-  bool hasParams = std::any_of(desc.buffers.begin(), desc.buffers.end(),
-                               [](auto &b) { return b.kind == BufferKind::Param; });
+  int rank = comm::rank();
+  bool hasParams = false;
+  for (const BufferDesc &b : desc.buffers)
+    if (b.kind == BufferKind::Param) {
+      if (rank >= static_cast<int>(b.offsets.size()))
+        throw RuntimeError("the model descriptor places parameter '" + b.name +
+                           "' for " + std::to_string(b.offsets.size()) +
+                           " ranks, not rank " + std::to_string(rank));
+      hasParams |= b.offsets[rank] >= 0;
+    }
   if (hasParams) {
-    int rank = comm::rank();
     std::string path = desc.ranks == 1 ? options.bundle + "/weights.bin"
                                        : options.bundle + "/weights/rank" +
                                              std::to_string(rank) + ".bin";
     if (rank >= static_cast<int>(desc.weightChecksums.size()))
       throw RuntimeError("the model descriptor has no weight checksum for rank " +
                          std::to_string(rank));
-    weights = std::make_unique<WeightFile>(path, desc.weightBytes,
+    weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
                                            desc.weightChecksums[rank]);
   }
 
@@ -239,7 +257,10 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   std::vector<void *> &outputData = p.outputData;
   for (const BufferDesc &b : desc.buffers) {
     if (b.kind == BufferKind::Param) {
-      pointers.push_back(const_cast<char *>(weights->data()) + b.offset);
+      // Another stage's parameter: this rank's code never reads it.
+      int64_t offset = b.offsets[rank];
+      pointers.push_back(offset < 0 ? nullptr
+                                    : const_cast<char *>(weights->data()) + offset);
       continue;
     }
     owned.push_back(std::make_unique<AlignedBuffer>(b.bytes));
@@ -274,14 +295,25 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
     for (int i = 0; i < warmup; ++i)
       cleave_model_run(pointers.data());
     // Ranks start each run together; a run takes as long as its slowest rank.
+    // A pipeline stage's busy time is its run less the time it waited in
+    // transfers; a stage takes as long as its slowest rank.
+    int64_t stage = stageOf(desc, comm::rank());
     std::vector<double> ms;
+    std::vector<std::vector<double>> busyMs(desc.stages);
     for (int i = 0; i < options.bench; ++i) {
       comm::barrier();
+      comm::takeTransferSeconds();
       auto start = Clock::now();
       cleave_model_run(pointers.data());
-      ms.push_back(comm::maxOverRanks(
-          std::chrono::duration<double, std::milli>(Clock::now() - start)
-              .count()));
+      double elapsed =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      std::vector<double> times(desc.stages + 1, 0.0);
+      times[0] = elapsed;
+      times[stage + 1] = elapsed - 1e3 * comm::takeTransferSeconds();
+      comm::maxOverRanks(times);
+      ms.push_back(times[0]);
+      for (int64_t s = 0; s < desc.stages; ++s)
+        busyMs[s].push_back(times[s + 1]);
     }
     double mean = 0;
     for (double m : ms)
@@ -292,15 +324,36 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
                   options.bench, (long long)desc.ranks,
                   desc.ranks == 1 ? "" : "s", threads, warmup,
                   percentile(ms, 0.5), percentile(ms, 0.9), mean);
+      if (desc.stages > 1 || desc.microbatches > 1) {
+        std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "
+                    "bubble (p-1)/(m+p-1) = %.2f\n",
+                    (long long)desc.stages, desc.stages == 1 ? "" : "s",
+                    (long long)desc.microbatches,
+                    desc.microbatches == 1 ? "" : "es",
+                    double(desc.stages - 1) /
+                        double(desc.microbatches + desc.stages - 1));
+        for (int64_t s = 0; s < desc.stages; ++s) {
+          double busy = percentile(busyMs[s], 0.5);
+          std::printf("  stage %lld: busy p50 %.3f ms per run (waiting in "
+                      "transfers excluded)",
+                      (long long)s, busy);
+          if (s < static_cast<int64_t>(desc.stageSeconds.size()))
+            std::printf(", predicted %.3f ms, measured/predicted %.2f",
+                        1e3 * desc.stageSeconds[s],
+                        busy / (1e3 * desc.stageSeconds[s]));
+          std::printf("\n");
+        }
+      }
       std::fflush(stdout);
     }
   } else {
     cleave_model_run(pointers.data());
   }
 
-  // Every rank holds the whole outputs; rank 0 writes them, each under a
-  // temporary name, then renames them all.
-  if (comm::rank() != 0)
+  // The writer (the last pipeline stage's first rank) holds the whole
+  // outputs and writes them, each under a temporary name, then renames them
+  // all.
+  if (comm::rank() != desc.writer)
     return;
   const std::vector<const BufferDesc *> &outputs = p.outputs;
   const std::vector<void *> &outputData = p.outputData;

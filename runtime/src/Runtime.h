@@ -31,7 +31,8 @@ struct BufferDesc {
   std::string name;
   std::string dtype;
   std::vector<int64_t> shape;
-  uint64_t offset = 0; // params: byte offset in weights.bin
+  /// Params: byte offset in each rank's weight file, -1 where not held.
+  std::vector<int64_t> offsets;
   uint64_t bytes = 0;
 
   int64_t numElements() const;
@@ -39,9 +40,17 @@ struct BufferDesc {
 };
 
 struct ModelDesc {
-  uint64_t weightBytes = 0;
   /// One per rank.
+  std::vector<uint64_t> weightBytes;
   std::vector<uint64_t> weightChecksums;
+  /// The rank that writes the outputs.
+  int writer = 0;
+  /// Pipeline stages (-1: none) and microbatches; predicted seconds per run
+  /// of each stage.
+  int stageAxis = -1;
+  int64_t stages = 1;
+  int64_t microbatches = 1;
+  std::vector<double> stageSeconds;
   std::vector<BufferDesc> buffers;
   /// The mesh; empty for single-rank programs.
   int64_t ranks = 1;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/CostModel/CostModel.h"
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
 #include "cleave/Pipelines/Registration.h"
@@ -58,8 +59,9 @@ cl::list<std::string> boundInputs(
 cl::opt<std::string> meshOption(
     "mesh",
     cl::desc("Device mesh: named axes whose sizes multiply to the rank count, "
-             "e.g. tp=4 or dp=2,tp=2 (default: the model's cleave.mesh "
-             "metadata, else one rank)"),
+             "e.g. tp=4, dp=2,tp=2 or pp=2,tp=2; a 'pp' axis cuts the model "
+             "into that many pipeline stages, balanced by the cost model "
+             "(default: the model's cleave.mesh metadata, else one rank)"),
     cl::value_desc("AXIS=N[,AXIS=N]"), cl::cat(category));
 cl::opt<std::string> shardHints(
     "shard-hints",
@@ -73,6 +75,24 @@ cl::opt<std::string> shardPreset(
              "and LM head by vocabulary where tp divides it) on the 'tp' axis; "
              "hints and the model's sharding fields take precedence"),
     cl::value_desc("megatron"), cl::cat(category));
+cl::opt<unsigned> microbatches(
+    "microbatches",
+    cl::desc("Split the batch (dimension 0 of every input and output) into M "
+             "microbatches that flow through the pipeline stages one after "
+             "another (default 1)"),
+    cl::value_desc("M"), cl::init(1), cl::cat(category));
+cl::opt<std::string> machineOption(
+    "machine",
+    cl::desc("The machine the cost model predicts for, which balances the "
+             "pipeline stages: peak=..,mem-bw=..,link-bw=..,latency=..,memory=.. "
+             "(FLOP/s, B/s, B/s, s, B; any subset) or a file of key: value lines"),
+    cl::value_desc("SPEC|FILE"), cl::cat(category));
+cl::opt<double> deviceMemory(
+    "device-memory",
+    cl::desc("Bytes of parameters one pipeline stage may hold on a rank "
+             "(default: the machine's memory); no partition that fits is an "
+             "error"),
+    cl::value_desc("BYTES"), cl::init(0), cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
     cl::desc("Also write the plan report (shardings, collectives, memory per "
@@ -145,7 +165,8 @@ bool writeModule(mlir::ModuleOp module, StringRef path) {
 /// for: the model's own sharding fields, the hints file, the preset (which
 /// yields to both). Leaves the module alone when there is no mesh.
 mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
-                                  const HintFile &hintFile, bool &sharded) {
+                                  const HintFile &hintFile,
+                                  PipelineOptions &pipeline) {
   std::string meshText = meshOption.empty() ? extras.mesh : meshOption;
   if (meshText.empty()) {
     if (!extras.shardingSpecs.empty())
@@ -159,11 +180,9 @@ mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
     fail(toString(mesh.takeError()));
     return mlir::failure();
   }
-  if (mesh->axisIndex("pp")) {
-    // Without stages a pp axis would only replicate the model on its ranks.
-    fail("--mesh '" + meshText + "': the 'pp' axis (pipeline stages) is not "
-         "supported yet; use tp and dp axes");
-    return mlir::failure();
+  if (std::optional<unsigned> pp = mesh->axisIndex("pp")) {
+    pipeline.stageAxis = *pp;
+    pipeline.stages = mesh->axisSizes[*pp];
   }
   std::vector<ShardHint> hints;
   for (const OnnxShardingSpec &spec : extras.shardingSpecs) {
@@ -191,12 +210,13 @@ mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
     }
     llvm::append_range(shardings, megatronShardings(module, *mesh, "tp"));
   }
-  if (shardings.empty() && mesh->rankCount() > 1)
+  if (shardings.empty() && mesh->rankCount() > pipeline.stages)
     mlir::emitWarning(module.getLoc())
         << "nothing is split on the mesh (" << mesh->str()
-        << "): every rank computes the whole model; pass --shard-hints or "
-           "--shard-preset megatron";
-  sharded = true;
+        << "): every rank computes the whole "
+        << (pipeline.stages > 1 ? "stage" : "model")
+        << "; pass --shard-hints or --shard-preset megatron";
+  pipeline.sharded = true;
   return annotateShardings(module, *mesh, shardings);
 }
 
@@ -312,9 +332,25 @@ int main(int argc, char **argv) {
     hintFile = std::move(*parsed);
   }
 
+  if (microbatches == 0)
+    return fail("--microbatches must be at least 1");
+  options.microbatches = microbatches;
+  PipelineOptions pipelineOptions;
+  pipelineOptions.cpuGemm = cpuGemm;
+  pipelineOptions.microbatches = microbatches;
+  pipelineOptions.deviceMemory = deviceMemory;
+  {
+    auto machine = MachineModel::parse("");
+    if (!machineOption.empty())
+      machine = sys::fs::exists(machineOption) ? MachineModel::load(machineOption)
+                                               : MachineModel::parse(machineOption);
+    if (!machine)
+      return fail("--machine: " + toString(machine.takeError()));
+    pipelineOptions.machine = machine->spec();
+  }
+
   mlir::OwningOpRef<mlir::ModuleOp> module;
   ModelSignature signature;
-  bool sharded = false;
   int index = 0;
   for (const PhaseInfo &info : allPhases()) {
     auto start = std::chrono::steady_clock::now();
@@ -324,8 +360,12 @@ int main(int argc, char **argv) {
       module = importOnnxModel(context, modelPath, options, &extras);
       if (!module)
         return 1;
-      if (failed(applySharding(*module, extras, hintFile, sharded)))
+      if (failed(applySharding(*module, extras, hintFile, pipelineOptions)))
         return 1;
+      if (microbatches > 1 && pipelineOptions.stages < 2)
+        return fail("--microbatches " + Twine(microbatches) +
+                    " needs pipeline stages to flow through: give the mesh a "
+                    "'pp' axis of 2 or more, e.g. --mesh pp=2");
       break;
     }
     case Phase::Partition:
@@ -333,9 +373,6 @@ int main(int argc, char **argv) {
     case Phase::Bufferize:
     case Phase::Lower: {
       mlir::PassManager pm(&context);
-      PipelineOptions pipelineOptions;
-      pipelineOptions.cpuGemm = cpuGemm;
-      pipelineOptions.sharded = sharded;
       if (failed(buildPhasePipeline(info.phase, pm, pipelineOptions)) ||
           failed(pm.run(*module)))
         return fail("phase '" + info.name + "' failed (see above)");

@@ -39,7 +39,10 @@ Runs a bundle written by cleave-compile.
   --output-dir DIR       receives one NAME.npy per model output, written only
                          when the run succeeds (characters outside
                          [A-Za-z0-9._-] in NAME become '_')
-  --bench N              run N times after warm-up and print p50/p90 latency
+  --bench N              run N times after warm-up and print p50/p90 latency;
+                         with pipeline stages, also each stage's busy time
+                         (time waiting in transfers excluded) next to the
+                         cost model's prediction
   --threads N            threads per rank (default: CLEAVE_NUM_THREADS, else
                          the cores divided among the ranks)
   --ranks N              the rank count you expect; refused before start if
@@ -47,7 +50,8 @@ Runs a bundle written by cleave-compile.
   --timeout SECONDS      a collective that waits longer ends the job, naming
                          the ranks that did not reach it (default 600)
 Bundles compiled for several ranks are started with MPICH's mpiexec, one
-process per rank; rank 0 writes the outputs.
+process per rank; rank 0 writes the outputs (with pipeline stages, the
+first rank of the last stage). Each rank maps only its own weight file.
 bfloat16 tensors are exchanged as uint16 arrays of their bit patterns.
 )";
 

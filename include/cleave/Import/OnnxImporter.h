@@ -35,6 +35,9 @@ struct ImportOptions {
   /// Graph inputs made compile-time constants, by name: a path to a `.npy`
   /// file or a serialized TensorProto (--bind-input).
   std::map<std::string, std::string> boundInputs;
+  /// Import for one of this many microbatches: dimension 0 (the batch) of
+  /// every graph input is divided by it (--microbatches).
+  int64_t microbatches = 1;
   /// Integer and bool initializers with at most this many elements (shape
   /// values, axes) are inlined as constants, as are one-element initializers;
   /// every other initializer becomes a function parameter.

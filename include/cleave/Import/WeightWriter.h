@@ -25,6 +25,7 @@ namespace cleave {
 struct WeightPlacement {
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  bool held = true; // false: this rank's file does not hold the parameter
 };
 
 struct WeightFileInfo {
@@ -45,12 +46,15 @@ struct WeightRequest {
   /// shards before slicing (fused projections; 0: no reorder).
   int64_t columnParts = 0;
   int64_t columnShards = 1;
+  /// Which ranks hold the parameter (pipeline stages that read it); empty:
+  /// every rank.
+  std::vector<bool> heldBy;
 };
 
 /// Writes the parameters `requests` of the model at `modelPath`, in order,
 /// to one file per rank (`outPaths`, one per rank). Whole parameters are
-/// streamed; split ones are read once and cut for every rank. Every file has
-/// the same layout, so placements are shared.
+/// streamed; split ones are read once and cut for every rank. A rank's file
+/// holds only the parameters its pipeline stage reads.
 llvm::Expected<std::vector<WeightFileInfo>>
 writeWeightFiles(llvm::StringRef modelPath,
                  llvm::ArrayRef<WeightRequest> requests,

@@ -55,6 +55,15 @@ struct PipelineOptions {
   std::string cpuGemm = "blas";
   /// Whether the module carries a mesh and shardings to partition.
   bool sharded = false;
+  /// Pipeline stages and the mesh axis they run on (-1: one stage).
+  unsigned stages = 1;
+  int stageAxis = -1;
+  /// Microbatches per run; the module was imported for one of them.
+  unsigned microbatches = 1;
+  /// The cost model's machine (MachineModel::spec) and the memory one
+  /// stage's parameters may take (0: the machine's).
+  std::string machine;
+  double deviceMemory = 0;
 };
 
 /// Adds the passes of a pass-pipeline phase (Fuse, Bufferize, Lower) to `pm`.

@@ -30,8 +30,11 @@ struct BufferSignature {
   std::string name;
   std::string dtype; // f32 f16 bf16 f64 i64 i32 i16 i8 bool
   llvm::SmallVector<int64_t> shape;
-  uint64_t offset = 0; // params: byte offset in the weight file
-  uint64_t bytes = 0;   // on each rank
+  /// Params: byte offset in each rank's weight file (-1: not held there).
+  std::vector<int64_t> offsets;
+  uint64_t bytes = 0;   // on each rank that holds it
+  /// Params of a pipelined program: the stages that read it (empty: all).
+  llvm::SmallVector<int64_t> stages;
   // Params under a mesh: the grid axes each dimension is split over, the
   // shape in the model, the reorder of fused projections and who chose it.
   llvm::SmallVector<llvm::SmallVector<int16_t>> split;
@@ -48,6 +51,24 @@ struct CollectiveSignature {
   std::string node;
 };
 
+/// A value one pipeline stage sends another, per microbatch.
+struct TransferSignature {
+  int64_t from = 0, to = 0;
+  uint64_t bytes = 0;
+  std::string node;
+};
+
+/// The pipeline stages and microbatches of a program (one stage, one
+/// microbatch when it has none).
+struct PipelineSignature {
+  int axis = -1; ///< the mesh axis of the stages
+  int64_t stages = 1;
+  int64_t microbatches = 1;
+  /// Predicted per stage for one microbatch (cleave-annotate-stages).
+  std::vector<double> seconds, memory;
+  std::vector<TransferSignature> transfers;
+};
+
 struct ModelSignature {
   std::vector<BufferSignature> buffers;
   /// The mesh; no axes (and one rank) for an unsharded model.
@@ -55,11 +76,19 @@ struct ModelSignature {
   /// Communicators the program uses, each a list of grid axes.
   std::vector<llvm::SmallVector<int16_t>> commGroups;
   std::vector<CollectiveSignature> collectives;
+  PipelineSignature pipeline;
+  /// The rank that writes the outputs: the last stage's first rank.
+  int64_t writerRank = 0;
   /// The most bytes @main's intermediate buffers hold at once.
   uint64_t activationPeakBytes = 0;
-  uint64_t weightFileBytes = 0;
   /// One per rank.
+  std::vector<uint64_t> weightFileBytes;
   std::vector<uint64_t> weightChecksums;
+
+  /// The pipeline stage rank `rank` runs.
+  int64_t stageOf(int64_t rank) const {
+    return pipeline.axis < 0 ? 0 : mesh.indexInGroup(rank, {int16_t(pipeline.axis)});
+  }
 };
 
 /// Reads the signature off a bufferized module's @main (memref arguments

@@ -19,6 +19,7 @@
 #include "../Runtime.h"
 
 #include <string>
+#include <vector>
 
 namespace cleave::rt::comm {
 
@@ -35,6 +36,11 @@ bool active();
 int firstFailure(bool failed);
 /// The largest of every rank's `value`.
 double maxOverRanks(double value);
+/// Element by element, the largest of every rank's `values`.
+void maxOverRanks(std::vector<double> &values);
+/// Seconds this rank spent in point-to-point transfers (blocked on its
+/// pipeline neighbours) since the last call.
+double takeTransferSeconds();
 void barrier();
 /// Ends every rank of the job with `code`.
 [[noreturn]] void abortJob(int code);

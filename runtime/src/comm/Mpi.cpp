@@ -479,9 +479,25 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                   recv.data() + j * part + o * innerC, innerC);
 }
 
+/// Seconds spent in point-to-point transfers since the last
+/// comm::takeTransferSeconds: a pipeline stage's time waiting for its
+/// neighbours.
+double transferSeconds = 0;
+
+/// Adds the lifetime of the scope to transferSeconds.
+struct TransferTimer {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~TransferTimer() {
+    transferSeconds += std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  }
+};
+
 void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
             int64_t group) {
   CollectiveScope scope("send", group);
+  TransferTimer timer;
   View buffer = viewOf(rank, desc, e.bytes);
   if (!state.active)
     return;
@@ -493,6 +509,7 @@ void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
 void receiveFrom(const Element &e, int64_t rank, void *desc, int64_t peer,
                  int64_t group) {
   CollectiveScope scope("recv", group);
+  TransferTimer timer;
   View buffer = viewOf(rank, desc, e.bytes);
   if (!state.active)
     return;
@@ -573,12 +590,25 @@ int comm::firstFailure(bool failed) {
 }
 
 double comm::maxOverRanks(double value) {
+  std::vector<double> values = {value};
+  maxOverRanks(values);
+  return values.front();
+}
+
+void comm::maxOverRanks(std::vector<double> &values) {
   if (!state.active)
-    return value;
+    return;
   CollectiveScope scope("the benchmark's timing", -1, /*counted=*/false);
-  double result = value;
-  MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return result;
+  std::vector<double> result(values.size());
+  MPI_Allreduce(values.data(), result.data(), int(values.size()), MPI_DOUBLE,
+                MPI_MAX, MPI_COMM_WORLD);
+  values = std::move(result);
+}
+
+double comm::takeTransferSeconds() {
+  double seconds = transferSeconds;
+  transferSeconds = 0;
+  return seconds;
 }
 
 void comm::barrier() {

@@ -8,19 +8,28 @@
  *   cleave_model_desc  a NUL-terminated text describing the model's buffers,
  *                      one line each, in the order cleave_model_run takes them:
  *                        cleave-model <abi-version>
- *                        weights <data-bytes> <checksum as 16 hex digits>
+ *                        weights <ranks> (<file-bytes> <checksum as 16 hex
+ *                                digits>) for each rank
+ *                        writer <rank>
  *                        input  <name> <dtype> <rank> <dims...>
- *                        param  <name> <dtype> <rank> <dims...> <offset> <bytes>
+ *                        param  <name> <dtype> <rank> <dims...> <bytes>
+ *                               <offset in each rank's file, -1: not held>
  *                        output <name> <dtype> <rank> <dims...>
  *                      names are percent-encoded (space, '%', newline, tab);
  *                      dtypes: f32 f16 bf16 f64 i64 i32 i16 i8 bool.
  *                        mesh <rank-count> <axis-count> <sizes...>
  *                        group <axis-count> <axes...>
+ *                        pipeline <axis> <stages> <microbatches>
+ *                                 <predicted seconds per run, per stage>
  *                      `mesh` is present for multi-rank programs; each
  *                      `group` line declares a communicator over those mesh
  *                      axes (its id is its position among the group lines),
  *                      created once at start-up. Param lines describe this
- *                      rank's slice; each rank maps weights/rank<r>.bin.
+ *                      rank's slice; each rank maps weights/rank<r>.bin,
+ *                      which holds only what its pipeline stage reads.
+ *                      `writer` names the rank that writes the outputs
+ *                      (the last stage's first rank). `pipeline` is present
+ *                      when the program has stages or microbatches.
  *   cleave_model_run   runs the model once on `buffers`: one pointer per line
  *                      above (inputs, params, outputs), row-major, each
  *                      aligned to 64 bytes.
@@ -34,7 +43,7 @@
 
 #include <stdint.h>
 
-#define CLEAVE_ABI_VERSION 1
+#define CLEAVE_ABI_VERSION 2
 
 /* Symbols of the compiled model. */
 #define CLEAVE_ABI_MODEL_DESC "cleave_model_desc"
