@@ -31,7 +31,7 @@ struct AnnotateStagesPass
       return;
     auto machineModel = cleave::MachineModel::parse(machine);
     if (!machineModel) {
-      func.emitError() << llvm::toString(machineModel.takeError());
+      emitError(func.getLoc()) << llvm::toString(machineModel.takeError());
       return signalPassFailure();
     }
     Block &block = func.getBody().front();
@@ -91,7 +91,7 @@ struct AnnotateStagesPass
 
     auto plan = cleave::partitionStages(problem, stages);
     if (!plan) {
-      func.emitError() << llvm::toString(plan.takeError());
+      emitError(func.getLoc()) << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
     Builder b(&getContext());

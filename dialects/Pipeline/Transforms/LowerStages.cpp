@@ -163,14 +163,14 @@ LogicalResult Lowering::analyse() {
       if (isParam(arg))
         continue;
       if (!type || type.getRank() == 0)
-        return func.emitOpError("input ")
+        return emitError(func.getLoc(), "input ")
                << arg.getArgNumber()
                << " has no batch dimension to split into microbatches";
     }
     for (Type type : func.getResultTypes())
       if (auto t = dyn_cast<RankedTensorType>(type); !t || t.getRank() == 0)
-        return func.emitOpError(
-            "has a result with no batch dimension to split into microbatches");
+        return emitError(func.getLoc(),
+            "@" + func.getName() + " has a result with no batch dimension to split into microbatches");
   }
   return success();
 }
@@ -387,12 +387,12 @@ struct LowerStagesPass
       if (stages.empty())
         continue;
       if (module->hasAttr(kPipelineAttr)) {
-        func.emitError("a second function with pipeline stages; only one "
+        emitError(func.getLoc(), "a second function with pipeline stages; only one "
                        "program per module is supported");
         return signalPassFailure();
       }
       if (axis < 0 && stages.size() > 1) {
-        func.emitError() << "has " << stages.size()
+        emitError(func.getLoc()) << "@" << func.getName() << " has " << stages.size()
                          << " stages but no grid axis to run them on";
         return signalPassFailure();
       }
@@ -400,11 +400,11 @@ struct LowerStagesPass
         auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
             module, FlatSymbolRefAttr::get(&getContext(), grid));
         if (!gridOp || axis >= gridOp.getRank()) {
-          func.emitError() << "grid @" << grid << " has no axis " << int(axis);
+          emitError(func.getLoc()) << "grid @" << grid << " has no axis " << int(axis);
           return signalPassFailure();
         }
         if (gridOp.getShape()[axis] != static_cast<int64_t>(stages.size())) {
-          func.emitError() << "has " << stages.size() << " stage(s) but axis "
+          emitError(func.getLoc()) << "@" << func.getName() << " has " << stages.size() << " stage(s) but axis "
                            << int(axis) << " of @" << grid << " has "
                            << gridOp.getShape()[axis] << " ranks";
           return signalPassFailure();

@@ -38,7 +38,7 @@
 // CHECK: default {
 // CHECK-NOT: pipeline.stage
 
-// NOAXIS: error: has 2 stages but no grid axis to run them on
+// NOAXIS: error: @main has 2 stages but no grid axis to run them on
 module {
   shard.grid @mesh(shape = 2)
   func.func @main(%x: tensor<2x8xf32> {cleave.input = "x"}, %w0: tensor<8x8xf32> {cleave.param = "w0"},
@@ -67,7 +67,7 @@ module {
 
 module {
   shard.grid @mesh(shape = 4)
-  // expected-error @+1 {{has 1 stage(s) but axis 0 of @mesh has 4 ranks}}
+  // expected-error @+1 {{@wrong has 1 stage(s) but axis 0 of @mesh has 4 ranks}}
   func.func @wrong(%x: tensor<2x8xf32> {cleave.input = "x"}) -> tensor<2x8xf32> {
     %y = pipeline.stage 0 ins(%x : tensor<2x8xf32>) -> (tensor<2x8xf32>) {
     ^bb0(%a: tensor<2x8xf32>):
