@@ -9,8 +9,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -160,6 +162,29 @@ static double bodyOps(linalg::LinalgOp op) {
       count += 1;
   });
   return count;
+}
+
+bool cleave::isFreeToRecompute(Operation *op) {
+  if (op->hasTrait<OpTrait::ConstantLike>() ||
+      isa<tensor::EmptyOp, shard::ProcessMultiIndexOp,
+          shard::ProcessLinearIndexOp, shard::GridShapeOp>(op))
+    return true;
+  auto freeOperands = [](Operation *op) {
+    return llvm::all_of(op->getOperands(), [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && isFreeToRecompute(def);
+    });
+  };
+  // A fill of a fresh tensor (CSE shares one zero fill between layers):
+  // writing it again is cheaper than receiving it.
+  if (isa<linalg::FillOp>(op))
+    return freeOperands(op);
+  if (op->getNumRegions() != 0 || !isMemoryEffectFree(op))
+    return false;
+  if (llvm::any_of(op->getResultTypes(),
+                   [](Type t) { return isa<ShapedType>(t); }))
+    return false;
+  return freeOperands(op);
 }
 
 OpCost cleave::estimateCost(Operation *op) {

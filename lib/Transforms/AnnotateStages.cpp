@@ -35,10 +35,11 @@ struct AnnotateStagesPass
       return signalPassFailure();
     }
     Block &block = func.getBody().front();
-    // Constants belong to no stage: every stage that uses one makes its own.
+    // Constants and the like belong to no stage: every stage that uses one
+    // makes its own (pipeline-form-stages copies them).
     SmallVector<Operation *> ops;
     for (Operation &op : block.without_terminator())
-      if (!op.hasTrait<OpTrait::ConstantLike>())
+      if (!cleave::isFreeToRecompute(&op))
         ops.push_back(&op);
     llvm::DenseMap<Operation *, size_t> position;
     for (auto [i, op] : llvm::enumerate(ops))

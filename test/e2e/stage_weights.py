@@ -2,8 +2,10 @@
 check_model.py (WORK/bundle; rank r runs stage r). From plan.txt, each
 parameter's bytes and the stages that read it: every rank's file must hold
 exactly its stage's parameters (their bytes plus at most 63 bytes of
-alignment padding each, after the 64-byte header), and the stages together
-must hold the model's parameter bytes once."""
+alignment padding each, after the 64-byte header), and every parameter of
+the model must be held by some stage. A parameter several stages read (the
+GPT-2 export shares one LayerNorm weight between layers) is in each of
+their files."""
 import json
 import os
 import re
@@ -18,9 +20,11 @@ ranks = manifest["ranks"]
 plan = open(os.path.join(bundle, "plan.txt")).read()
 model_bytes = int(re.search(r"^Parameters: \d+ \(\d+ split\), (\d+)", plan, re.M).group(1))
 per_stage = [[] for _ in range(ranks)]
-for m in re.finditer(r"^  \S+\s+\S+\s+\S+\s+whole\s+(\d+) bytes/rank  stages? ([\d,]+)", plan, re.M):
-    for stage in m.group(2).split(","):
-        per_stage[int(stage)].append(int(m.group(1)))
+params = {}
+for m in re.finditer(r"^  (\S+)\s+\S+\s+\S+\s+whole\s+(\d+) bytes/rank  stages? ([\d,]+)", plan, re.M):
+    params[m.group(1)] = int(m.group(2))
+    for stage in m.group(3).split(","):
+        per_stage[int(stage)].append(int(m.group(2)))
 ok = True
 for rank, path in enumerate(manifest["weights"]):
     payload = os.path.getsize(os.path.join(bundle, path)) - HEADER
@@ -29,6 +33,6 @@ for rank, path in enumerate(manifest["weights"]):
         ok = False
         print(f"rank {rank}: file holds {payload} bytes, its stage's parameters {held}")
 print(f"ranks {ranks}, each file holds exactly its stage's parameters: {'yes' if ok else 'no'}")
-total = sum(sum(s) for s in per_stage)
-print(f"stage parameter bytes add up to the model's: "
-      f"{'yes' if total == model_bytes else 'no'} ({total} vs {model_bytes})")
+total = sum(params.values())
+print(f"every parameter is held by a stage: "
+      f"{'yes' if total == model_bytes else 'no'} ({total} vs {model_bytes} bytes)")

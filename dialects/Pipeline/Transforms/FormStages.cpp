@@ -8,9 +8,13 @@
 
 #include "Pipeline/Transforms/Passes.h"
 
+#include "cleave/CostModel/CostModel.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <functional>
 
 namespace cleave::pipeline {
 #define GEN_PASS_DEF_PIPELINEFORMSTAGES
@@ -31,11 +35,12 @@ struct FormStagesPass
     Block &block = func.getBody().front();
     Operation *terminator = block.getTerminator();
 
-    // The stages, in order, each a list of ops; constants are not in any.
+    // The stages, in order, each a list of ops; constants and the like
+    // (cleave::isFreeToRecompute) are not in any.
     SmallVector<SmallVector<Operation *>> stages;
     llvm::DenseMap<Operation *, int64_t> stageOf;
     for (Operation &op : block.without_terminator()) {
-      if (op.hasTrait<OpTrait::ConstantLike>())
+      if (cleave::isFreeToRecompute(&op))
         continue;
       auto mark = op.getAttrOfType<IntegerAttr>("cleave.stage");
       if (!mark) {
@@ -75,7 +80,15 @@ struct FormStagesPass
       llvm::DenseSet<Operation *> members(ops.begin(), ops.end());
       // Operands: values used inside the stage and defined outside it.
       llvm::SetVector<Value> inputs;
+      // Ops the stage makes itself, operands before users.
       llvm::SetVector<Operation *> constants;
+      std::function<void(Operation *)> copy = [&](Operation *def) {
+        if (constants.contains(def))
+          return;
+        for (Value operand : def->getOperands())
+          copy(operand.getDefiningOp());
+        constants.insert(def);
+      };
       for (Operation *op : ops)
         op->walk([&](Operation *nested) {
           for (Value operand : nested->getOperands()) {
@@ -87,8 +100,8 @@ struct FormStagesPass
               continue; // defined inside the op itself
             if (def && members.contains(def))
               continue;
-            if (def && def->hasTrait<OpTrait::ConstantLike>()) {
-              constants.insert(def);
+            if (def && cleave::isFreeToRecompute(def)) {
+              copy(def);
               continue;
             }
             inputs.insert(operand);
@@ -113,7 +126,7 @@ struct FormStagesPass
         inside.map(v, body->addArgument(v.getType(), v.getLoc()));
       OpBuilder inner = OpBuilder::atBlockEnd(body);
       for (Operation *c : constants)
-        inner.clone(*c, inside);
+        inner.clone(*c, inside)->removeAttr("cleave.stage");
       for (Operation *op : ops) {
         Operation *copy = inner.clone(*op, inside);
         copy->removeAttr("cleave.stage");
@@ -134,9 +147,13 @@ struct FormStagesPass
         op->dropAllUses();
         op->erase();
       }
-    for (Operation &op : llvm::make_early_inc_range(block))
-      if (op.hasTrait<OpTrait::ConstantLike>() && op.use_empty())
-        op.erase();
+    // Users first, so that what only they used becomes unused in turn.
+    SmallVector<Operation *> leftover;
+    for (Operation &op : block.without_terminator())
+      leftover.push_back(&op);
+    for (Operation *op : llvm::reverse(leftover))
+      if (op->use_empty() && cleave::isFreeToRecompute(op))
+        op->erase();
   }
 };
 

@@ -13,8 +13,9 @@ def PipelineFormStages : Pass<"pipeline-form-stages", "mlir::func::FuncOp"> {
     into one `pipeline.stage` per stage, in order, followed by the return.
     Each stage takes the function arguments and earlier stages' values it
     uses as operands and yields the values later stages or the return use;
-    constants are copied into every stage that uses them instead of being
-    passed. What crosses a stage boundary is then explicit: the operands of
+    constants, empty tensors, their fills and index arithmetic on grid
+    coordinates (cleave::isFreeToRecompute) are copied into every stage that
+    uses them instead of being passed. What crosses a stage boundary is then explicit: the operands of
     a stage that are results of another.
 
     ```mlir

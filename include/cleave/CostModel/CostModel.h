@@ -66,6 +66,12 @@ struct MachineModel {
 /// that only describe values.
 OpCost estimateCost(mlir::Operation *op);
 
+/// Whether every pipeline stage that needs `op`'s results should make them
+/// itself rather than receive them: constants, empty tensors, fills of
+/// those, the rank's grid coordinates, and side-effect-free scalar
+/// arithmetic on those.
+bool isFreeToRecompute(mlir::Operation *op);
+
 } // namespace cleave
 
 #endif // CLEAVE_COSTMODEL_COSTMODEL_H

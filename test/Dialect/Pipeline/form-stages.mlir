@@ -1,6 +1,7 @@
 // Tests that ops marked with their stage are wrapped into pipeline.stage
 // regions: each stage takes the arguments and earlier values it uses, yields
-// what later stages and the return use, and gets its own copy of constants.
+// what later stages and the return use, and gets its own copy of constants
+// and of a zero fill the two stages share (rather than receiving it).
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(pipeline-form-stages))' | FileCheck %s
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-annotate-stages{stages=2 machine=peak=1G,mem-bw=1G}, pipeline-form-stages))' | FileCheck %s --check-prefix=AUTO
 
@@ -12,6 +13,7 @@
 // CHECK: pipeline.yield
 // CHECK: %[[S1:.*]] = pipeline.stage 1 ins(%[[S0]], %[[W1]] : tensor<16x64xf32>, tensor<64x64xf32>) -> (tensor<16x64xf32>) {
 // CHECK: arith.constant 0.000000e+00 : f32
+// CHECK: linalg.fill
 // CHECK: linalg.matmul
 // CHECK-NOT: cleave.stage
 // CHECK: return %[[S1]]
@@ -26,8 +28,6 @@ func.func @marked(%x: tensor<16x64xf32>, %w0: tensor<64x64xf32> {cleave.param = 
   %e = tensor.empty() {cleave.stage = 0} : tensor<16x64xf32>
   %f = linalg.fill {cleave.stage = 0} ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
   %m0 = linalg.matmul {cleave.stage = 0} ins(%x, %w0 : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
-  %e1 = tensor.empty() {cleave.stage = 1} : tensor<16x64xf32>
-  %f1 = linalg.fill {cleave.stage = 1} ins(%zero : f32) outs(%e1 : tensor<16x64xf32>) -> tensor<16x64xf32>
-  %m1 = linalg.matmul {cleave.stage = 1} ins(%m0, %w1 : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f1 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %m1 = linalg.matmul {cleave.stage = 1} ins(%m0, %w1 : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
   return %m1 : tensor<16x64xf32>
 }
