@@ -494,6 +494,21 @@ struct TransferTimer {
   }
 };
 
+/// Waits for `request` without holding a core: a pipeline stage waits for
+/// its neighbour for as long as the neighbour computes, and on a machine
+/// with fewer cores than ranks a busy wait would take the neighbour's core.
+/// Polls briefly, then sleeps between polls.
+void waitPolitely(MPI_Request &request, const char *call) {
+  int done = 0;
+  for (int polls = 0;; ++polls) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+    if (done)
+      return;
+    if (polls >= 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
             int64_t group) {
   CollectiveScope scope("send", group);
@@ -501,9 +516,11 @@ void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
   View buffer = viewOf(rank, desc, e.bytes);
   if (!state.active)
     return;
-  check(MPI_Send(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
-                 groupComm(group)),
-        "MPI_Send");
+  MPI_Request request;
+  check(MPI_Isend(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
+                  groupComm(group), &request),
+        "MPI_Isend");
+  waitPolitely(request, "MPI_Isend");
 }
 
 void receiveFrom(const Element &e, int64_t rank, void *desc, int64_t peer,
@@ -513,9 +530,11 @@ void receiveFrom(const Element &e, int64_t rank, void *desc, int64_t peer,
   View buffer = viewOf(rank, desc, e.bytes);
   if (!state.active)
     return;
-  check(MPI_Recv(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
-                 groupComm(group), MPI_STATUS_IGNORE),
-        "MPI_Recv");
+  MPI_Request request;
+  check(MPI_Irecv(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
+                  groupComm(group), &request),
+        "MPI_Irecv");
+  waitPolitely(request, "MPI_Irecv");
 }
 
 } // namespace
