@@ -11,6 +11,7 @@
 
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Support/Dtype.h"
+#include "cleave/Support/OnnxNode.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -360,12 +361,7 @@ struct LowerCollectivesPass
     Builder b(op->getContext());
     RankedTensorType moved = isa<shard::AllGatherOp>(op) ? out : in;
     int64_t bytes = cleave::storageBytes(moved);
-    std::string node = "?";
-    Location loc = op->getLoc();
-    if (auto fused = dyn_cast<FusedLoc>(loc))
-      loc = fused.getLocations().front();
-    if (auto name = dyn_cast<NameLoc>(loc))
-      node = name.getName().str();
+    std::string node = cleave::onnxNodeName(op->getLoc());
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
     collectives.push_back(b.getDictionaryAttr({
         b.getNamedAttr("kind", b.getStringAttr(op->getName().stripDialect())),

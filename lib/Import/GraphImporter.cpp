@@ -465,15 +465,17 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
   return success();
 }
 
-/// Copies the sharding specs of every node's device_configurations and the
-/// mesh recorded in the metadata.
+/// Copies the sharding specs and pipeline stages of every node's
+/// device_configurations and the mesh recorded in the metadata.
 static void collectShardingSpecs(const onnx::ModelProto &model,
                                  ImportExtras &extras) {
   for (const auto &prop : model.metadata_props())
     if (prop.key() == "cleave.mesh")
       extras.mesh = prop.value();
   for (const onnx::NodeProto &node : model.graph().node())
-    for (const auto &config : node.device_configurations())
+    for (const auto &config : node.device_configurations()) {
+      if (config.has_pipeline_stage())
+        extras.pipelineStages.push_back({node.name(), config.pipeline_stage()});
       for (const auto &spec : config.sharding_spec()) {
         OnnxShardingSpec out;
         out.nodeName = node.name();
@@ -490,6 +492,7 @@ static void collectShardingSpecs(const onnx::ModelProto &model,
         }
         extras.shardingSpecs.push_back(std::move(out));
       }
+    }
 }
 
 OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,

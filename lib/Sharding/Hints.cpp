@@ -157,16 +157,21 @@ public:
         continue;
       auto *map = dyn_cast<yaml::MappingNode>(root);
       if (!map)
-        return error(root, "expected a mapping with a 'shardings' key");
+        return error(root, "expected a mapping with 'shardings' or 'stages'");
       for (yaml::KeyValueNode &entry : *map) {
         std::optional<std::string> key = scalar(entry.getKey());
         if (!key)
           return error(entry.getKey(), "expected a key");
-        if (*key != "shardings")
+        if (*key == "shardings") {
+          if (llvm::Error err = parseShardings(entry.getValue(), file))
+            return std::move(err);
+        } else if (*key == "stages") {
+          if (llvm::Error err = parseStages(entry.getValue(), file))
+            return std::move(err);
+        } else {
           return error(entry.getKey(), "unknown key '" + *key +
-                                           "' (known keys: shardings)");
-        if (llvm::Error err = parseShardings(entry.getValue(), file))
-          return std::move(err);
+                                           "' (known keys: shardings, stages)");
+        }
       }
     }
     if (stream.failed())
@@ -176,6 +181,23 @@ public:
   }
 
 private:
+  /// `stages:` a list of ONNX node names or globs, one per fixed cut.
+  llvm::Error parseStages(yaml::Node *node, HintFile &file) {
+    if (isa<yaml::NullNode>(node))
+      return llvm::Error::success();
+    auto *list = dyn_cast<yaml::SequenceNode>(node);
+    if (!list)
+      return error(node, "'stages' must list the ONNX nodes (names or globs) "
+                         "where stages 1, 2, ... start");
+    for (yaml::Node &entry : *list) {
+      std::optional<std::string> pattern = scalar(&entry);
+      if (!pattern || pattern->empty() || isa<yaml::NullNode>(&entry))
+        return error(&entry, "expected an ONNX node name or glob");
+      file.stages.push_back({*pattern, where(&entry)});
+    }
+    return llvm::Error::success();
+  }
+
   llvm::Error parseShardings(yaml::Node *node, HintFile &file) {
     if (isa<yaml::NullNode>(node))
       return llvm::Error::success();

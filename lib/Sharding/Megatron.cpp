@@ -20,6 +20,7 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/OnnxNode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -33,14 +34,7 @@ using namespace cleave;
 namespace {
 
 /// The ONNX node an op was imported from, for messages.
-std::string nodeName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  return "?";
-}
+std::string nodeName(Operation *op) { return onnxNodeName(op->getLoc()); }
 
 /// A parameter argument of @main, or null.
 BlockArgument paramArg(func::FuncOp main, Value v) {

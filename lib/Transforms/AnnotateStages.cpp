@@ -11,6 +11,7 @@
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/CostModel/StagePartition.h"
 #include "cleave/Support/Dtype.h"
+#include "cleave/Support/OnnxNode.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEANNOTATESTAGES
@@ -45,6 +46,24 @@ struct AnnotateStagesPass
     for (auto [i, op] : llvm::enumerate(ops))
       position[op] = i;
 
+    // Cuts fixed by the user: on an op, or by ONNX node (cleave-compile's
+    // `stages:` hints and pipeline_stage fields); a stage starts at the
+    // node's first op.
+    llvm::DenseSet<size_t> fixedAt;
+    if (auto starts = func->getAttrOfType<ArrayAttr>("cleave.stage_starts"))
+      for (auto node : starts.getAsRange<StringAttr>()) {
+        auto it = llvm::find_if(ops, [&](Operation *op) {
+          return cleave::onnxNodeName(op->getLoc()) == node.getValue();
+        });
+        if (it == ops.end()) {
+          emitError(func.getLoc())
+              << "the pipeline cut fixed at ONNX node '" << node.getValue()
+              << "' has no op of that node left to start a stage";
+          return signalPassFailure();
+        }
+        fixedAt.insert(it - ops.begin());
+      }
+
     cleave::StageProblem problem;
     problem.memoryLimit =
         deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory;
@@ -73,7 +92,7 @@ struct AnnotateStagesPass
         }
       });
       problem.params.push_back(std::move(params));
-      if (op->hasAttr("cleave.stage_start") && i > 0)
+      if ((op->hasAttr("cleave.stage_start") || fixedAt.contains(i)) && i > 0)
         problem.fixedCuts.push_back(i);
       // A result live from op i to its last user crosses every cut between.
       for (Value result : op->getResults()) {

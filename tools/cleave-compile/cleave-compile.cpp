@@ -15,6 +15,7 @@
 #include "cleave/Sharding/Hints.h"
 #include "cleave/Sharding/OnnxSharding.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Sharding/StageCuts.h"
 #include "cleave/Target/Bundle.h"
 
 #include "mlir/IR/AsmState.h"
@@ -66,7 +67,9 @@ cl::opt<std::string> meshOption(
 cl::opt<std::string> shardHints(
     "shard-hints",
     cl::desc("YAML file mapping tensor names or globs to one mesh axis (or "
-             "null) per dimension, under 'shardings:'"),
+             "null) per dimension, under 'shardings:', and listing the ONNX "
+             "nodes (names or globs) where pipeline stages 1, 2, ... start, "
+             "under 'stages:'"),
     cl::value_desc("FILE.yaml"), cl::cat(category));
 cl::opt<std::string> shardPreset(
     "shard-preset",
@@ -321,7 +324,8 @@ int main(int argc, char **argv) {
   if (!shardPreset.empty() && shardPreset != "megatron")
     return fail("unknown --shard-preset '" + shardPreset + "' (presets: megatron)");
   if (!shardHints.empty() && meshOption.empty())
-    return fail("--shard-hints needs a mesh: pass --mesh, e.g. --mesh tp=2");
+    return fail("--shard-hints needs a mesh: pass --mesh, e.g. --mesh tp=2 "
+                "or --mesh pp=2");
   if (!shardPreset.empty() && meshOption.empty())
     return fail("--shard-preset needs a mesh: pass --mesh, e.g. --mesh tp=2");
   HintFile hintFile;
@@ -360,7 +364,9 @@ int main(int argc, char **argv) {
       module = importOnnxModel(context, modelPath, options, &extras);
       if (!module)
         return 1;
-      if (failed(applySharding(*module, extras, hintFile, pipelineOptions)))
+      if (failed(applySharding(*module, extras, hintFile, pipelineOptions)) ||
+          failed(fixStageCuts(*module, hintFile.stages, extras.pipelineStages,
+                              pipelineOptions.stages)))
         return 1;
       if (microbatches > 1 && pipelineOptions.stages < 2)
         return fail("--microbatches " + Twine(microbatches) +

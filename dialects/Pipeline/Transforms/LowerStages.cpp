@@ -13,6 +13,8 @@
 
 #include "Pipeline/Transforms/Passes.h"
 
+#include "cleave/Support/OnnxNode.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -48,15 +50,6 @@ int64_t bytesOf(Type type) {
          ((tensor.getElementTypeBitWidth() + 7) / 8);
 }
 
-/// The ONNX node a value comes from, as the importer's NameLoc says.
-std::string nodeName(Value v) {
-  Location loc = v.getLoc();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  return "?";
-}
 
 /// A value one stage hands to a later one: result `index` of stage `from`.
 struct Transfer {
@@ -348,7 +341,7 @@ LogicalResult Lowering::run() {
           attrs.getNamedAttr("from", attrs.getI64IntegerAttr(s)),
           attrs.getNamedAttr("to", attrs.getI64IntegerAttr(to)),
           attrs.getNamedAttr("bytes", attrs.getI64IntegerAttr(bytesOf(v.getType()))),
-          attrs.getNamedAttr("node", attrs.getStringAttr(nodeName(inner))),
+          attrs.getNamedAttr("node", attrs.getStringAttr(cleave::onnxNodeName(inner.getLoc()))),
       }));
     }
   SmallVector<NamedAttribute> plan = {

@@ -68,6 +68,9 @@ struct ImportExtras {
   std::vector<OnnxShardingSpec> shardingSpecs;
   /// The mesh recorded in the model's metadata (`cleave.mesh`), if any.
   std::string mesh;
+  /// Nodes whose device_configurations give a pipeline_stage, in graph
+  /// order: (node name, stage).
+  std::vector<std::pair<std::string, int64_t>> pipelineStages;
 };
 
 /// Imports the ONNX model at `path`. Errors are reported through the context's

@@ -48,8 +48,19 @@ struct ShardHint {
   std::string describe() const;
 };
 
+/// A user-fixed pipeline cut: the stage after it starts at the first op
+/// imported from an ONNX node the pattern matches.
+struct StageHint {
+  /// An ONNX node name, or a glob over node names.
+  std::string pattern;
+  /// Where it was written, e.g. `hints.yaml:7:5`.
+  std::string origin;
+};
+
 struct HintFile {
   std::vector<ShardHint> shardings;
+  /// Under `stages:`, in order: where stages 1, 2, ... start.
+  std::vector<StageHint> stages;
 };
 
 /// A tensor hints may name, with its shape where it is known: no shape when

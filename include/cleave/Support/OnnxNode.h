@@ -1,0 +1,30 @@
+//===- OnnxNode.h - The ONNX node an op or value came from ------*- C++ -*-===//
+//
+// The importer gives every op the location NameLoc("node name") (fused with
+// others by later rewrites, the node first). Messages, the plan report and
+// user-fixed pipeline cuts name ops by it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SUPPORT_ONNXNODE_H
+#define CLEAVE_SUPPORT_ONNXNODE_H
+
+#include "mlir/IR/Location.h"
+
+#include <string>
+
+namespace cleave {
+
+/// The ONNX node name in `loc`, or "?" when it has none.
+inline std::string onnxNodeName(mlir::Location loc) {
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
+    return name.getName().str();
+  return "?";
+}
+
+} // namespace cleave
+
+#endif // CLEAVE_SUPPORT_ONNXNODE_H
