@@ -41,8 +41,10 @@ def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0):
     head = D // HEADS
     mask = np.triu(np.full((seq, seq), -1e9, np.float32), 1)[None, None]
     inits.append(numpy_helper.from_array(mask, "causal_mask"))
-    split = const("split_shape", [batch, seq, HEADS, head])
-    merge = const("merge_shape", [batch, seq, D])
+    # 0 copies the input's dimension, as exporters write for the batch: the
+    # same graph then compiles for any batch (and for microbatches).
+    split = const("split_shape", [0, 0, HEADS, head])
+    merge = const("merge_shape", [0, 0, D])
     scale = const("scale", 1.0 / math.sqrt(head), np.float32)
     sqrt2 = const("sqrt2", math.sqrt(2.0), np.float32)
     one = const("one", 1.0, np.float32)

@@ -568,14 +568,18 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
       }
       if (declared.has_shape()) {
         bool matches = declared.shape().dim_size() == type.getRank();
+        // Imported for one microbatch: the declared batch is whole.
+        int64_t batchScale = importOptions.microbatches;
         for (int d = 0; matches && d < declared.shape().dim_size(); ++d) {
           const auto &dim = declared.shape().dim(d);
-          matches = !dim.has_dim_value() || dim.dim_value() == type.getDimSize(d);
+          matches = !dim.has_dim_value() ||
+                    dim.dim_value() == type.getDimSize(d) * (d == 0 ? batchScale : 1);
         }
         if (!matches) {
           mlir::emitError(fileLoc)
               << "graph output '" << output.name() << "' is computed with shape "
               << formatShape(type.getShape())
+              << (batchScale > 1 ? " per microbatch" : "")
               << ", which does not fit the shape the model declares";
           return nullptr;
         }
