@@ -1,5 +1,7 @@
 # Cleave's lit suite: importer, driver, conformance and (later) pass tests.
 import os
+import shutil
+import subprocess
 
 import lit.formats
 
@@ -28,3 +30,11 @@ conformance_dir = os.environ.get(
 config.substitutions.append(("%conformance_dir", conformance_dir))
 if os.path.isdir(conformance_dir):
     config.available_features.add("conformance-cases")
+
+# The CUDA runtime pieces are built where the CUDA toolkit is installed; GPU
+# checks run only where a GPU answers.
+if os.path.exists(os.path.join(bin_dir, "cleave-gpu-gemm-check")):
+    config.available_features.add("cuda-toolkit")
+if shutil.which("nvidia-smi") and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+    config.available_features.add("gpu")

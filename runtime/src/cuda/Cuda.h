@@ -1,0 +1,57 @@
+//===- Cuda.h - The runtime's CUDA backend: errors and GEMMs ---*- C++ -*-===//
+//
+// The first pieces of the CUDA target (issue 6): every CUDA and cuBLASLt call
+// is checked, and a failure is reported with the call, the rank and the
+// device, never swallowed; GEMMs run through cuBLASLt. Built only where the
+// CUDA toolkit is installed (runtime/CMakeLists.txt).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CUDA_CUDA_H
+#define CLEAVE_RUNTIME_CUDA_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace cleave::rt::cuda {
+
+/// Throws RuntimeError "CALL failed on rank R, device D: MESSAGE" unless
+/// `status` is success.
+void check(cudaError_t status, const char *call);
+void check(cublasStatus_t status, const char *call);
+
+/// Element types of GEMM operands; accumulation is always float32.
+enum class GemmType { F32, F16, BF16 };
+
+/// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = A[m x k] *
+/// B[k x n] + beta * C, operands of one element type, float32 accumulation
+/// and scaling. Each shape's layouts and algorithm are chosen once (cuBLASLt's
+/// heuristic) and reused; the workspace is allocated once.
+class Gemm {
+public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm &) = delete;
+  Gemm &operator=(const Gemm &) = delete;
+
+  void run(GemmType type, int64_t m, int64_t n, int64_t k, const void *a,
+           const void *b, void *c, float beta = 0.0f);
+
+private:
+  struct Plan;
+  Plan &planFor(GemmType type, int64_t m, int64_t n, int64_t k);
+
+  cudaStream_t stream;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 32u << 20;
+  std::map<std::tuple<GemmType, int64_t, int64_t, int64_t>, Plan *> plans;
+};
+
+} // namespace cleave::rt::cuda
+
+#endif // CLEAVE_RUNTIME_CUDA_CUDA_H

@@ -1,0 +1,136 @@
+//===- Gemm.cpp - Row-major GEMMs through cuBLASLt -------------------------===//
+//
+// cuBLASLt is column-major. A row-major X[r x c] is the column-major X^T
+// with leading dimension c, so C = A * B is computed as C^T = B^T * A^T:
+// cuBLASLt's first operand is B (n x k, ld n), its second A (k x m, ld k),
+// its result C (n x m, ld n), with no transposes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include "../Runtime.h"
+
+#include <cstdlib>
+#include <string>
+
+using namespace cleave::rt;
+using namespace cleave::rt::cuda;
+
+namespace {
+
+/// "rank R, device D" for messages. The rank is MPICH's PMI_RANK (set for
+/// every process mpiexec starts), so this library needs no MPI itself.
+std::string where() {
+  int device = -1;
+  cudaGetDevice(&device);
+  const char *rank = std::getenv("PMI_RANK");
+  return std::string("rank ") + (rank ? rank : "0") + ", device " +
+         std::to_string(device);
+}
+
+cudaDataType_t dataType(GemmType type) {
+  switch (type) {
+  case GemmType::F32:
+    return CUDA_R_32F;
+  case GemmType::F16:
+    return CUDA_R_16F;
+  case GemmType::BF16:
+    return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+} // namespace
+
+void cuda::check(cudaError_t status, const char *call) {
+  if (status == cudaSuccess)
+    return;
+  throw RuntimeError(std::string(call) + " failed on " + where() + ": " +
+                     cudaGetErrorName(status) + " (" +
+                     cudaGetErrorString(status) + ")");
+}
+
+void cuda::check(cublasStatus_t status, const char *call) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return;
+  throw RuntimeError(std::string(call) + " failed on " + where() + ": " +
+                     cublasLtGetStatusName(status) + " (" +
+                     cublasLtGetStatusString(status) + ")");
+}
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+
+  ~Plan() {
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Gemm::Gemm(cudaStream_t stream) : stream(stream) {
+  check(cublasLtCreate(&handle), "cublasLtCreate");
+  check(cudaMalloc(&workspace, workspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+}
+
+Gemm::~Gemm() {
+  for (auto &[key, plan] : plans)
+    delete plan;
+  if (workspace)
+    cudaFree(workspace);
+  if (handle)
+    cublasLtDestroy(handle);
+}
+
+Gemm::Plan &Gemm::planFor(GemmType type, int64_t m, int64_t n, int64_t k) {
+  auto key = std::make_tuple(type, m, n, k);
+  if (auto it = plans.find(key); it != plans.end())
+    return *it->second;
+  auto *plan = new Plan();
+  plans[key] = plan;
+  cudaDataType_t t = dataType(type);
+  check(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate");
+  // Column-major views of the row-major operands (see the file comment).
+  check(cublasLtMatrixLayoutCreate(&plan->a, t, n, k, n), "cublasLtMatrixLayoutCreate");
+  check(cublasLtMatrixLayoutCreate(&plan->b, t, k, m, k), "cublasLtMatrixLayoutCreate");
+  check(cublasLtMatrixLayoutCreate(&plan->c, t, n, m, n), "cublasLtMatrixLayoutCreate");
+  cublasLtMatmulPreference_t preference = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+  check(cublasLtMatmulPreferenceSetAttribute(
+            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+            sizeof(workspaceBytes)),
+        "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, plan->desc, plan->a, plan->b, plan->c, plan->c, preference, 1,
+      &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  check(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0)
+    throw RuntimeError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " +
+                       std::to_string(m) + "x" + std::to_string(k) + " by " +
+                       std::to_string(k) + "x" + std::to_string(n) + " GEMM on " +
+                       where());
+  plan->algo = result.algo;
+  return *plan;
+}
+
+void Gemm::run(GemmType type, int64_t m, int64_t n, int64_t k, const void *a,
+               const void *b, void *c, float beta) {
+  Plan &plan = planFor(type, m, n, k);
+  float alpha = 1.0f;
+  check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
+                       plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
+                       stream),
+        "cublasLtMatmul");
+}
