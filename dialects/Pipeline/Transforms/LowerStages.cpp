@@ -13,6 +13,7 @@
 
 #include "Pipeline/Transforms/Passes.h"
 
+#include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -43,13 +44,6 @@ RankedTensorType scaleBatch(RankedTensorType type, int64_t factor) {
   shape[0] *= factor;
   return type.clone(shape);
 }
-
-int64_t bytesOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() *
-         ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
-
 
 /// A value one stage hands to a later one: result `index` of stage `from`.
 struct Transfer {
@@ -340,7 +334,7 @@ LogicalResult Lowering::run() {
       transfers.push_back(attrs.getDictionaryAttr({
           attrs.getNamedAttr("from", attrs.getI64IntegerAttr(s)),
           attrs.getNamedAttr("to", attrs.getI64IntegerAttr(to)),
-          attrs.getNamedAttr("bytes", attrs.getI64IntegerAttr(bytesOf(v.getType()))),
+          attrs.getNamedAttr("bytes", attrs.getI64IntegerAttr(cleave::storageBytes(v))),
           attrs.getNamedAttr("node", attrs.getStringAttr(cleave::onnxNodeName(inner.getLoc()))),
       }));
     }
