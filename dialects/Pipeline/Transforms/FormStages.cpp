@@ -86,7 +86,8 @@ struct FormStagesPass
         if (constants.contains(def))
           return;
         for (Value operand : def->getOperands())
-          copy(operand.getDefiningOp());
+          if (Operation *producer = operand.getDefiningOp())
+            copy(producer);
         constants.insert(def);
       };
       for (Operation *op : ops)
