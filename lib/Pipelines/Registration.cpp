@@ -12,6 +12,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 void cleave::registerEverything(mlir::DialectRegistry &registry) {
   // Before upstream's models (registerAllDialects attaches some): the first
@@ -19,6 +20,8 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   registerArithShardingModels(registry);
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // GPU modules are serialized (gpu-module-to-binary) through LLVM IR.
+  mlir::registerAllToLLVMIRTranslations(registry);
   registerImportDialects(registry);
   registry.insert<pipeline::PipelineDialect>();
   registerTensorShardingModels(registry);
