@@ -8,6 +8,7 @@
 #include "cleave/Pipelines/Phases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -81,6 +82,26 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "drop-equivalent-buffer-results, cleave-drop-returned-arguments, "
            "func.func(canonicalize, cleave-free-buffers)";
   case Phase::Lower:
+    if (options.target == "cuda")
+      // Every generic one kernel, GEMMs to cuBLASLt, device allocations;
+      // then upstream's NVVM lowering (as its gpu-lower-to-nvvm-pipeline,
+      // plus libdevice, which Debian's MLIR cannot find by itself) and
+      // ptxas to one cubin per kernel; host code to LLVM.
+      return llvm::formatv(
+                 "func.func(cleave-copies-to-linalg, "
+                 "cleave-linalg-to-blas{{target=cuda}, cleave-approximate-math, "
+                 "linalg-generalize-named-ops, cleave-map-to-gpu, "
+                 "cleave-allocs-to-gpu, canonicalize, cse), "
+                 "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
+                 "convert-func-to-llvm, expand-strided-metadata, "
+                 "nvvm-attach-target{{chip={0} features=+ptx80 O=3 l={1}}, "
+                 "lower-affine, convert-arith-to-llvm, convert-index-to-llvm, "
+                 "canonicalize, cse, gpu.module(convert-gpu-to-nvvm, "
+                 "canonicalize, cse, reconcile-unrealized-casts), gpu-to-llvm, "
+                 "finalize-memref-to-llvm, convert-func-to-llvm, "
+                 "reconcile-unrealized-casts, gpu-module-to-binary{{format=bin}",
+                 options.gpuArch, options.libdevice)
+          .str();
     return std::string("func.func(cleave-copies-to-linalg, ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "cleave-approximate-math, "
@@ -180,9 +201,20 @@ LogicalResult cleave::verifyAfterPhase(ModuleOp module, Phase phase) {
                                 "fuse"));
   case Phase::Bufferize:
     return verifyBufferized(module);
-  case Phase::Lower:
-    // OpenMP ops stay: they translate directly to LLVM IR.
-    return success(onlyDialects(module, {"builtin", "llvm", "omp"}, "lower"));
+  case Phase::Lower: {
+    // OpenMP ops stay: they translate directly to LLVM IR. For the GPU,
+    // kernels are cubins (gpu.binary) launched from LLVM host code.
+    bool ok = onlyDialects(module, {"builtin", "llvm", "omp", "gpu"}, "lower");
+    module.walk([&](Operation *op) {
+      if (op->getName().getDialectNamespace() == "gpu" &&
+          !isa<gpu::BinaryOp, gpu::LaunchFuncOp>(op)) {
+        op->emitError() << "op '" << op->getName()
+                        << "' is left after the lower phase";
+        ok = false;
+      }
+    });
+    return success(ok);
+  }
   case Phase::Bundle:
     return success();
   }

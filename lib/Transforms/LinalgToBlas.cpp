@@ -76,7 +76,15 @@ linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
 }
 
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError("cleave-linalg-to-blas: target must be cpu or "
+                               "cuda, not '")
+          << target << "'";
+      return signalPassFailure();
+    }
     func::FuncOp func = getOperation();
     auto module = func->getParentOfType<ModuleOp>();
     SmallVector<linalg::LinalgOp> gemms;
@@ -122,7 +130,10 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       }
       args.push_back(arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(fill ? 0.0f : 1.0f)));
-      StringRef name = batched ? CLEAVE_ABI_SGEMM_BATCHED : CLEAVE_ABI_SGEMM;
+      bool cuda = target == "cuda";
+      StringRef name = batched ? (cuda ? CLEAVE_ABI_CUDA_SGEMM_BATCHED
+                                       : CLEAVE_ABI_SGEMM_BATCHED)
+                               : (cuda ? CLEAVE_ABI_CUDA_SGEMM : CLEAVE_ABI_SGEMM);
       func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
       func::CallOp::create(b, loc, callee, args);
       op->erase();

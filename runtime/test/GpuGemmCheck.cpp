@@ -4,6 +4,7 @@
 //  1. numerics: float32, float16 and bfloat16 GEMMs of awkward and transformer
 //     shapes against a float64 reference computed here from the same
 //     (rounded) inputs, on sampled rows;
+//     and the ABI's batched entry on rows that are not packed;
 //  2. errors: a GEMM on a pointer that is not device memory must fail with a
 //     message naming the call, the rank and the device;
 //  3. speed: the GEMMs of one GPT-2-medium-shaped layer (d_model 1024, MLP
@@ -16,6 +17,8 @@
 
 #include "../src/Runtime.h"
 #include "../src/cuda/Cuda.h"
+
+#include "cleave/Runtime/Abi.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -130,6 +133,45 @@ bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
   return ok;
 }
 
+/// The ABI entry emitted code calls, batched and with padded rows: 3 GEMMs
+/// of A[64 x 32] (rows 40 apart, so not packed) by B[32 x 48], float32.
+bool checkBatchedAbi() {
+  const int64_t batch = 3, m = 64, n = 48, k = 32, lda = 40;
+  std::mt19937 rng(3);
+  HostMatrix a = randomMatrix(GemmType::F32, batch * m * lda, rng);
+  HostMatrix b = randomMatrix(GemmType::F32, batch * k * n, rng);
+  void *da, *db, *dc;
+  check(cudaMalloc(&da, a.bytes.size()), "cudaMalloc");
+  check(cudaMalloc(&db, b.bytes.size()), "cudaMalloc");
+  check(cudaMalloc(&dc, batch * m * n * 4), "cudaMalloc");
+  check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  cleave_rt_cuda_sgemm_batched(batch, m, n, k, reinterpret_cast<intptr_t>(da), 0,
+                               m * lda, lda, reinterpret_cast<intptr_t>(db), 0,
+                               k * n, n, reinterpret_cast<intptr_t>(dc), 0, m * n,
+                               n, 0.0f);
+  check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
+  std::vector<char> c(batch * m * n * 4);
+  check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  double worst = 0;
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t p = 0; p < k; ++p)
+          ref += a.values[q * m * lda + i * lda + p] * b.values[q * k * n + p * n + j];
+        double got = valueAt(GemmType::F32, c, q * m * n + i * n + j);
+        worst = std::max(worst, std::abs(got - ref) / (1 + std::abs(ref)));
+      }
+  bool ok = worst <= 1e-5;
+  std::printf("cleave_rt_cuda_sgemm_batched, 3 x 64x32 (rows 40 apart) x 32x48: "
+              "worst relative error %.2e: %s\n", worst, ok ? "ok" : "WRONG");
+  return ok;
+}
+
 /// Mean TFLOP/s of `gemms` (m, n, k) run back to back, bf16.
 double timeBf16(Gemm &gemm, cudaStream_t stream,
                 const std::vector<std::array<int64_t, 3>> &gemms, int runs) {
@@ -208,6 +250,7 @@ int run(int argc, char **argv) {
       ok &= checkGemm(gemm, type, 257, 1024, 513);
       ok &= checkGemm(gemm, type, 1024, 3072, 1024);
     }
+    ok &= checkBatchedAbi();
     // A host pointer: the call must fail, and say where.
     std::vector<uint16_t> host(64 * 64);
     try {

@@ -105,10 +105,16 @@ cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after this phase and write its IR to -o (default: bundle)"),
     cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
-cl::opt<std::string> target("target",
-                            cl::desc("Code generation target (only 'cpu' so far)"),
-                            cl::value_desc("cpu"), cl::init("cpu"),
-                            cl::cat(category));
+cl::opt<std::string> target(
+    "target",
+    cl::desc("Code generation target: 'cpu', or 'cuda' (in progress: compiles "
+             "through the lower phase only, kernels to cubins and GEMMs to "
+             "cuBLASLt calls; no CUDA bundle yet)"),
+    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> gpuArch("gpu-arch",
+                             cl::desc("The GPU for --target cuda (default sm_90)"),
+                             cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
+                             cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
@@ -258,8 +264,10 @@ int main(int argc, char **argv) {
 
   if (cpuGemm != "blas" && cpuGemm != "loops")
     return fail("--cpu-gemm must be 'blas' or 'loops', not '" + cpuGemm + "'");
-  if (target != "cpu")
-    return fail("target '" + target + "' is not supported yet (only 'cpu')");
+  if (target != "cpu" && target != "cuda")
+    return fail("unknown --target '" + target + "' (targets: cpu, cuda)");
+  if (gpuArch != "sm_80" && gpuArch != "sm_90")
+    return fail("--gpu-arch must be sm_80 or sm_90, not '" + gpuArch + "'");
   std::optional<Phase> last = parsePhase(compileTo);
   if (!last) {
     std::vector<std::string> names;
@@ -268,6 +276,11 @@ int main(int argc, char **argv) {
     return fail("unknown phase '" + compileTo + "' (phases: " +
                 join(names, ", ") + ")");
   }
+
+  if (target == "cuda" && *last == Phase::Bundle)
+    return fail("--target cuda compiles through the 'lower' phase only so far "
+                "(kernels and GEMM calls; the CUDA runtime and bundle are not "
+                "built yet): pass --compile-to=lower");
 
   ImportOptions options;
   for (const std::string &text : inputShapes) {
@@ -341,6 +354,17 @@ int main(int argc, char **argv) {
   options.microbatches = microbatches;
   PipelineOptions pipelineOptions;
   pipelineOptions.cpuGemm = cpuGemm;
+  pipelineOptions.target = target;
+  pipelineOptions.gpuArch = gpuArch;
+  if (target == "cuda") {
+    const char *root = std::getenv("CUDA_HOME");
+    SmallString<256> libdevice(root ? root : "/usr/local/cuda");
+    sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+    if (!sys::fs::exists(libdevice))
+      return fail("--target cuda needs CUDA's libdevice, not found at '" +
+                  libdevice + "' (set CUDA_HOME to the CUDA toolkit)");
+    pipelineOptions.libdevice = std::string(libdevice);
+  }
   pipelineOptions.microbatches = microbatches;
   pipelineOptions.deviceMemory = deviceMemory;
   {

@@ -53,6 +53,11 @@ struct PipelineOptions {
   /// float32 GEMMs: calls to the runtime's OpenBLAS ("blas") or compiled
   /// loops like every other op ("loops"), kept for measurement.
   std::string cpuGemm = "blas";
+  /// "cpu", or "cuda" (kernels to cubins for `gpuArch`, GEMMs to cuBLASLt).
+  std::string target = "cpu";
+  std::string gpuArch = "sm_90";
+  /// CUDA's libdevice bitcode, linked into kernels that call math functions.
+  std::string libdevice;
   /// Whether the module carries a mesh and shardings to partition.
   bool sharded = false;
   /// Pipeline stages and the mesh axis they run on (-1: one stage).

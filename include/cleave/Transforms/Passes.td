@@ -304,11 +304,60 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::func::FuncOp"> {
     rows are contiguous (unit inner stride) by calls to `cleave_rt_sgemm` and
     `cleave_rt_sgemm_batched`, which the runtime implements on OpenBLAS.
     Buffers are passed as aligned base pointers (as index), offsets and
-    leading dimensions; other matmuls are left for the loop lowering.
+    leading dimensions; other matmuls are left for the loop lowering. With
+    `target=cuda` the calls are `cleave_rt_cuda_sgemm[_batched]`, the same
+    arguments on device memory, which the CUDA runtime runs on cuBLASLt.
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu (OpenBLAS) or cuda (cuBLASLt)">
+  ];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::arith::ArithDialect"];
+}
+
+def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Each linalg.generic on memrefs becomes one GPU kernel launch";
+  let description = [{
+    For the CUDA target, after bufferization and the GEMM calls: every
+    `linalg.generic` with buffer semantics becomes one `gpu.launch`.
+
+    - All loops parallel: one thread per point of the iteration space,
+      flattened, `threads` per block.
+    - Reductions whose body combines the output with one value by `addf`,
+      `maximumf`, `minimumf`, `maxnumf` or `minnumf` (sums, maxima: softmax
+      and normalisation statistics): one block per output element; its
+      threads stride over the reduced points, then reduce across the block
+      (`gpu.all_reduce`), and thread 0 combines with the output.
+    - Other reductions: one thread per output element, looping over the
+      reduced points (slow; reported as a remark).
+
+    Operands are read and written through the generic's indexing maps with
+    `memref.load`/`memref.store`; `linalg.index` becomes the point's index.
+    Other linalg ops must be generalized first.
+  }];
+  let options = [
+    Option<"threads", "threads", "unsigned", /*default=*/"256",
+           "Threads per block">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def CleaveAllocsToGpu : Pass<"cleave-allocs-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Host allocations become device allocations";
+  let description = [{
+    For the CUDA target: `memref.alloc`/`memref.dealloc` in host code become
+    `gpu.alloc host_shared` and calls of the runtime's `cleave_rt_cuda_free`
+    (upstream lowers only asynchronous `gpu.dealloc`), so that kernels and
+    cuBLASLt can read and write them. Shared (managed) memory because upstream's
+    gpu-to-llvm lowers only shared synchronous allocations; stream-ordered
+    device allocations from the runtime are the next step.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::func::FuncDialect"];
 }
 
 #endif // CLEAVE_TRANSFORMS_PASSES

@@ -13,9 +13,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
-#include <tuple>
 
 namespace cleave::rt::cuda {
 
@@ -24,13 +24,20 @@ namespace cleave::rt::cuda {
 void check(cudaError_t status, const char *call);
 void check(cublasStatus_t status, const char *call);
 
+/// The process's stream and GEMM engine, made on first use on the current
+/// device (what emitted code's GEMM calls use).
+cudaStream_t processStream();
+class Gemm;
+Gemm &processGemm();
+
 /// Element types of GEMM operands; accumulation is always float32.
 enum class GemmType { F32, F16, BF16 };
 
 /// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = A[m x k] *
 /// B[k x n] + beta * C, operands of one element type, float32 accumulation
-/// and scaling. Each shape's layouts and algorithm are chosen once (cuBLASLt's
-/// heuristic) and reused; the workspace is allocated once.
+/// and scaling, optionally strided and batched. Each shape's layouts and
+/// algorithm are chosen once (cuBLASLt's heuristic) and reused; the
+/// workspace is allocated once.
 class Gemm {
 public:
   explicit Gemm(cudaStream_t stream);
@@ -38,18 +45,32 @@ public:
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
 
+  /// Packed operands.
   void run(GemmType type, int64_t m, int64_t n, int64_t k, const void *a,
-           const void *b, void *c, float beta = 0.0f);
+           const void *b, void *c, float beta = 0.0f) {
+    run(type, {m, n, k, k, n, n, 1, 0, 0, 0}, a, b, c, beta);
+  }
+
+  /// Rows `ld*` elements apart; `batch` GEMMs, operand j of batch i at
+  /// `i * stride*` elements from the first.
+  struct Shape {
+    int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC;
+    std::array<int64_t, 10> key() const {
+      return {m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC};
+    }
+  };
+  void run(GemmType type, const Shape &shape, const void *a, const void *b,
+           void *c, float beta = 0.0f);
 
 private:
   struct Plan;
-  Plan &planFor(GemmType type, int64_t m, int64_t n, int64_t k);
+  Plan &planFor(GemmType type, const Shape &shape);
 
   cudaStream_t stream;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32u << 20;
-  std::map<std::tuple<GemmType, int64_t, int64_t, int64_t>, Plan *> plans;
+  std::map<std::pair<GemmType, std::array<int64_t, 10>>, Plan *> plans;
 };
 
 } // namespace cleave::rt::cuda

@@ -11,6 +11,8 @@
 
 #include "../Runtime.h"
 
+#include "cleave/Runtime/Abi.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -90,8 +92,8 @@ Gemm::~Gemm() {
     cublasLtDestroy(handle);
 }
 
-Gemm::Plan &Gemm::planFor(GemmType type, int64_t m, int64_t n, int64_t k) {
-  auto key = std::make_tuple(type, m, n, k);
+Gemm::Plan &Gemm::planFor(GemmType type, const Shape &shape) {
+  auto key = std::make_pair(type, shape.key());
   if (auto it = plans.find(key); it != plans.end())
     return *it->second;
   auto *plan = new Plan();
@@ -100,9 +102,24 @@ Gemm::Plan &Gemm::planFor(GemmType type, int64_t m, int64_t n, int64_t k) {
   check(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
   // Column-major views of the row-major operands (see the file comment).
-  check(cublasLtMatrixLayoutCreate(&plan->a, t, n, k, n), "cublasLtMatrixLayoutCreate");
-  check(cublasLtMatrixLayoutCreate(&plan->b, t, k, m, k), "cublasLtMatrixLayoutCreate");
-  check(cublasLtMatrixLayoutCreate(&plan->c, t, n, m, n), "cublasLtMatrixLayoutCreate");
+  auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t stride) {
+    check(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld),
+          "cublasLtMatrixLayoutCreate");
+    if (shape.batch == 1)
+      return;
+    int32_t count = static_cast<int32_t>(shape.batch);
+    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                           &count, sizeof(count)),
+          "cublasLtMatrixLayoutSetAttribute");
+    check(cublasLtMatrixLayoutSetAttribute(
+              l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+              sizeof(stride)),
+          "cublasLtMatrixLayoutSetAttribute");
+  };
+  layout(plan->a, shape.n, shape.k, shape.ldb, shape.strideB);
+  layout(plan->b, shape.k, shape.m, shape.lda, shape.strideA);
+  layout(plan->c, shape.n, shape.m, shape.ldc, shape.strideC);
   cublasLtMatmulPreference_t preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
   check(cublasLtMatmulPreferenceSetAttribute(
@@ -118,19 +135,64 @@ Gemm::Plan &Gemm::planFor(GemmType type, int64_t m, int64_t n, int64_t k) {
   check(status, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0)
     throw RuntimeError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " +
-                       std::to_string(m) + "x" + std::to_string(k) + " by " +
-                       std::to_string(k) + "x" + std::to_string(n) + " GEMM on " +
-                       where());
+                       std::to_string(shape.m) + "x" + std::to_string(shape.k) +
+                       " by " + std::to_string(shape.k) + "x" +
+                       std::to_string(shape.n) + " GEMM on " + where());
   plan->algo = result.algo;
   return *plan;
 }
 
-void Gemm::run(GemmType type, int64_t m, int64_t n, int64_t k, const void *a,
-               const void *b, void *c, float beta) {
-  Plan &plan = planFor(type, m, n, k);
+void Gemm::run(GemmType type, const Shape &shape, const void *a, const void *b,
+               void *c, float beta) {
+  Plan &plan = planFor(type, shape);
   float alpha = 1.0f;
   check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
                        plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
                        stream),
         "cublasLtMatmul");
+}
+
+cudaStream_t cuda::processStream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s;
+    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    return s;
+  }();
+  return stream;
+}
+
+Gemm &cuda::processGemm() {
+  static Gemm gemm(processStream());
+  return gemm;
+}
+
+//===----------------------------------------------------------------------===//
+// The ABI entry points emitted code calls (cleave/Runtime/Abi.h)
+//===----------------------------------------------------------------------===//
+
+extern "C" void cleave_rt_cuda_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a,
+                                     int64_t offsetA, int64_t lda, intptr_t b,
+                                     int64_t offsetB, int64_t ldb, intptr_t c,
+                                     int64_t offsetC, int64_t ldc, float beta) {
+  processGemm().run(GemmType::F32, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},
+                    reinterpret_cast<const float *>(a) + offsetA,
+                    reinterpret_cast<const float *>(b) + offsetB,
+                    reinterpret_cast<float *>(c) + offsetC, beta);
+}
+
+extern "C" void cleave_rt_cuda_sgemm_batched(
+    int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
+    int64_t batchStrideA, int64_t lda, intptr_t b, int64_t offsetB,
+    int64_t batchStrideB, int64_t ldb, intptr_t c, int64_t offsetC,
+    int64_t batchStrideC, int64_t ldc, float beta) {
+  processGemm().run(GemmType::F32,
+                    {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
+                     batchStrideC},
+                    reinterpret_cast<const float *>(a) + offsetA,
+                    reinterpret_cast<const float *>(b) + offsetB,
+                    reinterpret_cast<float *>(c) + offsetC, beta);
+}
+
+extern "C" void cleave_rt_cuda_free(intptr_t pointer) {
+  check(cudaFree(reinterpret_cast<void *>(pointer)), "cudaFree");
 }

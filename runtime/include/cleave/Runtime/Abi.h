@@ -52,6 +52,11 @@
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
 #define CLEAVE_ABI_SGEMM_BATCHED "cleave_rt_sgemm_batched"
+/* The same two on a CUDA device (cuBLASLt; the pointers are device memory;
+ * in libcleave_rt_cuda). */
+#define CLEAVE_ABI_CUDA_SGEMM "cleave_rt_cuda_sgemm"
+#define CLEAVE_ABI_CUDA_SGEMM_BATCHED "cleave_rt_cuda_sgemm_batched"
+#define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
 /* Collectives take a suffix naming the element type (see below). */
 #define CLEAVE_ABI_ALL_REDUCE "cleave_rt_all_reduce_"
 #define CLEAVE_ABI_ALL_GATHER "cleave_rt_all_gather_"
@@ -89,6 +94,22 @@ void cleave_rt_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k,
                              int64_t batchStrideB, int64_t ldb, intptr_t c,
                              int64_t offsetC, int64_t batchStrideC, int64_t ldc,
                              float beta);
+
+/* cleave_rt_sgemm and cleave_rt_sgemm_batched with the same arguments, on
+ * device memory through cuBLASLt (float32; TF32 not enabled). */
+void cleave_rt_cuda_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a,
+                          int64_t offsetA, int64_t lda, intptr_t b,
+                          int64_t offsetB, int64_t ldb, intptr_t c,
+                          int64_t offsetC, int64_t ldc, float beta);
+void cleave_rt_cuda_sgemm_batched(int64_t batch, int64_t m, int64_t n,
+                                  int64_t k, intptr_t a, int64_t offsetA,
+                                  int64_t batchStrideA, int64_t lda, intptr_t b,
+                                  int64_t offsetB, int64_t batchStrideB,
+                                  int64_t ldb, intptr_t c, int64_t offsetC,
+                                  int64_t batchStrideC, int64_t ldc, float beta);
+
+/* Frees a buffer the program allocated on the device (gpu.alloc). */
+void cleave_rt_cuda_free(intptr_t pointer);
 
 /* The coordinate of this rank on mesh axis `axis`. */
 int64_t cleave_rt_grid_index(int64_t axis);
