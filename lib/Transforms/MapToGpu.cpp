@@ -185,6 +185,24 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
     gpu::TerminatorOp::create(ib, loc);
   }
 
+  /// A launch of one thread per output element, `count` of them: `build`
+  /// gets the builder inside the guard `linear < count` and `linear`.
+  void launchPerOutput(OpBuilder &b, Location loc, int64_t count,
+                       function_ref<void(OpBuilder &, Value linear)> build) {
+    int64_t t = std::min<int64_t>(threads, std::max<int64_t>(count, 1));
+    launch(b, loc, (count + t - 1) / t, t,
+           [&](OpBuilder &ib, Value block, Value thread) {
+             Value linear = arith::AddIOp::create(
+                 ib, loc, arith::MulIOp::create(ib, loc, block, index(ib, loc, t)),
+                 thread);
+             Value inside = arith::CmpIOp::create(
+                 ib, loc, arith::CmpIPredicate::ult, linear, index(ib, loc, count));
+             auto guard = scf::IfOp::create(ib, loc, inside, false);
+             OpBuilder tb = guard.getThenBodyBuilder();
+             build(tb, linear);
+           });
+  }
+
   LogicalResult lower(linalg::GenericOp op) {
     Location loc = op.getLoc();
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -220,22 +238,11 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
     OpBuilder b(op);
 
     if (reduced.empty()) {
-      int64_t t = std::min<int64_t>(threads, std::max<int64_t>(outputs, 1));
-      launch(b, loc, (outputs + t - 1) / t, t,
-             [&](OpBuilder &ib, Value block, Value thread) {
-               Value linear = arith::AddIOp::create(
-                   ib, loc, arith::MulIOp::create(ib, loc, block, index(ib, loc, t)),
-                   thread);
-               Value inside = arith::CmpIOp::create(
-                   ib, loc, arith::CmpIPredicate::ult, linear,
-                   index(ib, loc, outputs));
-               auto guard = scf::IfOp::create(ib, loc, inside, false);
-               OpBuilder tb = guard.getThenBodyBuilder();
-               SmallVector<Value> point =
-                   delinearize(tb, loc, linear, sizesOf(parallel));
-               storeOutputs(tb, loc, op, point,
-                            emitBody(tb, loc, op, point, nullptr, Value()));
-             });
+      launchPerOutput(b, loc, outputs, [&](OpBuilder &tb, Value linear) {
+        SmallVector<Value> point = delinearize(tb, loc, linear, sizesOf(parallel));
+        storeOutputs(tb, loc, op, point,
+                     emitBody(tb, loc, op, point, nullptr, Value()));
+      });
       op->erase();
       return success();
     }
@@ -287,35 +294,26 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
     // the reduced points.
     op->emitRemark("reduction without a recognised combiner: one GPU thread per "
                    "output element");
-    int64_t t = std::min<int64_t>(threads, std::max<int64_t>(outputs, 1));
-    launch(b, loc, (outputs + t - 1) / t, t,
-           [&](OpBuilder &ib, Value block, Value thread) {
-             Value linear = arith::AddIOp::create(
-                 ib, loc, arith::MulIOp::create(ib, loc, block, index(ib, loc, t)),
-                 thread);
-             Value inside = arith::CmpIOp::create(
-                 ib, loc, arith::CmpIPredicate::ult, linear, index(ib, loc, outputs));
-             auto guard = scf::IfOp::create(ib, loc, inside, false);
-             OpBuilder tb = guard.getThenBodyBuilder();
-             SmallVector<Value> p = delinearize(tb, loc, linear, sizesOf(parallel));
-             SmallVector<Value> zeros(reduced.size(), index(tb, loc, 0));
-             SmallVector<Value> start = merge(p, zeros);
-             SmallVector<Value> inits;
-             for (OpOperand &out : op.getDpsInitsMutable())
-               inits.push_back(memref::LoadOp::create(
-                   tb, loc, out.get(),
-                   operandIndices(tb, loc, op.getMatchingIndexingMap(&out), start)));
-             auto loop = scf::ForOp::create(
-                 tb, loc, index(tb, loc, 0), index(tb, loc, perOutput),
-                 index(tb, loc, 1), inits,
-                 [&](OpBuilder &lb, Location loc, Value r, ValueRange acc) {
-                   SmallVector<Value> point =
-                       merge(p, delinearize(lb, loc, r, sizesOf(reduced)));
-                   scf::YieldOp::create(
-                       lb, loc, emitBody(lb, loc, op, point, nullptr, Value(), acc));
-                 });
-             storeOutputs(tb, loc, op, start, loop.getResults());
-           });
+    launchPerOutput(b, loc, outputs, [&](OpBuilder &tb, Value linear) {
+      SmallVector<Value> p = delinearize(tb, loc, linear, sizesOf(parallel));
+      SmallVector<Value> zeros(reduced.size(), index(tb, loc, 0));
+      SmallVector<Value> start = merge(p, zeros);
+      SmallVector<Value> inits;
+      for (OpOperand &out : op.getDpsInitsMutable())
+        inits.push_back(memref::LoadOp::create(
+            tb, loc, out.get(),
+            operandIndices(tb, loc, op.getMatchingIndexingMap(&out), start)));
+      auto loop = scf::ForOp::create(
+          tb, loc, index(tb, loc, 0), index(tb, loc, perOutput),
+          index(tb, loc, 1), inits,
+          [&](OpBuilder &lb, Location loc, Value r, ValueRange acc) {
+            SmallVector<Value> point =
+                merge(p, delinearize(lb, loc, r, sizesOf(reduced)));
+            scf::YieldOp::create(
+                lb, loc, emitBody(lb, loc, op, point, nullptr, Value(), acc));
+          });
+      storeOutputs(tb, loc, op, start, loop.getResults());
+    });
     op->erase();
     return success();
   }
