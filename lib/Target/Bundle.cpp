@@ -237,22 +237,35 @@ static std::string findClang() {
 }
 
 static LogicalResult linkProgram(StringRef object, StringRef runtime,
-                                 StringRef output, StringRef logPath) {
+                                 StringRef output, StringRef logPath,
+                                 StringRef cudaRoot) {
   std::string clang = findClang();
   if (clang.empty()) {
     llvm::errs() << "cleave-compile: error: clang++-22 not found to link the "
                     "program\n";
     return failure();
   }
-  SmallVector<StringRef> args = {clang,      "-o",        output,
-                                 object,     runtime,     "-fuse-ld=lld",
-                                 "-lopenblas", "-lmpich", "-fopenmp",
-                                 "-lm"};
+  SmallVector<std::string> args = {clang, "-o", output.str(), object.str()};
+  if (!cudaRoot.empty()) {
+    // libcleave_rt_cuda.a beside libcleave_rt.a, before it: it uses it.
+    SmallString<256> cudaRuntime(llvm::sys::path::parent_path(runtime));
+    llvm::sys::path::append(cudaRuntime, "libcleave_rt_cuda.a");
+    args.push_back(std::string(cudaRuntime));
+  }
+  args.push_back(runtime.str());
+  for (StringRef a : {"-fuse-ld=lld", "-lopenblas", "-lmpich", "-fopenmp", "-lm"})
+    args.push_back(a.str());
+  if (!cudaRoot.empty())
+    for (std::string a :
+         {"-L" + cudaRoot.str() + "/lib64", std::string("-lcublasLt"),
+          std::string("-lcudart"), "-Wl,-rpath," + cudaRoot.str() + "/lib64"})
+      args.push_back(a);
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(clang, args, std::nullopt, redirects, 0, 0,
-                                     &error);
+  int rc = llvm::sys::ExecuteAndWait(clang, argRefs, std::nullopt, redirects, 0,
+                                     0, &error);
   if (rc != 0) {
     auto log = llvm::MemoryBuffer::getFile(logPath);
     llvm::errs() << "cleave-compile: error: linking the program failed"
@@ -383,7 +396,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   if (failed(emitHostObject(**llvmModule, object, irDump)))
     return failure();
   if (failed(linkProgram(object, options.runtimeLibrary, staging + "/program",
-                         staging + "/link.log")))
+                         staging + "/link.log", options.cudaRoot)))
     return failure();
   fs::remove(object);
   fs::remove(staging + "/link.log");
@@ -420,7 +433,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                     {"path", options.modelPath},
                     {"checksum",
                      llvm::utohexstr(*modelChecksum, /*LowerCase=*/true, 16)}}},
-      {"target", llvm::json::Object{{"kind", "cpu"},
+      {"target", llvm::json::Object{{"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
                                     {"triple", llvm::sys::getProcessTriple()},
                                     {"cpu", llvm::sys::getHostCPUName().str()}}},
       {"mesh", llvm::json::Object{{"spec", signature.mesh.str()},

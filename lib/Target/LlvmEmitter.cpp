@@ -11,6 +11,8 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -35,6 +37,10 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerOpenMPDialectTranslation(registry);
+  // GPU programs: cubins embedded, loaded by global constructors, launched
+  // through the runtime's mgpu* functions.
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
   module->getContext()->appendDialectRegistry(registry);
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, context, "cleave-model");

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Device.h"
 #include "Runtime.h"
 #include "comm/Comm.h"
 
@@ -136,6 +137,14 @@ struct Prepared {
 
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p);
 
+/// One run of the model, finished: a GPU program's work is queued on the
+/// device, so wait for it.
+void runModel(std::vector<void *> &pointers) {
+  cleave_model_run(pointers.data());
+  if (onDevice())
+    cleave_rt_device_wait();
+}
+
 /// The pipeline stage `rank` runs: its coordinate on the stage axis.
 int64_t stageOf(const ModelDesc &desc, int rank) {
   if (desc.stageAxis < 0)
@@ -255,12 +264,20 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   std::vector<void *> &pointers = p.pointers;
   std::vector<const BufferDesc *> &outputs = p.outputs;
   std::vector<void *> &outputData = p.outputData;
+  // A GPU program's kernels read weights from device-visible memory: copy the
+  // mapped file there once.
+  const char *weightBase = weights ? weights->data() : nullptr;
+  if (weights && onDevice()) {
+    owned.push_back(std::make_unique<AlignedBuffer>(desc.weightBytes[rank]));
+    std::memcpy(owned.back()->data, weightBase, desc.weightBytes[rank]);
+    weightBase = static_cast<const char *>(owned.back()->data);
+  }
   for (const BufferDesc &b : desc.buffers) {
     if (b.kind == BufferKind::Param) {
       // Another stage's parameter: this rank's code never reads it.
       int64_t offset = b.offsets[rank];
       pointers.push_back(offset < 0 ? nullptr
-                                    : const_cast<char *>(weights->data()) + offset);
+                                    : const_cast<char *>(weightBase) + offset);
       continue;
     }
     owned.push_back(std::make_unique<AlignedBuffer>(b.bytes));
@@ -293,7 +310,7 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
   if (options.bench > 0) {
     int warmup = std::min(3, options.bench);
     for (int i = 0; i < warmup; ++i)
-      cleave_model_run(pointers.data());
+      runModel(pointers);
     // Ranks start each run together; a run takes as long as its slowest rank.
     // A pipeline stage's busy time is its run less the time it waited in
     // transfers; a stage takes as long as its slowest rank.
@@ -304,7 +321,7 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
       comm::barrier();
       comm::takeTransferSeconds();
       auto start = Clock::now();
-      cleave_model_run(pointers.data());
+      runModel(pointers);
       double elapsed =
           std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       std::vector<double> times(desc.stages + 1, 0.0);
@@ -347,7 +364,7 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
       std::fflush(stdout);
     }
   } else {
-    cleave_model_run(pointers.data());
+    runModel(pointers);
   }
 
   // The writer (the last pipeline stage's first rank) holds the whole

@@ -2,6 +2,8 @@
 
 #include "Runtime.h"
 
+#include "Device.h"
+
 #include "cleave/Runtime/WeightFile.h"
 
 #include <cerrno>
@@ -17,6 +19,11 @@ using namespace cleave::rt;
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
+  if (onDevice()) {
+    // A GPU program: memory its kernels can read and write.
+    data = cleave_rt_device_alloc(rounded ? rounded : 64);
+    return;
+  }
   data = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!data)
     throw RuntimeError("out of memory allocating " + std::to_string(bytes) +
@@ -24,7 +31,12 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
   std::memset(data, 0, rounded ? rounded : 64);
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data); }
+AlignedBuffer::~AlignedBuffer() {
+  if (onDevice())
+    cleave_rt_device_free(data);
+  else
+    std::free(data);
+}
 
 WeightFile::WeightFile(const std::string &path, uint64_t expectedSize,
                        uint64_t expectedChecksum) {

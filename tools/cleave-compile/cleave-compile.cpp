@@ -107,9 +107,9 @@ cl::opt<std::string> compileTo(
     cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
 cl::opt<std::string> target(
     "target",
-    cl::desc("Code generation target: 'cpu', or 'cuda' (in progress: compiles "
-             "through the lower phase only, kernels to cubins and GEMMs to "
-             "cuBLASLt calls; no CUDA bundle yet)"),
+    cl::desc("Code generation target: 'cpu', or 'cuda' (in progress: a kernel "
+             "per fused op as a cubin, GEMMs on cuBLASLt, managed memory; not "
+             "yet run on a GPU by Cleave's tests)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> gpuArch("gpu-arch",
                              cl::desc("The GPU for --target cuda (default sm_90)"),
@@ -277,10 +277,6 @@ int main(int argc, char **argv) {
                 join(names, ", ") + ")");
   }
 
-  if (target == "cuda" && *last == Phase::Bundle)
-    return fail("--target cuda compiles through the 'lower' phase only so far "
-                "(kernels and GEMM calls; the CUDA runtime and bundle are not "
-                "built yet): pass --compile-to=lower");
 
   ImportOptions options;
   for (const std::string &text : inputShapes) {
@@ -356,9 +352,11 @@ int main(int argc, char **argv) {
   pipelineOptions.cpuGemm = cpuGemm;
   pipelineOptions.target = target;
   pipelineOptions.gpuArch = gpuArch;
+  std::string cudaRoot;
   if (target == "cuda") {
     const char *root = std::getenv("CUDA_HOME");
-    SmallString<256> libdevice(root ? root : "/usr/local/cuda");
+    cudaRoot = root ? root : "/usr/local/cuda";
+    SmallString<256> libdevice(cudaRoot);
     sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
     if (!sys::fs::exists(libdevice))
       return fail("--target cuda needs CUDA's libdevice, not found at '" +
@@ -416,6 +414,7 @@ int main(int argc, char **argv) {
       bundle.runtimeLibrary = runtimeLibrary(argv[0]);
       bundle.compilerVersion = "cleave-compile 0.1";
       bundle.reportPath = reportPath;
+      bundle.cudaRoot = cudaRoot;
       if (failed(writeBundle(*module, signature, bundle)))
         return 1;
       break;

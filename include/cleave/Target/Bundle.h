@@ -103,6 +103,10 @@ struct BundleOptions {
   std::string reportPath;     // if set, the plan report is also written there
   std::string runtimeLibrary; // libcleave_rt.a
   std::string compilerVersion;
+  /// For GPU programs: the CUDA toolkit, whose cuBLASLt, runtime and driver
+  /// stub the program links with libcleave_rt_cuda.a (beside
+  /// runtimeLibrary). Empty: a CPU program.
+  std::string cudaRoot;
 };
 
 /// The human-readable plan: mesh, every parameter's sharding and bytes per
