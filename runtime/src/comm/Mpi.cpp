@@ -509,32 +509,24 @@ void waitPolitely(MPI_Request &request, const char *call) {
   }
 }
 
-void sendTo(const Element &e, int64_t rank, void *desc, int64_t peer,
-            int64_t group) {
-  CollectiveScope scope("send", group);
+/// Point to point: `desc`'s buffer to (`send`) or from group member `peer`,
+/// waited for politely.
+void transfer(bool send, const Element &e, int64_t rank, void *desc,
+              int64_t peer, int64_t group) {
+  CollectiveScope scope(send ? "send" : "recv", group);
   TransferTimer timer;
   View buffer = viewOf(rank, desc, e.bytes);
   if (!state.active)
     return;
   MPI_Request request;
-  check(MPI_Isend(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
-                  groupComm(group), &request),
-        "MPI_Isend");
-  waitPolitely(request, "MPI_Isend");
-}
-
-void receiveFrom(const Element &e, int64_t rank, void *desc, int64_t peer,
-                 int64_t group) {
-  CollectiveScope scope("recv", group);
-  TransferTimer timer;
-  View buffer = viewOf(rank, desc, e.bytes);
-  if (!state.active)
-    return;
-  MPI_Request request;
-  check(MPI_Irecv(buffer.data, buffer.count * e.bytes, MPI_BYTE, peer, 0,
-                  groupComm(group), &request),
-        "MPI_Irecv");
-  waitPolitely(request, "MPI_Irecv");
+  const char *call = send ? "MPI_Isend" : "MPI_Irecv";
+  int count = buffer.count * e.bytes;
+  check(send ? MPI_Isend(buffer.data, count, MPI_BYTE, peer, 0, groupComm(group),
+                         &request)
+             : MPI_Irecv(buffer.data, count, MPI_BYTE, peer, 0, groupComm(group),
+                         &request),
+        call);
+  waitPolitely(request, call);
 }
 
 } // namespace
@@ -677,11 +669,11 @@ extern "C" int64_t cleave_rt_grid_index(int64_t axis) {
   }                                                                             \
   extern "C" void cleave_rt_send_##suffix(int64_t r, void *b, int64_t peer,     \
                                           int64_t group) {                      \
-    sendTo({mpiType, size, widen}, r, b, peer, group);                          \
+    transfer(true, {mpiType, size, widen}, r, b, peer, group);                  \
   }                                                                             \
   extern "C" void cleave_rt_recv_##suffix(int64_t r, void *b, int64_t peer,     \
                                           int64_t group) {                      \
-    receiveFrom({mpiType, size, widen}, r, b, peer, group);                     \
+    transfer(false, {mpiType, size, widen}, r, b, peer, group);                 \
   }
 
 CLEAVE_RT_DEFINE_COLLECTIVES(f32, MPI_FLOAT, 4, 0)
