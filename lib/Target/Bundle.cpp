@@ -108,10 +108,6 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       signature.collectives.push_back(std::move(c));
     }
   signature.pipeline = pipelineOf(module);
-  // Transfers between stages are reported with the stages, not here.
-  llvm::erase_if(signature.collectives, [](const CollectiveSignature &c) {
-    return c.kind == "send" || c.kind == "recv";
-  });
   for (int64_t r = 0; r < signature.mesh.rankCount(); ++r)
     if (signature.stageOf(r) == signature.pipeline.stages - 1) {
       signature.writerRank = r;
@@ -407,13 +403,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return fail(llvm::toString(modelChecksum.takeError()));
   // The most parameter bytes any rank holds (stages hold different ones).
   uint64_t paramBytes = 0, paramCount = 0;
-  for (int64_t rank = 0; rank < ranks; ++rank) {
-    uint64_t held = 0;
-    for (const BufferSignature &b : signature.buffers)
-      if (b.kind == BufferSignature::Kind::Param && b.offsets[rank] >= 0)
-        held += b.bytes;
-    paramBytes = std::max(paramBytes, held);
-  }
+  for (int64_t rank = 0; rank < ranks; ++rank)
+    paramBytes = std::max(paramBytes, signature.paramBytesHeldBy(rank));
   for (const BufferSignature &b : signature.buffers)
     paramCount += b.kind == BufferSignature::Kind::Param;
   llvm::json::Array meshAxes;

@@ -75,8 +75,11 @@ std::string cleave::planReport(const ModelSignature &sig,
 
   const PipelineSignature &pipe = sig.pipeline;
   bool pipelined = pipe.stages > 1 || pipe.microbatches > 1;
-  // Parameter bytes a rank of each stage holds.
+  // Parameter bytes a rank of each stage holds (the most, over its ranks).
   std::vector<uint64_t> stageParams(pipe.stages, 0);
+  for (int64_t r = 0; r < ranks; ++r)
+    stageParams[sig.stageOf(r)] =
+        std::max(stageParams[sig.stageOf(r)], sig.paramBytesHeldBy(r));
   uint64_t inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
   size_t params = 0, split = 0;
   for (const BufferSignature &b : sig.buffers) {
@@ -85,9 +88,6 @@ std::string cleave::planReport(const ModelSignature &sig,
       continue;
     }
     ++params;
-    for (int64_t st = 0; st < pipe.stages; ++st)
-      if (b.stages.empty() || llvm::is_contained(b.stages, st))
-        stageParams[st] += b.bytes;
     uint64_t whole = b.bytes;
     for (size_t d = 0; d < b.shape.size(); ++d)
       whole = whole / b.shape[d] * b.globalShape[d];

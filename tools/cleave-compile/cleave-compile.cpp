@@ -366,10 +366,10 @@ int main(int argc, char **argv) {
   pipelineOptions.microbatches = microbatches;
   pipelineOptions.deviceMemory = deviceMemory;
   {
-    auto machine = MachineModel::parse("");
-    if (!machineOption.empty())
-      machine = sys::fs::exists(machineOption) ? MachineModel::load(machineOption)
-                                               : MachineModel::parse(machineOption);
+    // A file of key: value lines, or the keys inline (empty: the defaults).
+    auto machine = sys::fs::exists(machineOption)
+                       ? MachineModel::load(machineOption)
+                       : MachineModel::parse(machineOption);
     if (!machine)
       return fail("--machine: " + toString(machine.takeError()));
     pipelineOptions.machine = machine->spec();

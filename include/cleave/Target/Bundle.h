@@ -85,6 +85,16 @@ struct ModelSignature {
   std::vector<uint64_t> weightFileBytes;
   std::vector<uint64_t> weightChecksums;
 
+  /// The parameter bytes rank `rank` holds: its stage's parameters, its
+  /// slices of them (once the weights are placed).
+  uint64_t paramBytesHeldBy(int64_t rank) const {
+    uint64_t held = 0;
+    for (const BufferSignature &b : buffers)
+      if (b.kind == BufferSignature::Kind::Param && b.offsets[rank] >= 0)
+        held += b.bytes;
+    return held;
+  }
+
   /// The pipeline stage rank `rank` runs.
   int64_t stageOf(int64_t rank) const {
     return pipeline.axis < 0 ? 0 : mesh.indexInGroup(rank, {int16_t(pipeline.axis)});
