@@ -121,14 +121,6 @@ llvm::Expected<MachineModel> MachineModel::load(llvm::StringRef path) {
   return m;
 }
 
-std::string MachineModel::str() const {
-  return llvm::formatv("peak={0:e} FLOP/s, mem-bw={1:e} B/s, link-bw={2:e} B/s, "
-                       "latency={3:e} s, memory={4:e} B",
-                       peakFlops, memoryBandwidth, linkBandwidth, linkLatency,
-                       deviceMemory)
-      .str();
-}
-
 std::string MachineModel::spec() const {
   return llvm::formatv("peak={0:e},mem-bw={1:e},link-bw={2:e},latency={3:e},"
                        "memory={4:e}",

@@ -55,7 +55,6 @@ struct MachineModel {
   static llvm::Expected<MachineModel> parse(llvm::StringRef spec);
   /// The same keys from a file, one `key: value` or `key=value` per line.
   static llvm::Expected<MachineModel> load(llvm::StringRef path);
-  std::string str() const;
   /// The `parse` form of this machine, every key given.
   std::string spec() const;
 };
