@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 
 namespace cleave::rt::cuda {
 
@@ -23,6 +24,18 @@ namespace cleave::rt::cuda {
 /// `status` is success.
 void check(cudaError_t status, const char *call);
 void check(cublasStatus_t status, const char *call);
+
+/// For functions emitted code calls, where no exception may pass: reports
+/// "cleave-run: error: MESSAGE" and ends the process.
+[[noreturn]] void fatal(const std::string &message);
+/// Runs `f`; an error it throws ends the process through fatal.
+template <typename F> void orExit(F &&f) {
+  try {
+    f();
+  } catch (const std::exception &e) {
+    fatal(e.what());
+  }
+}
 
 /// The process's stream and GEMM engine, made on first use on the current
 /// device (what emitted code's GEMM calls use).

@@ -13,6 +13,7 @@
 
 #include "cleave/Runtime/Abi.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -51,6 +52,12 @@ void cuda::check(cudaError_t status, const char *call) {
   throw RuntimeError(std::string(call) + " failed on " + where() + ": " +
                      cudaGetErrorName(status) + " (" +
                      cudaGetErrorString(status) + ")");
+}
+
+void cuda::fatal(const std::string &message) {
+  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 void cuda::check(cublasStatus_t status, const char *call) {
@@ -167,17 +174,20 @@ Gemm &cuda::processGemm() {
 }
 
 //===----------------------------------------------------------------------===//
-// The ABI entry points emitted code calls (cleave/Runtime/Abi.h)
+// The ABI entry points emitted code calls (cleave/Runtime/Abi.h); no
+// exception may leave them
 //===----------------------------------------------------------------------===//
 
 extern "C" void cleave_rt_cuda_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a,
                                      int64_t offsetA, int64_t lda, intptr_t b,
                                      int64_t offsetB, int64_t ldb, intptr_t c,
                                      int64_t offsetC, int64_t ldc, float beta) {
-  processGemm().run(GemmType::F32, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},
-                    reinterpret_cast<const float *>(a) + offsetA,
-                    reinterpret_cast<const float *>(b) + offsetB,
-                    reinterpret_cast<float *>(c) + offsetC, beta);
+  orExit([&] {
+    processGemm().run(GemmType::F32, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},
+                      reinterpret_cast<const float *>(a) + offsetA,
+                      reinterpret_cast<const float *>(b) + offsetB,
+                      reinterpret_cast<float *>(c) + offsetC, beta);
+  });
 }
 
 extern "C" void cleave_rt_cuda_sgemm_batched(
@@ -185,14 +195,16 @@ extern "C" void cleave_rt_cuda_sgemm_batched(
     int64_t batchStrideA, int64_t lda, intptr_t b, int64_t offsetB,
     int64_t batchStrideB, int64_t ldb, intptr_t c, int64_t offsetC,
     int64_t batchStrideC, int64_t ldc, float beta) {
-  processGemm().run(GemmType::F32,
-                    {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
-                     batchStrideC},
-                    reinterpret_cast<const float *>(a) + offsetA,
-                    reinterpret_cast<const float *>(b) + offsetB,
-                    reinterpret_cast<float *>(c) + offsetC, beta);
+  orExit([&] {
+    processGemm().run(GemmType::F32,
+                      {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
+                       batchStrideC},
+                      reinterpret_cast<const float *>(a) + offsetA,
+                      reinterpret_cast<const float *>(b) + offsetB,
+                      reinterpret_cast<float *>(c) + offsetC, beta);
+  });
 }
 
 extern "C" void cleave_rt_cuda_free(intptr_t pointer) {
-  check(cudaFree(reinterpret_cast<void *>(pointer)), "cudaFree");
+  orExit([&] { check(cudaFree(reinterpret_cast<void *>(pointer)), "cudaFree"); });
 }

@@ -7,7 +7,8 @@
 // library calls load cubins), so that programs need no libcuda at link time
 // and say so clearly where there is no driver. Every launch and every cuBLASLt
 // GEMM uses the process's one stream (processStream), so they run in program
-// order. Failures end the program with the call, rank and device named.
+// order. These are called from compiled code, which no exception may cross:
+// failures end the program (orExit) with the call, rank and device named.
 //
 // Also the hooks the runtime's main uses for GPU programs (Device.h):
 // device-visible buffers for inputs, outputs and weights, and the wait for
@@ -30,22 +31,6 @@ using namespace cleave::rt::cuda;
 
 namespace {
 
-/// Module loading runs in global constructors, before main can catch
-/// anything: report and end the program here.
-[[noreturn]] void fatal(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
-void checkOrExit(cudaError_t status, const char *call) {
-  try {
-    check(status, call);
-  } catch (const std::exception &e) {
-    fatal(e.what());
-  }
-}
-
 /// The device, chosen once: cubins are loaded into its context.
 void ensureContext() {
   static bool ready = [] {
@@ -59,12 +44,10 @@ void ensureContext() {
     // One device per rank on a node: the local rank picks it.
     const char *local = std::getenv("MPI_LOCALRANKID");
     int device = local ? std::atoi(local) % devices : 0;
-    try {
+    orExit([&] {
       check(cudaSetDevice(device), "cudaSetDevice");
       check(cudaFree(nullptr), "cudaFree (context creation)");
-    } catch (const std::exception &e) {
-      fatal(e.what());
-    }
+    });
     return true;
   }();
   (void)ready;
@@ -77,9 +60,11 @@ extern "C" {
 void *mgpuModuleLoad(void *data, size_t /*size*/) {
   ensureContext();
   cudaLibrary_t library = nullptr;
-  checkOrExit(cudaLibraryLoadData(&library, data, nullptr, nullptr, 0, nullptr,
-                                  nullptr, 0),
-              "cudaLibraryLoadData");
+  orExit([&] {
+    check(cudaLibraryLoadData(&library, data, nullptr, nullptr, 0, nullptr,
+                              nullptr, 0),
+          "cudaLibraryLoadData");
+  });
   return library;
 }
 
@@ -89,8 +74,10 @@ void mgpuModuleUnload(void *module) {
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
   cudaKernel_t kernel = nullptr;
-  check(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), name),
-        "cudaLibraryGetKernel");
+  orExit([&] {
+    check(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), name),
+          "cudaLibraryGetKernel");
+  });
   return kernel;
 }
 
@@ -99,8 +86,10 @@ void *mgpuStreamCreate() { return processStream(); }
 void mgpuStreamDestroy(void * /*stream*/) {}
 
 void mgpuStreamSynchronize(void *stream) {
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
-        "cudaStreamSynchronize");
+  orExit([&] {
+    check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+          "cudaStreamSynchronize");
+  });
 }
 
 void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
@@ -108,25 +97,28 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t blockZ, int32_t sharedBytes, void *stream,
                       void **params, void ** /*extra*/, size_t /*paramCount*/) {
   // A cudaKernel_t is accepted where a kernel symbol is.
-  check(cudaLaunchKernel(function,
-                         dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
-                         dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)),
-                         params, size_t(sharedBytes),
-                         static_cast<cudaStream_t>(stream)),
-        "cudaLaunchKernel");
+  orExit([&] {
+    check(cudaLaunchKernel(
+              function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
+              dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
+              size_t(sharedBytes), static_cast<cudaStream_t>(stream)),
+          "cudaLaunchKernel");
+  });
 }
 
 void *mgpuMemAlloc(uint64_t bytes, void * /*stream*/, bool hostShared) {
   void *p = nullptr;
-  if (hostShared)
-    check(cudaMallocManaged(&p, bytes ? bytes : 1), "cudaMallocManaged");
-  else
-    check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  orExit([&] {
+    if (hostShared)
+      check(cudaMallocManaged(&p, bytes ? bytes : 1), "cudaMallocManaged");
+    else
+      check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  });
   return p;
 }
 
 void mgpuMemFree(void *pointer, void * /*stream*/) {
-  check(cudaFree(pointer), "cudaFree");
+  orExit([&] { check(cudaFree(pointer), "cudaFree"); });
 }
 
 } // extern "C"
