@@ -47,8 +47,15 @@ FailureOr<int64_t> reductionCode(Operation *op, shard::ReductionKind kind) {
 
 struct LowerCollectivesPass
     : cleave::impl::CleaveLowerCollectivesBase<LowerCollectivesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "cleave-lower-collectives: unknown target '"
+                         << target << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
@@ -108,6 +115,15 @@ struct LowerCollectivesPass
         return i;
     groups.push_back(key);
     return groups.size() - 1;
+  }
+
+  /// The runtime function `name` (an ABI name of the CPU runtime, e.g.
+  /// cleave_rt_all_reduce_) for the target.
+  std::string forTarget(StringRef name) {
+    if (target != "cuda")
+      return name.str();
+    return CLEAVE_ABI_CUDA_PREFIX +
+           name.drop_front(StringRef(CLEAVE_ABI_PREFIX).size()).str();
   }
 
   /// Declares `name(i64, ptr-ish unranked, ..., i64...)` once.
@@ -224,7 +240,7 @@ struct LowerCollectivesPass
       args.push_back(constant(b, loc, groupId(a2a.getGridAxes())));
     }
     record(op, inType, outType);
-    func::FuncOp f = declare(name, unranked, 2, args.size() - 2);
+    func::FuncOp f = declare(forTarget(name), unranked, 2, args.size() - 2);
     auto call = func::CallOp::create(b, loc, f, args);
     call->setAttr("cleave.collective", b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
@@ -287,8 +303,9 @@ struct LowerCollectivesPass
     else
       buffer = receiveBuffer(op, memType);
     // Not recorded: the plan reports transfers with the pipeline stages.
-    func::FuncOp f = declare((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
-                             unranked, 1, 2);
+    func::FuncOp f = declare(
+        forTarget((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix), unranked,
+        1, 2);
     func::CallOp::create(b, loc, f,
                          ValueRange{memref::CastOp::create(b, loc, unranked, buffer),
                                     peer, constant(b, loc, groupId(axes))});

@@ -68,7 +68,10 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                   options.deviceMemory, options.stageAxis, options.microbatches)
                   .str();
     if (options.sharded)
-      text += ", cleave-lower-collectives, func.func(canonicalize, cse)";
+      text += llvm::formatv(", cleave-lower-collectives{{target={0}}, "
+                            "func.func(canonicalize, cse)",
+                            options.target)
+                  .str();
     return text;
   }
   case Phase::Fuse:

@@ -251,10 +251,14 @@ static LogicalResult linkProgram(StringRef object, StringRef runtime,
   args.push_back(runtime.str());
   for (StringRef a : {"-fuse-ld=lld", "-lopenblas", "-lmpich", "-fopenmp", "-lm"})
     args.push_back(a.str());
+  // cuBLASLt and cudart are in the toolkit's lib64; CUDA 13 puts NCCL in
+  // its lib.
   if (!cudaRoot.empty())
     for (std::string a :
-         {"-L" + cudaRoot.str() + "/lib64", std::string("-lcublasLt"),
-          std::string("-lcudart"), "-Wl,-rpath," + cudaRoot.str() + "/lib64"})
+         {"-L" + cudaRoot.str() + "/lib64", "-L" + cudaRoot.str() + "/lib",
+          std::string("-lcublasLt"), std::string("-lcudart"),
+          std::string("-lnccl"), "-Wl,-rpath," + cudaRoot.str() + "/lib64",
+          "-Wl,-rpath," + cudaRoot.str() + "/lib"})
       args.push_back(a);
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),

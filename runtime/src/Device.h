@@ -12,11 +12,19 @@
 #include <cstddef>
 
 extern "C" {
-/// A zeroed buffer both the host and the device can read and write.
-__attribute__((weak)) void *cleave_rt_device_alloc(size_t bytes);
+/// A zeroed device buffer; with `hostVisible` the host can read and write
+/// it too (managed memory), else only the device can (weights).
+__attribute__((weak)) void *cleave_rt_device_alloc(size_t bytes, int hostVisible);
 __attribute__((weak)) void cleave_rt_device_free(void *pointer);
+/// Copies `bytes` from host memory to device memory and waits for the copy.
+__attribute__((weak)) void cleave_rt_device_upload(void *device, const void *host,
+                                                   size_t bytes);
 /// Returns once everything the program queued on the device has finished.
 __attribute__((weak)) void cleave_rt_device_wait();
+/// After the ranks have joined the job: the device's communicators. Before
+/// they leave it: their end.
+__attribute__((weak)) void cleave_rt_device_start();
+__attribute__((weak)) void cleave_rt_device_finish();
 }
 
 namespace cleave::rt {

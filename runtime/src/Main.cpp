@@ -188,9 +188,13 @@ int run(int argc, char **argv) {
   ModelDesc desc = parseModelDesc(cleave_model_desc);
   if (desc.ranks > 1)
     comm::start(desc, &argc, &argv);
+  if (onDevice())
+    together([&] { cleave_rt_device_start(); });
   Prepared prepared;
   together([&] { prepare(options, desc, prepared); });
   together([&] { runAndWrite(options, desc, prepared); });
+  if (onDevice())
+    cleave_rt_device_finish();
   comm::finish();
   return 0;
 }
@@ -264,12 +268,13 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   std::vector<void *> &pointers = p.pointers;
   std::vector<const BufferDesc *> &outputs = p.outputs;
   std::vector<void *> &outputData = p.outputData;
-  // A GPU program's kernels read weights from device-visible memory: copy the
+  // A GPU program's kernels read weights from device memory: upload the
   // mapped file there once.
   const char *weightBase = weights ? weights->data() : nullptr;
   if (weights && onDevice()) {
-    owned.push_back(std::make_unique<AlignedBuffer>(desc.weightBytes[rank]));
-    std::memcpy(owned.back()->data, weightBase, desc.weightBytes[rank]);
+    owned.push_back(std::make_unique<AlignedBuffer>(desc.weightBytes[rank],
+                                                    /*deviceOnly=*/true));
+    cleave_rt_device_upload(owned.back()->data, weightBase, desc.weightBytes[rank]);
     weightBase = static_cast<const char *>(owned.back()->data);
   }
   for (const BufferDesc &b : desc.buffers) {

@@ -62,11 +62,12 @@ struct ModelDesc {
 /// Parses the descriptor text the compiler embeds (see Abi.h).
 ModelDesc parseModelDesc(const char *text);
 
-/// A 64-byte aligned heap buffer.
+/// A zeroed, 64-byte aligned heap buffer; in a GPU program, device memory
+/// the host can also read and write, unless `deviceOnly`.
 struct AlignedBuffer {
   void *data = nullptr;
   size_t size = 0;
-  explicit AlignedBuffer(size_t size);
+  explicit AlignedBuffer(size_t size, bool deviceOnly = false);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer &) = delete;
   AlignedBuffer &operator=(const AlignedBuffer &) = delete;

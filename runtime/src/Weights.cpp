@@ -17,11 +17,11 @@
 
 using namespace cleave::rt;
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
+AlignedBuffer::AlignedBuffer(size_t bytes, bool deviceOnly) : size(bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (onDevice()) {
     // A GPU program: memory its kernels can read and write.
-    data = cleave_rt_device_alloc(rounded ? rounded : 64);
+    data = cleave_rt_device_alloc(rounded ? rounded : 64, !deviceOnly);
     return;
   }
   data = std::aligned_alloc(64, rounded ? rounded : 64);

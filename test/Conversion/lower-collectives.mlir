@@ -4,6 +4,20 @@
 // module with every collective for the plan, and that the grid is gone.
 // RUN: cleave-opt %s --cleave-lower-collectives | FileCheck %s
 // RUN: cleave-opt %s --cleave-lower-collectives --mlir-print-op-generic | FileCheck %s --check-prefix=NOSHARD
+// A CUDA program calls the device collectives instead, with the same
+// arguments; an unknown target is refused.
+// RUN: cleave-opt %s --cleave-lower-collectives=target=cuda | FileCheck %s --check-prefix=CUDA
+// RUN: not cleave-opt %s --cleave-lower-collectives=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// CUDA-NOT: @cleave_rt_all_reduce_f32
+// CUDA-DAG: func.func private @cleave_rt_cuda_all_reduce_f32(memref<*xf32>, memref<*xf32>, i64, i64)
+// CUDA-DAG: func.func private @cleave_rt_cuda_all_gather_f16(memref<*xf16>, memref<*xf16>, i64, i64)
+// CUDA-DAG: func.func private @cleave_rt_cuda_reduce_scatter_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
+// CUDA-DAG: func.func private @cleave_rt_cuda_all_to_all_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64)
+// CUDA-DAG: func.func private @cleave_rt_grid_index(i64) -> i64
+// CUDA-DAG: func.func private @cleave_rt_cuda_send_f32(memref<*xf32>, i64, i64)
+// CUDA-DAG: func.func private @cleave_rt_cuda_recv_f32(memref<*xf32>, i64, i64)
+// TARGET: error: cleave-lower-collectives: unknown target 'tpu' (cpu or cuda)
 
 // CHECK: module attributes {cleave.collectives = [{axes = array<i16: 1>, bytes = 128 : i64, kind = "all_reduce", node = "/mlp/proj/MatMul"}
 // CHECK-SAME: cleave.comm_groups = [array<i16: 1>, array<i16: 0>, array<i16: 0, 1>]

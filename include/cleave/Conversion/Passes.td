@@ -35,6 +35,10 @@ def CleaveLowerCollectives : Pass<"cleave-lower-collectives", "mlir::ModuleOp"> 
     once at start-up. The grid and the sharding ops are removed; any shard op
     left is an error naming it.
 
+    With `target=cuda` the calls are the CUDA program's collectives,
+    `cleave_rt_cuda_<collective>_<dtype>`, which take device buffers and
+    queue their work (NCCL) on the program's stream.
+
     ```mlir
     %1 = shard.all_reduce %0 on @mesh grid_axes = [1] : tensor<16x64xf32> -> tensor<16x64xf32>
     // becomes
@@ -44,6 +48,11 @@ def CleaveLowerCollectives : Pass<"cleave-lower-collectives", "mlir::ModuleOp"> 
     %1 = bufferization.to_tensor %out restrict writable : ...
     ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu: the MPI collectives on host buffers; cuda: the CUDA "
+           "program's collectives on device buffers">
+  ];
   let dependentDialects = [
     "mlir::arith::ArithDialect", "mlir::bufferization::BufferizationDialect",
     "mlir::func::FuncDialect", "mlir::memref::MemRefDialect",

@@ -42,6 +42,18 @@ void maxOverRanks(std::vector<double> &values);
 /// pipeline neighbours) since the last call.
 double takeTransferSeconds();
 void barrier();
+
+/// For a device backend that creates its own communicators (NCCL) over the
+/// descriptor's groups: how many groups there are, this rank's position in
+/// group `group` (first axis major) and the group's size, and byte exchanges
+/// within the group. All ranks of the group must call the exchanges.
+int64_t groupCount();
+int groupPosition(int64_t group);
+int groupSize(int64_t group);
+/// Copies `bytes` from the group's first member to every member's `data`.
+void broadcastInGroup(int64_t group, void *data, size_t bytes);
+/// Every member's `bytes` of `mine`, in group order, into `all`.
+void allGatherInGroup(int64_t group, const void *mine, void *all, size_t bytes);
 /// Ends every rank of the job with `code`.
 [[noreturn]] void abortJob(int code);
 

@@ -629,6 +629,31 @@ void comm::barrier() {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+int64_t comm::groupCount() { return state.groups.size(); }
+
+int comm::groupPosition(int64_t group) {
+  int position = 0;
+  MPI_Comm_rank(groupComm(group), &position);
+  return position;
+}
+
+int comm::groupSize(int64_t group) { return ::groupSize(groupComm(group)); }
+
+void comm::broadcastInGroup(int64_t group, void *data, size_t bytes) {
+  CollectiveScope scope("a device communicator's set-up", group,
+                        /*counted=*/false);
+  check(MPI_Bcast(data, int(bytes), MPI_BYTE, 0, groupComm(group)), "MPI_Bcast");
+}
+
+void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
+                            size_t bytes) {
+  CollectiveScope scope("a device communicator's set-up", group,
+                        /*counted=*/false);
+  check(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE,
+                      groupComm(group)),
+        "MPI_Allgather");
+}
+
 void comm::abortJob(int code) {
   std::fflush(stderr);
   if (state.active)

@@ -20,6 +20,10 @@
 
 namespace cleave::rt::cuda {
 
+/// "rank R, device D" for messages. The rank is MPICH's PMI_RANK (set for
+/// every process mpiexec starts), so the GEMMs need no MPI.
+std::string where();
+
 /// Throws RuntimeError "CALL failed on rank R, device D: MESSAGE" unless
 /// `status` is success.
 void check(cudaError_t status, const char *call);
@@ -42,6 +46,11 @@ template <typename F> void orExit(F &&f) {
 cudaStream_t processStream();
 class Gemm;
 Gemm &processGemm();
+
+/// Creates the NCCL communicators of the descriptor's groups (after
+/// comm::start; Collectives.cpp), and destroys them (before comm::finish).
+void startCollectives();
+void finishCollectives();
 
 /// Element types of GEMM operands; accumulation is always float32.
 enum class GemmType { F32, F16, BF16 };

@@ -22,16 +22,6 @@ using namespace cleave::rt::cuda;
 
 namespace {
 
-/// "rank R, device D" for messages. The rank is MPICH's PMI_RANK (set for
-/// every process mpiexec starts), so this library needs no MPI itself.
-std::string where() {
-  int device = -1;
-  cudaGetDevice(&device);
-  const char *rank = std::getenv("PMI_RANK");
-  return std::string("rank ") + (rank ? rank : "0") + ", device " +
-         std::to_string(device);
-}
-
 cudaDataType_t dataType(GemmType type) {
   switch (type) {
   case GemmType::F32:
@@ -45,6 +35,14 @@ cudaDataType_t dataType(GemmType type) {
 }
 
 } // namespace
+
+std::string cuda::where() {
+  int device = -1;
+  cudaGetDevice(&device);
+  const char *rank = std::getenv("PMI_RANK");
+  return std::string("rank ") + (rank ? rank : "0") + ", device " +
+         std::to_string(device);
+}
 
 void cuda::check(cudaError_t status, const char *call) {
   if (status == cudaSuccess)

@@ -11,8 +11,8 @@
 // failures end the program (orExit) with the call, rank and device named.
 //
 // Also the hooks the runtime's main uses for GPU programs (Device.h):
-// device-visible buffers for inputs, outputs and weights, and the wait for
-// a run to finish.
+// device-visible buffers for inputs, outputs and weights, the wait for a run
+// to finish, and the collectives' start and end (Collectives.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,63 +20,85 @@
 
 #include "../Device.h"
 #include "../Runtime.h"
+#include "../comm/Comm.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 using namespace cleave::rt;
 using namespace cleave::rt::cuda;
 
 namespace {
 
-/// The device, chosen once: cubins are loaded into its context.
+/// The device, chosen once: cubins are loaded into its context. Throws where
+/// there is none; the first call (the runtime's start-up, in every rank)
+/// reports it through the runtime's error handling.
 void ensureContext() {
-  static bool ready = [] {
+  static std::string failure = [] {
     int devices = 0;
     cudaError_t status = cudaGetDeviceCount(&devices);
     if (status != cudaSuccess || devices == 0)
-      fatal(std::string("this program was compiled for a CUDA GPU and none is "
-                        "available (") +
-            (status != cudaSuccess ? cudaGetErrorName(status) : "no device") +
-            ")");
+      return std::string("this program was compiled for a CUDA GPU and none "
+                         "is available (") +
+             (status != cudaSuccess ? cudaGetErrorName(status) : "no device") +
+             ")";
     // One device per rank on a node: the local rank picks it.
     const char *local = std::getenv("MPI_LOCALRANKID");
     int device = local ? std::atoi(local) % devices : 0;
-    orExit([&] {
+    try {
       check(cudaSetDevice(device), "cudaSetDevice");
       check(cudaFree(nullptr), "cudaFree (context creation)");
-    });
-    return true;
+    } catch (const std::exception &e) {
+      return std::string(e.what());
+    }
+    return std::string();
   }();
-  (void)ready;
+  if (!failure.empty())
+    throw RuntimeError(failure);
 }
+
+/// A cubin, loaded on its first kernel lookup: global constructors register
+/// every cubin before main, where a missing GPU cannot yet be reported
+/// cleanly.
+struct Module {
+  const void *data;
+  cudaLibrary_t library = nullptr;
+  /// Host code looks its kernel up before every launch, by the same name
+  /// string each time.
+  std::unordered_map<const char *, cudaKernel_t> kernels;
+};
 
 } // namespace
 
 extern "C" {
 
-void *mgpuModuleLoad(void *data, size_t /*size*/) {
-  ensureContext();
-  cudaLibrary_t library = nullptr;
-  orExit([&] {
-    check(cudaLibraryLoadData(&library, data, nullptr, nullptr, 0, nullptr,
-                              nullptr, 0),
-          "cudaLibraryLoadData");
-  });
-  return library;
-}
+void *mgpuModuleLoad(void *data, size_t /*size*/) { return new Module{data}; }
 
 void mgpuModuleUnload(void *module) {
-  cudaLibraryUnload(static_cast<cudaLibrary_t>(module));
+  auto *m = static_cast<Module *>(module);
+  if (m->library)
+    cudaLibraryUnload(m->library);
+  delete m;
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
-  cudaKernel_t kernel = nullptr;
+  auto *m = static_cast<Module *>(module);
+  cudaKernel_t &kernel = m->kernels[name];
+  if (kernel)
+    return kernel;
   orExit([&] {
-    check(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), name),
-          "cudaLibraryGetKernel");
+    if (!m->library) {
+      ensureContext();
+      check(cudaLibraryLoadData(&m->library, m->data, nullptr, nullptr, 0,
+                                nullptr, nullptr, 0),
+            "cudaLibraryLoadData");
+    }
+    check(cudaLibraryGetKernel(&kernel, m->library, name), "cudaLibraryGetKernel");
   });
   return kernel;
 }
@@ -127,16 +149,58 @@ void mgpuMemFree(void *pointer, void * /*stream*/) {
 // The hooks of Device.h
 //===----------------------------------------------------------------------===//
 
-extern "C" void *cleave_rt_device_alloc(size_t bytes) {
+extern "C" void *cleave_rt_device_alloc(size_t bytes, int hostVisible) {
   ensureContext();
   void *p = nullptr;
-  check(cudaMallocManaged(&p, bytes ? bytes : 1), "cudaMallocManaged");
-  std::memset(p, 0, bytes);
+  if (hostVisible) {
+    check(cudaMallocManaged(&p, bytes ? bytes : 1), "cudaMallocManaged");
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  check(cudaMemset(p, 0, bytes), "cudaMemset");
   return p;
+}
+
+extern "C" void cleave_rt_device_upload(void *device, const void *host,
+                                        size_t bytes) {
+  check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 extern "C" void cleave_rt_device_free(void *pointer) { cudaFree(pointer); }
 
+/// Waits for the stream politely, and not forever: a collective whose peer
+/// died or hangs never completes, and NCCL would wait for it without end.
+/// After CLEAVE_COLLECTIVE_TIMEOUT seconds (default 600) the whole job ends
+/// with a message naming this rank.
 extern "C" void cleave_rt_device_wait() {
-  check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
+  double timeout = 600;
+  if (const char *env = std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
+    timeout = std::atof(env) > 0 ? std::atof(env) : timeout;
+  auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    cudaError_t status = cudaStreamQuery(processStream());
+    if (status == cudaSuccess)
+      return;
+    if (status != cudaErrorNotReady)
+      check(status, "cudaStreamQuery");
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() > timeout) {
+      std::fprintf(stderr,
+                   "cleave-run: error: %s: the run did not finish on the GPU "
+                   "within %.0f s (a peer of one of its collectives may have "
+                   "died or hung)\n",
+                   where().c_str(), timeout);
+      comm::abortJob(124);
+    }
+    if (polls >= 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
+
+extern "C" void cleave_rt_device_start() {
+  ensureContext();
+  startCollectives();
+}
+
+extern "C" void cleave_rt_device_finish() { finishCollectives(); }

@@ -65,6 +65,11 @@
 #define CLEAVE_ABI_SEND "cleave_rt_send_"
 #define CLEAVE_ABI_RECV "cleave_rt_recv_"
 #define CLEAVE_ABI_GRID_INDEX "cleave_rt_grid_index"
+/* The collectives of a CUDA program (device buffers, the process's stream;
+ * in libcleave_rt_cuda): the names above with this prefix in place of
+ * "cleave_rt_", e.g. cleave_rt_cuda_all_reduce_f32. */
+#define CLEAVE_ABI_PREFIX "cleave_rt_"
+#define CLEAVE_ABI_CUDA_PREFIX "cleave_rt_cuda_"
 
 /* Reduction codes of the collectives. */
 #define CLEAVE_REDUCE_SUM 0
@@ -159,6 +164,37 @@ CLEAVE_ABI_DECLARE_COLLECTIVES(i16)
 CLEAVE_ABI_DECLARE_COLLECTIVES(i8)
 CLEAVE_ABI_DECLARE_COLLECTIVES(bool)
 #undef CLEAVE_ABI_DECLARE_COLLECTIVES
+
+/* The same collectives in a CUDA program, on device buffers, queued on the
+ * process's stream: through NCCL where the group's ranks are on distinct
+ * GPUs, else staged through host memory and MPI. */
+#define CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(suffix)                            \
+  void cleave_rt_cuda_all_reduce_##suffix(int64_t inRank, void *in,           \
+                                          int64_t outRank, void *out,         \
+                                          int64_t reduction, int64_t group);  \
+  void cleave_rt_cuda_all_gather_##suffix(int64_t inRank, void *in,           \
+                                          int64_t outRank, void *out,         \
+                                          int64_t axis, int64_t group);       \
+  void cleave_rt_cuda_reduce_scatter_##suffix(                                \
+      int64_t inRank, void *in, int64_t outRank, void *out, int64_t axis,     \
+      int64_t reduction, int64_t group);                                      \
+  void cleave_rt_cuda_all_to_all_##suffix(                                    \
+      int64_t inRank, void *in, int64_t outRank, void *out, int64_t splitAxis, \
+      int64_t concatAxis, int64_t group);                                     \
+  void cleave_rt_cuda_send_##suffix(int64_t rank, void *buffer, int64_t peer, \
+                                    int64_t group);                           \
+  void cleave_rt_cuda_recv_##suffix(int64_t rank, void *buffer, int64_t peer, \
+                                    int64_t group);
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f32)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f64)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f16)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(bf16)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i64)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i32)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i16)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i8)
+CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(bool)
+#undef CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES
 
 #ifdef __cplusplus
 }
