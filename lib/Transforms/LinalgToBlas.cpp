@@ -1,9 +1,10 @@
-//===- LinalgToBlas.cpp - float32 GEMMs to the runtime's BLAS calls -------===//
+//===- LinalgToBlas.cpp - GEMMs to the runtime's BLAS calls ---------------===//
 //
-// On bufferized IR, replaces float32 linalg.matmul / linalg.batch_matmul whose
-// operands have contiguous rows by calls into the runtime (cleave_rt_sgemm,
-// cleave_rt_sgemm_batched). A zero fill of the result right before the GEMM
-// is folded into the call as beta = 0.
+// On bufferized IR, replaces linalg.matmul / linalg.batch_matmul whose
+// operands have contiguous rows by calls into the runtime: float32 ones by
+// cleave_rt_sgemm[_batched], those on 16-bit operands with a float32 result
+// (--precision) by cleave_rt_gemm_<bf16|f16>[_batched]. A zero fill of the
+// result right before the GEMM is folded into the call as beta = 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,10 +30,10 @@ struct StridedOperand {
   SmallVector<Value> strides;
 };
 
-/// Whether BLAS can read `memref`: float32 rows with unit inner stride.
-bool isBlasOperand(Value memref) {
+/// Whether BLAS can read `memref`: rows of `element` with unit inner stride.
+bool isBlasOperand(Value memref, Type element) {
   auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type || !type.getElementType().isF32())
+  if (!type || type.getElementType() != element)
     return false;
   SmallVector<int64_t> strides;
   int64_t offset;
@@ -106,7 +107,12 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       }
       Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
             c = op.getDpsInits()[0];
-      if (!isBlasOperand(a) || !isBlasOperand(bm) || !isBlasOperand(c))
+      // float32 operands, or 16-bit ones (--precision) into a float32 result.
+      Type operands = cast<MemRefType>(a.getType()).getElementType();
+      Type f32 = Float32Type::get(&getContext());
+      if (!(operands.isF32() || operands.isBF16() || operands.isF16()) ||
+          !isBlasOperand(a, operands) || !isBlasOperand(bm, operands) ||
+          !isBlasOperand(c, f32))
         continue;
       linalg::FillOp fill = zeroFillBefore(op);
       OpBuilder b(op);
@@ -131,9 +137,18 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       args.push_back(arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(fill ? 0.0f : 1.0f)));
       bool cuda = target == "cuda";
-      StringRef name = batched ? (cuda ? CLEAVE_ABI_CUDA_SGEMM_BATCHED
-                                       : CLEAVE_ABI_SGEMM_BATCHED)
-                               : (cuda ? CLEAVE_ABI_CUDA_SGEMM : CLEAVE_ABI_SGEMM);
+      std::string name;
+      if (operands.isF32()) {
+        name = batched ? (cuda ? CLEAVE_ABI_CUDA_SGEMM_BATCHED
+                               : CLEAVE_ABI_SGEMM_BATCHED)
+                       : (cuda ? CLEAVE_ABI_CUDA_SGEMM : CLEAVE_ABI_SGEMM);
+      } else {
+        name = std::string(CLEAVE_ABI_GEMM) + (operands.isBF16() ? "bf16" : "f16") +
+               (batched ? "_batched" : "");
+        if (cuda)
+          name = CLEAVE_ABI_CUDA_PREFIX +
+                 name.substr(StringRef(CLEAVE_ABI_PREFIX).size());
+      }
       func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
       func::CallOp::create(b, loc, callee, args);
       op->erase();

@@ -32,3 +32,33 @@ func.func @half(%a: memref<4x8xf16>, %b: memref<8x16xf16>, %c: memref<4x16xf16>)
   linalg.matmul ins(%a, %b : memref<4x8xf16>, memref<8x16xf16>) outs(%c : memref<4x16xf16>)
   return
 }
+
+// 16-bit operands into a float32 result (--precision) call the runtime's
+// GEMM for that operand type; on the CUDA target, its cuBLASLt twin.
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-linalg-to-blas{target=cuda}))' | FileCheck %s --check-prefix=CUDA
+// CHECK-LABEL: func.func @bf16_operands
+// CHECK: call @cleave_rt_gemm_bf16(
+// CHECK-NOT: linalg.matmul
+// CUDA-LABEL: func.func @bf16_operands
+// CUDA: call @cleave_rt_cuda_gemm_bf16(
+func.func @bf16_operands(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %c: memref<4x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func @f16_operands_batched
+// CHECK: call @cleave_rt_gemm_f16_batched(
+// CUDA-LABEL: func.func @f16_operands_batched
+// CUDA: call @cleave_rt_cuda_gemm_f16_batched(
+func.func @f16_operands_batched(%a: memref<2x4x8xf16>, %b: memref<2x8x16xf16>, %c: memref<2x4x16xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xf16>, memref<2x8x16xf16>) outs(%c : memref<2x4x16xf32>)
+  return
+}
+
+// Operands of two different 16-bit types have no runtime GEMM.
+// CHECK-LABEL: func.func @mixed_operands
+// CHECK: linalg.matmul
+func.func @mixed_operands(%a: memref<4x8xbf16>, %b: memref<8x16xf16>, %c: memref<4x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xf16>) outs(%c : memref<4x16xf32>)
+  return
+}

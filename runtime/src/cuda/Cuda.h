@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace cleave::rt::cuda {
 
@@ -82,17 +83,22 @@ public:
     }
   };
   void run(GemmType type, const Shape &shape, const void *a, const void *b,
-           void *c, float beta = 0.0f);
+           void *c, float beta = 0.0f) {
+    run(type, type, shape, a, b, c, beta);
+  }
+  /// A and B of `inType`, C of `outType` (16-bit operands, float32 result).
+  void run(GemmType inType, GemmType outType, const Shape &shape, const void *a,
+           const void *b, void *c, float beta);
 
 private:
   struct Plan;
-  Plan &planFor(GemmType type, const Shape &shape);
+  Plan &planFor(GemmType inType, GemmType outType, const Shape &shape);
 
   cudaStream_t stream;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32u << 20;
-  std::map<std::pair<GemmType, std::array<int64_t, 10>>, Plan *> plans;
+  std::map<std::tuple<GemmType, GemmType, std::array<int64_t, 10>>, Plan *> plans;
 };
 
 } // namespace cleave::rt::cuda

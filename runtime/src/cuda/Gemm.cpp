@@ -97,18 +97,19 @@ Gemm::~Gemm() {
     cublasLtDestroy(handle);
 }
 
-Gemm::Plan &Gemm::planFor(GemmType type, const Shape &shape) {
-  auto key = std::make_pair(type, shape.key());
+Gemm::Plan &Gemm::planFor(GemmType inType, GemmType outType,
+                          const Shape &shape) {
+  auto key = std::make_tuple(inType, outType, shape.key());
   if (auto it = plans.find(key); it != plans.end())
     return *it->second;
   auto *plan = new Plan();
   plans[key] = plan;
-  cudaDataType_t t = dataType(type);
+  cudaDataType_t in = dataType(inType), out = dataType(outType);
   check(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
   // Column-major views of the row-major operands (see the file comment).
-  auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
-                    int64_t ld, int64_t stride) {
+  auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType_t t, int64_t rows,
+                    int64_t cols, int64_t ld, int64_t stride) {
     check(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld),
           "cublasLtMatrixLayoutCreate");
     if (shape.batch == 1)
@@ -122,9 +123,9 @@ Gemm::Plan &Gemm::planFor(GemmType type, const Shape &shape) {
               sizeof(stride)),
           "cublasLtMatrixLayoutSetAttribute");
   };
-  layout(plan->a, shape.n, shape.k, shape.ldb, shape.strideB);
-  layout(plan->b, shape.k, shape.m, shape.lda, shape.strideA);
-  layout(plan->c, shape.n, shape.m, shape.ldc, shape.strideC);
+  layout(plan->a, in, shape.n, shape.k, shape.ldb, shape.strideB);
+  layout(plan->b, in, shape.k, shape.m, shape.lda, shape.strideA);
+  layout(plan->c, out, shape.n, shape.m, shape.ldc, shape.strideC);
   cublasLtMatmulPreference_t preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
   check(cublasLtMatmulPreferenceSetAttribute(
@@ -147,9 +148,9 @@ Gemm::Plan &Gemm::planFor(GemmType type, const Shape &shape) {
   return *plan;
 }
 
-void Gemm::run(GemmType type, const Shape &shape, const void *a, const void *b,
-               void *c, float beta) {
-  Plan &plan = planFor(type, shape);
+void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
+               const void *a, const void *b, void *c, float beta) {
+  Plan &plan = planFor(inType, outType, shape);
   float alpha = 1.0f;
   check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
                        plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
@@ -202,6 +203,38 @@ extern "C" void cleave_rt_cuda_sgemm_batched(
                       reinterpret_cast<float *>(c) + offsetC, beta);
   });
 }
+
+#define CLEAVE_RT_DEFINE_CUDA_GEMM16(dtype, gemmType)                            \
+  extern "C" void cleave_rt_cuda_gemm_##dtype(                                  \
+      int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,             \
+      int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,        \
+      int64_t offsetC, int64_t ldc, float beta) {                               \
+    orExit([&] {                                                                \
+      processGemm().run(gemmType, GemmType::F32,                                \
+                        {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},                   \
+                        reinterpret_cast<const uint16_t *>(a) + offsetA,        \
+                        reinterpret_cast<const uint16_t *>(b) + offsetB,        \
+                        reinterpret_cast<float *>(c) + offsetC, beta);          \
+    });                                                                         \
+  }                                                                             \
+  extern "C" void cleave_rt_cuda_gemm_##dtype##_batched(                        \
+      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,               \
+      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,           \
+      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,           \
+      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta) {         \
+    orExit([&] {                                                                \
+      processGemm().run(gemmType, GemmType::F32,                                \
+                        {m, n, k, lda, ldb, ldc, batch, batchStrideA,           \
+                         batchStrideB, batchStrideC},                           \
+                        reinterpret_cast<const uint16_t *>(a) + offsetA,        \
+                        reinterpret_cast<const uint16_t *>(b) + offsetB,        \
+                        reinterpret_cast<float *>(c) + offsetC, beta);          \
+    });                                                                         \
+  }
+
+CLEAVE_RT_DEFINE_CUDA_GEMM16(bf16, GemmType::BF16)
+CLEAVE_RT_DEFINE_CUDA_GEMM16(f16, GemmType::F16)
+#undef CLEAVE_RT_DEFINE_CUDA_GEMM16
 
 extern "C" void cleave_rt_cuda_free(intptr_t pointer) {
   orExit([&] { check(cudaFree(reinterpret_cast<void *>(pointer)), "cudaFree"); });

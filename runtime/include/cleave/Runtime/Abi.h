@@ -57,6 +57,11 @@
 #define CLEAVE_ABI_CUDA_SGEMM "cleave_rt_cuda_sgemm"
 #define CLEAVE_ABI_CUDA_SGEMM_BATCHED "cleave_rt_cuda_sgemm_batched"
 #define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
+/* GEMMs on 16-bit operands with a float32 result (--precision): this name,
+ * then the operands' dtype (bf16, f16), then "_batched" for the batched
+ * form; on a CUDA device with CLEAVE_ABI_CUDA_PREFIX in place of
+ * CLEAVE_ABI_PREFIX (cleave_rt_cuda_gemm_bf16). */
+#define CLEAVE_ABI_GEMM "cleave_rt_gemm_"
 /* Collectives take a suffix naming the element type (see below). */
 #define CLEAVE_ABI_ALL_REDUCE "cleave_rt_all_reduce_"
 #define CLEAVE_ABI_ALL_GATHER "cleave_rt_all_gather_"
@@ -112,6 +117,24 @@ void cleave_rt_cuda_sgemm_batched(int64_t batch, int64_t m, int64_t n,
                                   int64_t offsetB, int64_t batchStrideB,
                                   int64_t ldb, intptr_t c, int64_t offsetC,
                                   int64_t batchStrideC, int64_t ldc, float beta);
+
+/* The same with A and B of 16-bit floats (bfloat16 or float16, the name's
+ * suffix) and C float32: products accumulate in float32. */
+#define CLEAVE_ABI_DECLARE_GEMMS(prefix, dtype)                                 \
+  void prefix##gemm_##dtype(int64_t m, int64_t n, int64_t k, intptr_t a,       \
+                            int64_t offsetA, int64_t lda, intptr_t b,          \
+                            int64_t offsetB, int64_t ldb, intptr_t c,          \
+                            int64_t offsetC, int64_t ldc, float beta);         \
+  void prefix##gemm_##dtype##_batched(                                         \
+      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,              \
+      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,          \
+      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,          \
+      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta);
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_, bf16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_, f16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, bf16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, f16)
+#undef CLEAVE_ABI_DECLARE_GEMMS
 
 /* Frees a buffer the program allocated on the device (gpu.alloc). */
 void cleave_rt_cuda_free(intptr_t pointer);
