@@ -6,15 +6,29 @@ inputs (token ids) uniform in [0, --int-high). Every output must satisfy
 |cleave - ort| <= atol + rtol * |ort|. With --bench N both run N times at the
 same thread count and the latency ratio Cleave / ONNX Runtime is printed.
 
+With --reference-precision bf16|f16 (for programs compiled with --precision)
+the reference is ONNX Runtime on a copy of the model in which every float input
+of MatMul and Gemm is first rounded to that type (Cast to it and back to
+float32): the arithmetic of Cleave's 16-bit GEMMs, products of rounded operands
+summed in float32. Element-wise tolerances do not fit it: an activation that
+differs from ONNX Runtime's by one float32 ulp can round to the neighbouring
+16-bit value, and that difference spreads. So each output must instead be
+(1) closer to that reference, in mean |diff|, than half as far as the plain
+float32 reference is (a program that did not narrow its GEMMs fails this), and
+(2) within the type's rounding unit (2^-8 for bf16, 2^-11 for f16) of the
+output's largest magnitude everywhere.
+
 With --compile-arg (repeatable; e.g. --compile-arg=--mesh=tp=2) the model is
 compiled with those options, typically a mesh; --compare-single-rank then also
-compiles it without them and checks that the two programs agree, and the
+compiles it without them (keeping only --precision, which changes the
+arithmetic: a GPU or multi-rank program is compared with the CPU single-rank
+program of the same precision) and checks that the two programs agree, and the
 plan's collective and weight lines are printed.
 
 Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
                       [--rtol R] [--atol A] [--bench N] [--threads T]
                       [--compile-arg ARG]... [--compare-single-rank]
-                      [--bin DIR] [--work DIR]
+                      [--reference-precision bf16|f16] [--bin DIR] [--work DIR]
 """
 import argparse
 import json
@@ -60,6 +74,57 @@ def make_inputs(model, shapes, int_high, seed=0):
     return inputs
 
 
+def round_gemm_operands(model, precision):
+    """A copy of `model` whose MatMul and Gemm nodes read their float inputs
+    rounded to `precision` ('bf16' or 'f16') and widened back to float32."""
+    to = {"bf16": onnx.TensorProto.BFLOAT16, "f16": onnx.TensorProto.FLOAT16}[precision]
+    rounded = onnx.ModelProto()
+    rounded.CopyFrom(model)
+    graph = rounded.graph
+    nodes = []
+    done = set()
+    for node in graph.node:
+        if node.op_type in ("MatMul", "Gemm"):
+            # Gemm's bias (input 2) is added in float32, as Cleave adds it.
+            for i in range(min(2, len(node.input))):
+                name = node.input[i]
+                narrow, wide = f"{name}__{precision}", f"{name}__{precision}_f32"
+                if name not in done:
+                    done.add(name)
+                    nodes.append(onnx.helper.make_node("Cast", [name], [narrow], to=to))
+                    nodes.append(onnx.helper.make_node("Cast", [narrow], [wide],
+                                                       to=onnx.TensorProto.FLOAT))
+                node.input[i] = wide
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return rounded
+
+
+def check_rounded(name, model, work, rounded, float32, precision, compile_s):
+    """Checks the outputs against the reference with rounded GEMM operands
+    (see the module's docstring); returns the exit status."""
+    unit = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[precision]
+    ok = True
+    for output, reference, wide in zip(model.graph.output, rounded, float32):
+        actual = np.load(os.path.join(work, "out", output_file_name(output.name)))
+        reference = reference.astype(np.float64)
+        diff = np.abs(actual.astype(np.float64) - reference)
+        narrowing = np.abs(wide.astype(np.float64) - reference).mean()
+        scale = np.abs(reference).max()
+        closer = diff.mean() <= 0.5 * narrowing
+        bounded = diff.max() <= unit * scale
+        ok &= bool(closer and bounded)
+        print(f"output '{output.name}': mean |diff| {diff.mean():.3g}, "
+              f"{diff.mean() / narrowing:.3g} of float32's ({narrowing:.3g}); "
+              f"max |diff| {diff.max():.3g}, {diff.max() / scale:.3g} of the "
+              f"largest |value| (unit {unit:.3g})")
+    print(f"{name}: outputs match ONNX Runtime with "
+          f"{precision} GEMM operands: {'yes' if ok else 'NO'}; "
+          f"compile {compile_s:.2f} s")
+    return 0 if ok else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,6 +140,7 @@ def main():
     parser.add_argument("--work")
     parser.add_argument("--compile-arg", action="append", default=[])
     parser.add_argument("--compare-single-rank", action="store_true")
+    parser.add_argument("--reference-precision", choices=["bf16", "f16"])
     args = parser.parse_args()
 
     shapes = {}
@@ -110,7 +176,9 @@ def main():
                                     "Pipeline:", "Transfers per microbatch:")):
                     print(line.rstrip())
     if args.compare_single_rank:
-        compile_and_run(os.path.join(work, "single"), os.path.join(work, "single-out"), [])
+        same_arithmetic = [a for a in args.compile_arg if a.startswith("--precision")]
+        compile_and_run(os.path.join(work, "single"), os.path.join(work, "single-out"),
+                        same_arithmetic)
         agree = True
         worst_rank = 0.0
         for output in model.graph.output:
@@ -131,9 +199,19 @@ def main():
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads * ranks
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(args.model, options,
+    reference_model = args.model
+    if args.reference_precision:
+        reference_model = round_gemm_operands(model, args.reference_precision)
+        reference_model = reference_model.SerializeToString()
+    session = ort.InferenceSession(reference_model, options,
                                    providers=["CPUExecutionProvider"])
     expected = session.run(None, inputs)
+    if args.reference_precision:
+        float32 = ort.InferenceSession(args.model, options,
+                                       providers=["CPUExecutionProvider"])
+        return check_rounded(os.path.basename(args.model), model, work, expected,
+                             float32.run(None, inputs),
+                             args.reference_precision, compile_s)
     worst = 0.0
     ok = True
     for output, reference in zip(model.graph.output, expected):

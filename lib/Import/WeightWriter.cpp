@@ -4,6 +4,7 @@
 
 #include "ModelLoader.h"
 
+#include "cleave/Runtime/Float16.h"
 #include "cleave/Runtime/WeightFile.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -22,6 +23,29 @@ using llvm::Expected;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// float32 bytes converted to 16-bit floats by `Convert`.
+template <uint16_t (*Convert)(float)>
+static std::string narrowFloats(const std::string &wide) {
+  std::string out(wide.size() / 2, '\0');
+  for (size_t i = 0; i < wide.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, wide.data() + 4 * i, 4);
+    uint16_t half = Convert(v);
+    std::memcpy(out.data() + 2 * i, &half, 2);
+  }
+  return out;
+}
+
+/// The conversion of float32 bytes to `dtype` (bf16, f16); null for any
+/// other dtype, which is stored as the model has it.
+static std::string (*narrowingTo(llvm::StringRef dtype))(const std::string &) {
+  if (dtype == "bf16")
+    return narrowFloats<cleave::rt::floatToBf16>;
+  if (dtype == "f16")
+    return narrowFloats<cleave::rt::floatToHalf>;
+  return nullptr;
 }
 
 /// Little-endian bytes of a tensor given in the typed fields of TensorProto.
@@ -177,6 +201,11 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       count *= d;
     size_t elementBytes = onnxElementBytes(tensor.data_type());
     uint64_t bytes = count * elementBytes;
+    // --precision: float32 weights the program reads as 16-bit floats.
+    auto narrowing = tensor.data_type() == onnx::TensorProto::FLOAT
+                         ? narrowingTo(request.dtype)
+                         : nullptr;
+    uint64_t storedBytes = narrowing ? count * 2 : bytes;
 
     // Reads `size` bytes at `offset` of the tensor's data.
     std::optional<ExternalDataRef> external;
@@ -222,11 +251,13 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       constexpr uint64_t kSlice = 16 << 20;
       for (auto [rank, sink] : llvm::enumerate(sinks))
         if (holds(rank))
-          infos[rank].placements.push_back({sink.position, bytes});
+          infos[rank].placements.push_back({sink.position, storedBytes});
       for (uint64_t done = 0; done < bytes; done += kSlice) {
         auto chunk = read(done, std::min(kSlice, bytes - done));
         if (!chunk)
           return chunk.takeError();
+        if (narrowing)
+          *chunk = narrowing(*chunk);
         for (auto [rank, sink] : llvm::enumerate(sinks))
           if (holds(rank))
             sink.emit(chunk->data(), chunk->size());
@@ -246,6 +277,8 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       std::string block;
       copyBlock(data->data(), shape, request.offsets[rank], request.sliceShape,
                 elementBytes, block);
+      if (narrowing)
+        block = narrowing(block);
       infos[rank].placements.push_back({sink.position, block.size()});
       sink.emit(block.data(), block.size());
     }

@@ -21,7 +21,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::Import, "import",
      "ONNX to func @main on static tensors (linalg, tensor, arith, math)"},
     {Phase::Partition, "partition",
-     "sharding propagation, per-rank code, collectives to runtime calls"},
+     "16-bit GEMM operands (--precision), sharding propagation, per-rank "
+     "code, collectives to runtime calls"},
     {Phase::Fuse, "fuse", "elementwise fusion; GEMMs stay named"},
     {Phase::Bufferize, "bufferize",
      "tensors to buffers, outputs as arguments, buffers freed after last use"},
@@ -51,11 +52,18 @@ StringRef cleave::phaseName(Phase phase) {
 static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Partition: {
+    // GEMM operands are narrowed first, so that the partition and the cost
+    // model see 16-bit parameters.
     std::string text;
+    if (options.precision != "f32")
+      text = llvm::formatv("func.func(cleave-lower-precision{{type={0}})",
+                           options.precision)
+                 .str();
     if (options.sharded)
-      text = "func.func(cleave-split-fused-projections, sharding-propagation, "
-             "cleave-pin-argument-shardings, shard-partition, "
-             "cleave-localize-gathers, canonicalize, cse, canonicalize)";
+      text += std::string(text.empty() ? "" : ", ") +
+              "func.func(cleave-split-fused-projections, sharding-propagation, "
+              "cleave-pin-argument-shardings, shard-partition, "
+              "cleave-localize-gathers, canonicalize, cse, canonicalize)";
     // Stages are cut after the tensor-parallel partition, so the cost model
     // sees each rank's share of the work.
     if (options.stages > 1 || options.microbatches > 1)

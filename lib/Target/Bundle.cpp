@@ -332,6 +332,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       continue;
     WeightRequest request;
     request.name = b.name;
+    request.dtype = b.dtype;
     bool split = llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
     if (split) {
       request.sliceShape = b.shape;
@@ -420,6 +421,12 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     weightFiles.push_back(path.substr(staging.size() + 1));
     bytesPerRank.push_back(int64_t(bytes));
   }
+  llvm::json::Object target{{"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
+                            {"triple", llvm::sys::getProcessTriple()},
+                            {"cpu", llvm::sys::getHostCPUName().str()},
+                            {"precision", options.precision}};
+  if (!options.cudaRoot.empty())
+    target["gpu_arch"] = options.gpuArch;
   llvm::json::Object manifest{
       {"format", "cleave-bundle"},
       {"format_version", 1},
@@ -428,9 +435,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                     {"path", options.modelPath},
                     {"checksum",
                      llvm::utohexstr(*modelChecksum, /*LowerCase=*/true, 16)}}},
-      {"target", llvm::json::Object{{"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
-                                    {"triple", llvm::sys::getProcessTriple()},
-                                    {"cpu", llvm::sys::getHostCPUName().str()}}},
+      {"target", std::move(target)},
       {"mesh", llvm::json::Object{{"spec", signature.mesh.str()},
                                   {"axes", std::move(meshAxes)}}},
       {"ranks", ranks},

@@ -71,7 +71,13 @@ std::string cleave::planReport(const ModelSignature &sig,
   else
     os << "mesh: " << sig.mesh.str() << " (" << ranks
        << (ranks == 1 ? " rank)" : " ranks)");
-  os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")\n\n";
+  if (options.cudaRoot.empty())
+    os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")";
+  else
+    os << ", target: cuda (" << options.gpuArch << ")";
+  if (options.precision != "f32")
+    os << ", GEMM operands " << options.precision << " (float32 results)";
+  os << "\n\n";
 
   const PipelineSignature &pipe = sig.pipeline;
   bool pipelined = pipe.stages > 1 || pipe.microbatches > 1;

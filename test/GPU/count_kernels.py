@@ -17,7 +17,7 @@ def counts(mlir_path, onnx_path):
     model = onnx.load(onnx_path, load_external_data=False)
     return (len(re.findall(r"gpu\.binary @", text)),
             len(re.findall(r"gpu\.launch_func", text)),
-            len(re.findall(r"llvm\.call @cleave_rt_cuda_sgemm", text)),
+            len(re.findall(r"llvm\.call @cleave_rt_cuda_(?:sgemm|gemm_)", text)),
             sum(node.op_type == "MatMul" for node in model.graph.node))
 
 

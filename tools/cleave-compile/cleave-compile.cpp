@@ -115,6 +115,13 @@ cl::opt<std::string> gpuArch("gpu-arch",
                              cl::desc("The GPU for --target cuda (default sm_90)"),
                              cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
                              cl::cat(category));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("GEMM operands: 'f32' (default), or 'bf16' / 'f16': GEMMs read "
+             "16-bit operands (weights stored in 16 bits) and accumulate in "
+             "float32; everything else, normalisation statistics included, "
+             "stays float32"),
+    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
@@ -268,6 +275,8 @@ int main(int argc, char **argv) {
     return fail("unknown --target '" + target + "' (targets: cpu, cuda)");
   if (gpuArch != "sm_80" && gpuArch != "sm_90")
     return fail("--gpu-arch must be sm_80 or sm_90, not '" + gpuArch + "'");
+  if (precision != "f32" && precision != "bf16" && precision != "f16")
+    return fail("--precision must be f32, bf16 or f16, not '" + precision + "'");
   std::optional<Phase> last = parsePhase(compileTo);
   if (!last) {
     std::vector<std::string> names;
@@ -352,6 +361,7 @@ int main(int argc, char **argv) {
   pipelineOptions.cpuGemm = cpuGemm;
   pipelineOptions.target = target;
   pipelineOptions.gpuArch = gpuArch;
+  pipelineOptions.precision = precision;
   std::string cudaRoot;
   if (target == "cuda") {
     const char *root = std::getenv("CUDA_HOME");
@@ -415,6 +425,9 @@ int main(int argc, char **argv) {
       bundle.compilerVersion = "cleave-compile 0.1";
       bundle.reportPath = reportPath;
       bundle.cudaRoot = cudaRoot;
+      if (!cudaRoot.empty())
+        bundle.gpuArch = gpuArch;
+      bundle.precision = precision;
       if (failed(writeBundle(*module, signature, bundle)))
         return 1;
       break;

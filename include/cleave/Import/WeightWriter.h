@@ -49,6 +49,9 @@ struct WeightRequest {
   /// Which ranks hold the parameter (pipeline stages that read it); empty:
   /// every rank.
   std::vector<bool> heldBy;
+  /// The element type the program reads ("bf16", "f16"); written converted
+  /// from the model's float32 (--precision). Empty: the model's own type.
+  std::string dtype;
 };
 
 /// Writes the parameters `requests` of the model at `modelPath`, in order,

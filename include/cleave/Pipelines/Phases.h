@@ -56,6 +56,8 @@ struct PipelineOptions {
   /// "cpu", or "cuda" (kernels to cubins for `gpuArch`, GEMMs to cuBLASLt).
   std::string target = "cpu";
   std::string gpuArch = "sm_90";
+  /// GEMM operand type: "f32", or "bf16" / "f16" (float32 results).
+  std::string precision = "f32";
   /// CUDA's libdevice bitcode, linked into kernels that call math functions.
   std::string libdevice;
   /// Whether the module carries a mesh and shardings to partition.

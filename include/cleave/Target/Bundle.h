@@ -113,10 +113,13 @@ struct BundleOptions {
   std::string reportPath;     // if set, the plan report is also written there
   std::string runtimeLibrary; // libcleave_rt.a
   std::string compilerVersion;
-  /// For GPU programs: the CUDA toolkit, whose cuBLASLt, runtime and driver
-  /// stub the program links with libcleave_rt_cuda.a (beside
-  /// runtimeLibrary). Empty: a CPU program.
+  /// For GPU programs: the CUDA toolkit, whose cuBLASLt, cudart and NCCL
+  /// the program links with libcleave_rt_cuda.a (beside runtimeLibrary),
+  /// and the GPU it was compiled for. Empty: a CPU program.
   std::string cudaRoot;
+  std::string gpuArch;
+  /// GEMM operand type (--precision): f32, bf16 or f16.
+  std::string precision = "f32";
 };
 
 /// The human-readable plan: mesh, every parameter's sharding and bytes per

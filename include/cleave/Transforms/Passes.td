@@ -150,6 +150,42 @@ def CleaveSplitFusedProjections
 // Fusion
 //===----------------------------------------------------------------------===//
 
+def CleaveLowerPrecision
+    : Pass<"cleave-lower-precision", "mlir::func::FuncOp"> {
+  let summary = "Run float32 GEMMs on 16-bit operands with float32 results";
+  let description = [{
+    `--precision bf16|f16`: every float32 `linalg.matmul` and
+    `linalg.batch_matmul` (plain indexing maps) reads bfloat16 or float16
+    operands and still accumulates into its float32 result, so everything
+    else (normalisation statistics, softmax, residual sums, collectives)
+    stays float32.
+
+    - A parameter (`cleave.param` argument) whose every use, through
+      `shard.shard` annotations and reshapes, is a GEMM operand is narrowed
+      itself: the argument takes the 16-bit type, and the bundle stores its
+      weights converted (half the bytes).
+    - Any other GEMM operand gets an elementwise `arith.truncf` in front of
+      the GEMM, which elementwise fusion later folds into its producer.
+
+    ```mlir
+    %y = linalg.matmul ins(%x, %w : tensor<16x64xf32>, tensor<64x64xf32>)
+                       outs(%acc : tensor<16x64xf32>) -> tensor<16x64xf32>
+    // becomes (with %w : tensor<64x64xbf16> now)
+    %xb = linalg.generic {...} ins(%x : tensor<16x64xf32>)
+            outs(%e : tensor<16x64xbf16>) { arith.truncf ... }
+    %y = linalg.matmul ins(%xb, %w : tensor<16x64xbf16>, tensor<64x64xbf16>)
+                       outs(%acc : tensor<16x64xf32>) -> tensor<16x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
+           "The operand type: bf16 or f16">
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def CleaveFuseElementwise
     : Pass<"cleave-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Fuse elementwise linalg.generic producers into their consumers";

@@ -1,0 +1,202 @@
+//===- LowerPrecision.cpp - 16-bit GEMM operands, float32 results ---------===//
+//
+// --precision bf16|f16: float32 matmuls and batch matmuls read 16-bit
+// operands and accumulate into their float32 results. Parameters that only
+// GEMMs read are narrowed at the function boundary (the bundle then stores
+// them in 16 bits); other operands are truncated in front of the GEMM. See
+// Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVELOWERPRECISION
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+bool isF32Tensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getElementType().isF32();
+}
+
+/// A float32 matmul or batch matmul with the plain indexing maps, on tensors.
+bool isPlainF32Gemm(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || !linalgOp.hasPureTensorSemantics())
+    return false;
+  MLIRContext *ctx = op->getContext();
+  if (auto mm = dyn_cast<linalg::MatmulOp>(op)) {
+    if (mm.getIndexingMapsArray() != linalg::MatmulOp::getDefaultIndexingMaps(ctx))
+      return false;
+  } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
+    if (bmm.getIndexingMapsArray() !=
+        linalg::BatchMatmulOp::getDefaultIndexingMaps(ctx))
+      return false;
+  } else {
+    return false;
+  }
+  return llvm::all_of(op->getOperands(), isF32Tensor);
+}
+
+/// Ops a narrowed parameter may flow through on its way to GEMMs: they only
+/// annotate or reshape, so their result takes the operand's element type.
+bool isTypeAgnostic(Operation *op) {
+  return isa<shard::ShardOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
+}
+
+struct LowerPrecisionPass
+    : cleave::impl::CleaveLowerPrecisionBase<LowerPrecisionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    Builder builder(&getContext());
+    Type low;
+    if (type == "bf16")
+      low = builder.getBF16Type();
+    else if (type == "f16")
+      low = builder.getF16Type();
+    if (!low) {
+      func.emitError() << "cleave-lower-precision: type must be bf16 or f16, "
+                          "not '"
+                       << type << "'";
+      return signalPassFailure();
+    }
+    llvm::DenseSet<Operation *> gemms;
+    func.walk([&](Operation *op) {
+      if (isPlainF32Gemm(op))
+        gemms.insert(op);
+    });
+    if (gemms.empty())
+      return;
+
+    // Parameters every use of which ends in a GEMM operand.
+    SmallVector<Type> argTypes(func.getArgumentTypes());
+    for (BlockArgument arg : func.getArguments()) {
+      if (!func.getArgAttr(arg.getArgNumber(), "cleave.param") ||
+          !isF32Tensor(arg))
+        continue;
+      SmallVector<Operation *> chain;
+      if (!onlyFeedsGemms(arg, gemms, chain))
+        continue;
+      arg.setType(withElementType(arg.getType(), low));
+      argTypes[arg.getArgNumber()] = arg.getType();
+      for (Operation *op : chain)
+        op->getResult(0).setType(withElementType(op->getResult(0).getType(), low));
+    }
+    func.setType(builder.getFunctionType(argTypes, func.getResultTypes()));
+
+    // Every GEMM on 16-bit operands; what is still float32 is truncated.
+    DenseMap<Value, Value> truncated;
+    for (Operation *op : llvm::to_vector(gemms)) {
+      auto gemm = cast<linalg::LinalgOp>(op);
+      SmallVector<Value> inputs;
+      for (Value in : gemm.getDpsInputs())
+        inputs.push_back(isF32Tensor(in) ? truncate(in, low, truncated) : in);
+      OpBuilder b(op);
+      Operation *narrow;
+      if (isa<linalg::MatmulOp>(op))
+        narrow = linalg::MatmulOp::create(b, op->getLoc(), op->getResultTypes(),
+                                          inputs, gemm.getDpsInits());
+      else
+        narrow = linalg::BatchMatmulOp::create(b, op->getLoc(),
+                                               op->getResultTypes(), inputs,
+                                               gemm.getDpsInits());
+      narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      op->replaceAllUsesWith(narrow);
+      op->erase();
+    }
+    // The float32 reshapes that only the GEMMs read are dead now (and so
+    // may be the reshapes they read); later passes that follow reshapes must
+    // not see them.
+    SmallVector<Operation *> pending = replacedReshapes.takeVector();
+    for (bool erased = true; erased;) {
+      erased = false;
+      for (Operation *&op : pending)
+        if (op && op->use_empty()) {
+          op->erase();
+          op = nullptr;
+          erased = true;
+        }
+    }
+  }
+
+  /// Float32 reshapes whose 16-bit copies truncate() made.
+  llvm::SetVector<Operation *> replacedReshapes;
+
+  static Type withElementType(Type type, Type element) {
+    return cast<RankedTensorType>(type).clone(element);
+  }
+
+  /// Whether every use of `v` is a GEMM input or, through type-agnostic ops
+  /// (collected in `chain`, producers first), leads only to GEMM inputs.
+  static bool onlyFeedsGemms(Value v, const llvm::DenseSet<Operation *> &gemms,
+                             SmallVector<Operation *> &chain) {
+    if (v.use_empty())
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (gemms.contains(user)) {
+        if (use.getOperandNumber() >= 2) // the accumulator
+          return false;
+        continue;
+      }
+      if (!isTypeAgnostic(user) || use.getOperandNumber() != 0 ||
+          user->getNumResults() != 1)
+        return false;
+      chain.push_back(user);
+      if (!onlyFeedsGemms(user->getResult(0), gemms, chain))
+        return false;
+    }
+    return true;
+  }
+
+  /// `v` truncated to `low` by an elementwise generic right after its
+  /// definition, made once per value. A reshape's source is truncated
+  /// instead, and the reshape repeated on the result: elementwise fusion
+  /// then folds the truncation into the op that made the source (it does not
+  /// fuse across reshapes).
+  Value truncate(Value v, Type low, DenseMap<Value, Value> &truncated) {
+    if (Value done = truncated.lookup(v))
+      return done;
+    if (Operation *reshape = v.getDefiningOp();
+        reshape && isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(reshape)) {
+      Value source = truncate(reshape->getOperand(0), low, truncated);
+      OpBuilder b(reshape->getContext());
+      b.setInsertionPointAfter(reshape);
+      Operation *narrow = b.clone(*reshape);
+      narrow->setOperand(0, source);
+      narrow->getResult(0).setType(withElementType(v.getType(), low));
+      truncated[v] = narrow->getResult(0);
+      replacedReshapes.insert(reshape);
+      return narrow->getResult(0);
+    }
+    OpBuilder b(v.getContext());
+    b.setInsertionPointAfterValue(v);
+    Location loc = v.getLoc();
+    auto type = cast<RankedTensorType>(v.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), low);
+    AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
+    SmallVector<utils::IteratorType> parallel(type.getRank(),
+                                              utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{empty.getType()}, ValueRange{v}, ValueRange{empty},
+        ArrayRef<AffineMap>{identity, identity}, parallel,
+        [&](OpBuilder &nb, Location nloc, ValueRange args) {
+          Value narrow = arith::TruncFOp::create(nb, nloc, low, args[0]);
+          linalg::YieldOp::create(nb, nloc, narrow);
+        });
+    truncated[v] = generic.getResult(0);
+    return generic.getResult(0);
+  }
+};
+
+} // namespace

@@ -1,0 +1,85 @@
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision{type=f16}))' | FileCheck %s --check-prefix=F16
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision{type=fp8}))' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Tests that float32 GEMMs read 16-bit operands into their float32 results:
+// a parameter that only GEMMs read (here through a sharding annotation and a
+// reshape) is narrowed at the boundary, every other operand is truncated
+// once by an elementwise generic, and the accumulator stays float32.
+
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x16xf32>
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<16x32xbf16> {cleave.param = "w"}
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<32xf32> {cleave.param = "b"}
+// CHECK-SAME: %[[V:[a-z0-9]+]]: tensor<4x8x32xbf16> {cleave.param = "v"}
+// CHECK: %[[XE:.*]] = tensor.empty() : tensor<8x16xbf16>
+// CHECK: %[[XB:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8x16xf32>) outs(%[[XE]] : tensor<8x16xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[WS:.*]] = shard.shard %[[W]] to %{{.*}} : tensor<16x32xbf16>
+// CHECK: %[[Y:.*]] = linalg.matmul ins(%[[XB]], %[[WS]] : tensor<8x16xbf16>, tensor<16x32xbf16>) outs(%{{.*}} : tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[Y]] : tensor<8x32xf32>) outs(%{{.*}} : tensor<8x32xbf16>)
+// The second GEMM reads the same activation: it is truncated only once.
+// CHECK-NOT: ins(%[[X]]
+// CHECK: linalg.matmul ins(%[[XB]], %[[WS]]
+// CHECK: %[[VR:.*]] = tensor.collapse_shape %[[V]] {{.*}} into tensor<32x32xbf16>
+// CHECK: linalg.matmul ins(%{{.*}}, %[[VR]] : tensor<8x32xbf16>, tensor<32x32xbf16>)
+
+// F16-LABEL: func.func @layer
+// F16-SAME: tensor<16x32xf16> {cleave.param = "w"}
+// F16: arith.truncf %{{.*}} : f32 to f16
+// BAD: cleave-lower-precision: type must be bf16 or f16, not 'fp8'
+shard.grid @mesh(shape = 2)
+func.func @layer(%x: tensor<8x16xf32>, %w: tensor<16x32xf32> {cleave.param = "w"},
+                 %b: tensor<32xf32> {cleave.param = "b"},
+                 %v: tensor<4x8x32xf32> {cleave.param = "v"}) -> tensor<8x32xf32> {
+  %sharding = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %sharding : tensor<16x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y = linalg.matmul ins(%x, %ws : tensor<8x16xf32>, tensor<16x32xf32>)
+                     outs(%acc : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y2 = linalg.matmul ins(%x, %ws : tensor<8x16xf32>, tensor<16x32xf32>)
+                      outs(%acc : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %vr = tensor.collapse_shape %v [[0, 1], [2]] : tensor<4x8x32xf32> into tensor<32x32xf32>
+  %z = linalg.matmul ins(%y, %vr : tensor<8x32xf32>, tensor<32x32xf32>)
+                     outs(%y2 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %z : tensor<8x32xf32>
+}
+
+// A parameter read by something other than a GEMM (here an add) keeps its
+// type; the GEMM truncates it each run. A GEMM with transposed indexing maps
+// is left in float32.
+// CHECK-LABEL: func.func @shared
+// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<8x8xf32> {cleave.param = "w"}
+// CHECK: linalg.generic {{.*}} ins(%[[W2]] : tensor<8x8xf32>) outs(%{{.*}} : tensor<8x8xbf16>)
+// CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x8xbf16>, tensor<8x8xbf16>)
+// CHECK: linalg.matmul indexing_maps = {{.*}} ins(%{{.*}}, %{{.*}} : tensor<8x8xf32>, tensor<8x8xf32>)
+func.func @shared(%x: tensor<8x8xf32>, %w: tensor<8x8xf32> {cleave.param = "w"}) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<8x8xf32>, tensor<8x8xf32>)
+                     outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = linalg.add ins(%w, %x : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %t = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>,
+                                      affine_map<(m, n, k) -> (k, n)>,
+                                      affine_map<(m, n, k) -> (m, n)>]
+                     ins(%x, %x : tensor<8x8xf32>, tensor<8x8xf32>)
+                     outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %y, %s, %t : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// An operand reshaped from an activation: the source is truncated and the
+// reshape repeated, so that fusion can fold the truncation into the source's
+// producer.
+// CHECK-LABEL: func.func @reshaped
+// CHECK-SAME: %[[RX:[a-z0-9]+]]: tensor<2x4x8xf32>
+// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%[[RX]] : tensor<2x4x8xf32>) outs(%{{.*}} : tensor<2x4x8xbf16>)
+// CHECK: %[[C:.*]] = tensor.collapse_shape %[[T]] {{\[}}[0, 1], [2]] : tensor<2x4x8xbf16> into tensor<8x8xbf16>
+// CHECK: linalg.matmul ins(%[[C]], %{{.*}} : tensor<8x8xbf16>, tensor<8x8xbf16>)
+func.func @reshaped(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {cleave.param = "w"}) -> tensor<8x8xf32> {
+  %c = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+  %e = tensor.empty() : tensor<8x8xf32>
+  %y = linalg.matmul ins(%c, %w : tensor<8x8xf32>, tensor<8x8xf32>)
+                     outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}
