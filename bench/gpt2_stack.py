@@ -1,31 +1,72 @@
 #!/usr/bin/env python3
-"""Writes a GPT-2-small-shaped stack of transformer blocks as ONNX.
+"""Writes a GPT-2-shaped stack of transformer blocks as ONNX.
 
-d_model 768, 12 heads, MLP 3072, pre-LN, causal mask, GELU (erf form, as
-PyTorch exports it), float32, random weights from a fixed seed. The graph uses
-the patterns exporters write: LayerNormalization, MatMul + Add for linear
-layers, Reshape/Transpose to split heads, Softmax, residual Adds. Input
-`hidden` [batch, seq, 768], output `out` of the same shape.
+GPT-2-small-shaped by default (d_model 768, 12 heads, MLP 3072), or
+GPT-2-medium-shaped with --shape medium (1024, 16, 4096); pre-LN, causal mask,
+GELU (erf form, as PyTorch exports it), float32, random weights from a fixed
+seed. The graph uses the patterns exporters write: LayerNormalization, MatMul +
+Add for linear layers, Reshape/Transpose to split heads, Softmax, residual
+Adds. Input `hidden` [batch, seq, d_model], output `out` of the same shape.
 
-Usage: gpt2_stack.py OUT.onnx [--layers N] [--batch B] [--seq S] [--external]
+With --tile N every weight repeats one random block of N values, so that a
+bundle's weight file compresses to almost nothing (for carrying a large model
+to another machine; speed does not depend on the values). stack_weights()
+gives the same arrays without ONNX, for other frameworks to run the same model
+(bench/bench_gpu_prefill.py).
+
+Usage: gpt2_stack.py OUT.onnx [--layers N] [--batch B] [--seq S]
+                     [--shape small|medium] [--tile N] [--external]
 """
 import argparse
 import math
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
-D, HEADS, FFN = 768, 12, 3072
+SHAPES = {"small": (768, 12, 3072), "medium": (1024, 16, 4096)}
+D, HEADS, FFN = SHAPES["small"]
 
 
-def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0):
+def stack_weights(layers=2, shape="small", seed=0, tile=0):
+    """The stack's parameters by name, in the order the graph reads them."""
+    d, _, ffn = SHAPES[shape]
     rng = np.random.default_rng(seed)
+    block = rng.standard_normal(tile).astype(np.float32) if tile else None
+    weights = {}
+
+    def weight(name, dims, scale=0.02):
+        values = np.resize(block, dims) if tile else rng.standard_normal(dims)
+        weights[name] = (values * scale).astype(np.float32)
+
+    for i in range(layers):
+        p = f"h.{i}."
+        weight(p + "ln_1.weight", [d], 1.0)
+        weight(p + "ln_1.bias", [d])
+        for part in ("q", "k", "v"):
+            weight(p + f"attn.{part}.weight", [d, d])
+            weight(p + f"attn.{part}.bias", [d])
+        weight(p + "attn.proj.weight", [d, d])
+        weight(p + "attn.proj.bias", [d])
+        weight(p + "ln_2.weight", [d], 1.0)
+        weight(p + "ln_2.bias", [d])
+        weight(p + "mlp.fc.weight", [d, ffn])
+        weight(p + "mlp.fc.bias", [ffn])
+        weight(p + "mlp.proj.weight", [ffn, d])
+        weight(p + "mlp.proj.bias", [d])
+    return weights
+
+
+def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0,
+               shape="small", tile=0):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    D, HEADS, FFN = SHAPES[shape]
+    weights = stack_weights(layers, shape, seed, tile)
     inits, nodes = [], []
 
-    def weight(name, shape, scale=0.02):
-        inits.append(numpy_helper.from_array(
-            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+    def weight(name, dims, scale=None):
+        assert list(weights[name].shape) == list(dims)
+        inits.append(numpy_helper.from_array(weights[name], name))
         return name
 
     def const(name, values, dtype=np.int64):
@@ -105,5 +146,8 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--external", action="store_true")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    parser.add_argument("--tile", type=int, default=0)
     args = parser.parse_args()
-    make_stack(args.out, args.layers, args.batch, args.seq, args.external)
+    make_stack(args.out, args.layers, args.batch, args.seq, args.external,
+               shape=args.shape, tile=args.tile)

@@ -43,6 +43,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numerics  # noqa: E402
+
 NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
             onnx.TensorProto.INT32: np.int32, onnx.TensorProto.FLOAT16: np.float16,
             onnx.TensorProto.BOOL: np.bool_}
@@ -103,25 +106,15 @@ def round_gemm_operands(model, precision):
 
 def check_rounded(name, model, work, rounded, float32, precision, compile_s):
     """Checks the outputs against the reference with rounded GEMM operands
-    (see the module's docstring); returns the exit status."""
-    unit = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}[precision]
+    (numerics.rounded_gemms); returns the exit status."""
     ok = True
     for output, reference, wide in zip(model.graph.output, rounded, float32):
         actual = np.load(os.path.join(work, "out", output_file_name(output.name)))
-        reference = reference.astype(np.float64)
-        diff = np.abs(actual.astype(np.float64) - reference)
-        narrowing = np.abs(wide.astype(np.float64) - reference).mean()
-        scale = np.abs(reference).max()
-        closer = diff.mean() <= 0.5 * narrowing
-        bounded = diff.max() <= unit * scale
-        ok &= bool(closer and bounded)
-        print(f"output '{output.name}': mean |diff| {diff.mean():.3g}, "
-              f"{diff.mean() / narrowing:.3g} of float32's ({narrowing:.3g}); "
-              f"max |diff| {diff.max():.3g}, {diff.max() / scale:.3g} of the "
-              f"largest |value| (unit {unit:.3g})")
-    print(f"{name}: outputs match ONNX Runtime with "
-          f"{precision} GEMM operands: {'yes' if ok else 'NO'}; "
-          f"compile {compile_s:.2f} s")
+        good, message = numerics.rounded_gemms(actual, reference, wide, precision)
+        ok &= good
+        print(f"output '{output.name}': {message}")
+    print(f"{name}: outputs match ONNX Runtime with {precision} GEMM operands: "
+          f"{'yes' if ok else 'NO'}; compile {compile_s:.2f} s")
     return 0 if ok else 1
 
 
@@ -183,11 +176,11 @@ def main():
         worst_rank = 0.0
         for output in model.graph.output:
             name = output_file_name(output.name)
-            many = np.load(os.path.join(work, "out", name)).astype(np.float64)
-            one = np.load(os.path.join(work, "single-out", name)).astype(np.float64)
-            diff = np.abs(many - one)
-            worst_rank = max(worst_rank, float(diff.max()) if diff.size else 0.0)
-            agree &= bool((diff <= args.atol + args.rtol * np.abs(one)).all())
+            good, worst = numerics.within(np.load(os.path.join(work, "out", name)),
+                                          np.load(os.path.join(work, "single-out", name)),
+                                          args.rtol, args.atol)
+            agree &= good
+            worst_rank = max(worst_rank, worst)
         print(f"{os.path.basename(args.model)}: outputs match the single-rank program: "
               f"{'yes' if agree else 'NO'} (max |diff| {worst_rank:.3g})")
         if not agree:

@@ -107,9 +107,10 @@ cl::opt<std::string> compileTo(
     cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
 cl::opt<std::string> target(
     "target",
-    cl::desc("Code generation target: 'cpu', or 'cuda' (in progress: a kernel "
-             "per fused op as a cubin, GEMMs on cuBLASLt, managed memory; not "
-             "yet run on a GPU by Cleave's tests)"),
+    cl::desc("Code generation target: 'cpu', or 'cuda' (a kernel per fused "
+             "op as a cubin, GEMMs on cuBLASLt, collectives on NCCL, managed "
+             "memory for intermediates; not yet run on a GPU by Cleave's "
+             "tests)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> gpuArch("gpu-arch",
                              cl::desc("The GPU for --target cuda (default sm_90)"),

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""GPT-2-medium-shaped prefill on one GPU: Cleave against PyTorch eager.
+
+Runs the kit's prefill bundles (scripts/gpu_kit.py prepare: 24 layers,
+d_model 1024, 16 heads, MLP 4096, batch 4 x 1024 tokens, float32 and
+--precision bf16) with their program's --bench, and the same stack written in
+PyTorch (eager, the same weights from bench/gpt2_stack.py's stack_weights) in
+float32 (TF32 off, as Cleave's float32 GEMMs) and in bfloat16, timed the same
+way: p50 of per-run latencies, each run synchronized. Prints the ratios
+Cleave / eager (the issue's target: at most 0.7) and the largest difference
+between the float32 outputs.
+
+Usage: bench_gpu_prefill.py KIT [--runs N] [--device cuda|cpu]
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+from gpt2_stack import SHAPES, stack_weights  # noqa: E402
+from gpu_kit import run_bundle  # noqa: E402
+
+
+def eager_forward(torch, weights, layers, heads, x, mask):
+    """The stack of gpt2_stack.make_stack, op for op."""
+    F = torch.nn.functional
+    d = x.shape[-1]
+    head = d // heads
+    batch, seq = x.shape[0], x.shape[1]
+    for i in range(layers):
+        w = lambda name: weights[f"h.{i}.{name}"]  # noqa: E731
+        ln = F.layer_norm(x, (d,), w("ln_1.weight"), w("ln_1.bias"))
+        q, k, v = (
+            (ln @ w(f"attn.{p}.weight") + w(f"attn.{p}.bias"))
+            .reshape(batch, seq, heads, head).transpose(1, 2)
+            for p in ("q", "k", "v"))
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / head ** 0.5) + mask
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, seq, d)
+        x = x + ctx @ w("attn.proj.weight") + w("attn.proj.bias")
+        ln2 = F.layer_norm(x, (d,), w("ln_2.weight"), w("ln_2.bias"))
+        fc = ln2 @ w("mlp.fc.weight") + w("mlp.fc.bias")
+        gelu = fc * (torch.erf(fc / 2.0 ** 0.5) + 1.0) * 0.5
+        x = x + gelu @ w("mlp.proj.weight") + w("mlp.proj.bias")
+    return x
+
+
+def time_eager(torch, run, runs, device):
+    if device == "cpu":
+        import time
+        run()
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - start) * 1e3)
+        return float(np.percentile(times, 50))
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop))
+    return float(np.percentile(times, 50))
+
+
+def time_cleave(kit, bundle, hidden, out, runs):
+    result = run_bundle(bundle, {"hidden": hidden}, out, kit, ["--bench", str(runs)])
+    if result.returncode != 0:
+        raise RuntimeError(f"{bundle}: {result.stderr.strip()}")
+    return float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kit")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--device", default="cuda",
+                        help="PyTorch's device; cpu tries a CPU kit here")
+    args = parser.parse_args()
+    with open(os.path.join(args.kit, "prefill.json")) as f:
+        spec = json.load(f)
+    d, heads, _ = SHAPES[spec["shape"]]
+    batch, seq, layers = spec["batch"], spec["seq"], spec["layers"]
+    rng = np.random.default_rng(1)
+    hidden = rng.standard_normal((batch, seq, d)).astype(np.float32)
+    work = tempfile.mkdtemp(prefix="cleave-prefill-")
+    np.save(os.path.join(work, "hidden.npy"), hidden)
+    tokens = f"{batch} x {seq} tokens, {layers} layers"
+
+    results = {}
+    for precision in ("f32", "bf16"):
+        out = os.path.join(work, precision)
+        results[precision] = time_cleave(args.kit,
+                                         os.path.join(args.kit, f"prefill-{precision}"),
+                                         os.path.join(work, "hidden.npy"), out,
+                                         args.runs)
+        print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens})",
+              flush=True)
+
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: no eager baseline")
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    weights = stack_weights(layers, spec["shape"], spec["seed"], spec["tile"])
+    mask = np.triu(np.full((seq, seq), -1e9, np.float32), 1)[None, None]
+    status = 0
+    with torch.no_grad():
+        for precision, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+            w = {k: torch.from_numpy(v).to(args.device, dtype) for k, v in weights.items()}
+            x = torch.from_numpy(hidden).to(args.device, dtype)
+            m = torch.from_numpy(mask).to(args.device, dtype)
+            eager = time_eager(torch, lambda: eager_forward(torch, w, layers, heads, x, m),
+                               args.runs, args.device)
+            ratio = results[precision] / eager
+            print(f"PyTorch {torch.__version__} eager {precision}: p50 {eager:.3f} ms; "
+                  f"Cleave / eager {ratio:.2f}x (target <= 0.7: "
+                  f"{'met' if ratio <= 0.7 else 'not met'})", flush=True)
+            if precision == "f32":
+                expected = eager_forward(torch, w, layers, heads, x, m).cpu().numpy()
+                expected = expected.astype(np.float64)
+                actual = np.load(os.path.join(work, "f32", "out.npy"))
+                diff = np.abs(actual.astype(np.float64) - expected)
+                scale = np.abs(expected).max()
+                print(f"float32 outputs, Cleave vs eager: max |diff| {diff.max():.3g} "
+                      f"({diff.max() / scale:.3g} of the largest |value|)")
+                if not diff.max() <= 1e-3 * scale:
+                    status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
