@@ -9,6 +9,7 @@
 #include "cleave/Runtime/Abi.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEALLOCSTOGPU
@@ -18,43 +19,106 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+bool insideKernel(Operation *op) { return op->getParentOfType<gpu::LaunchOp>(); }
+
+/// Whether only the device touches `buffer` and its views: kernels, the
+/// runtime's CUDA entry points (which take the buffer's pointer or strided
+/// metadata) and its deallocation.
+bool deviceOnly(Value buffer) {
+  for (Operation *user : buffer.getUsers()) {
+    if (insideKernel(user) || isa<memref::DeallocOp>(user))
+      continue;
+    if (isa<memref::ExtractAlignedPointerAsIndexOp,
+            memref::ExtractStridedMetadataOp>(user))
+      continue;
+    if (auto call = dyn_cast<func::CallOp>(user)) {
+      if (call.getCallee().starts_with(CLEAVE_ABI_CUDA_PREFIX))
+        continue;
+      return false;
+    }
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+      if (view.getViewSource() == buffer &&
+          llvm::all_of(user->getResults(), deviceOnly))
+        continue;
+      return false;
+    }
+    if (isa<memref::CastOp>(user)) {
+      if (deviceOnly(user->getResult(0)))
+        continue;
+      return false;
+    }
+    return false;
+  }
+  return true;
+}
+
 struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
-  /// The runtime's `cleave_rt_cuda_free(pointer)`, declared on first use.
-  func::FuncOp freeFunction() {
+  /// A runtime function `name(args) -> ()`, declared on first use.
+  func::FuncOp runtimeFunction(StringRef name, TypeRange args) {
     auto module = getOperation()->getParentOfType<ModuleOp>();
-    if (auto f = module.lookupSymbol<func::FuncOp>(CLEAVE_ABI_CUDA_FREE))
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
       return f;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    auto f = func::FuncOp::create(b, module.getLoc(), CLEAVE_ABI_CUDA_FREE,
-                                  b.getFunctionType({b.getIndexType()}, {}));
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(args, {}));
     f.setPrivate();
     return f;
   }
 
   void runOnOperation() override {
-    SmallVector<Operation *> ops;
+    SmallVector<Operation *> ops, hostAccesses;
     getOperation().walk([&](Operation *op) {
-      if (isa<memref::AllocOp, memref::DeallocOp>(op) &&
-          !op->getParentOfType<gpu::LaunchOp>())
+      if (insideKernel(op))
+        return;
+      if (isa<memref::AllocOp, memref::DeallocOp>(op))
         ops.push_back(op);
+      else if (isa<memref::LoadOp, memref::StoreOp, memref::CopyOp>(op))
+        hostAccesses.push_back(op);
     });
     for (Operation *op : ops) {
       OpBuilder b(op);
+      Location loc = op->getLoc();
       if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-        auto device = gpu::AllocOp::create(
-            b, alloc.getLoc(), alloc.getType(), /*asyncToken=*/Type(),
-            /*asyncDependencies=*/ValueRange{}, alloc.getDynamicSizes(),
-            alloc.getSymbolOperands(), /*hostShared=*/true);
-        alloc.getResult().replaceAllUsesWith(device.getMemref());
+        Value memref;
+        if (deviceOnly(alloc.getResult())) {
+          // Upstream lowers device (not shared) allocations only in the
+          // asynchronous form: on the stream `gpu.wait async` names, which
+          // is the program's one stream (the runtime's mgpuStreamCreate).
+          Type token = gpu::AsyncTokenType::get(&getContext());
+          Value stream = gpu::WaitOp::create(b, loc, token, ValueRange{})
+                             .getAsyncToken();
+          memref = gpu::AllocOp::create(b, loc, alloc.getType(), token,
+                                        ValueRange{stream},
+                                        alloc.getDynamicSizes(),
+                                        alloc.getSymbolOperands(),
+                                        /*hostShared=*/false)
+                       .getMemref();
+        } else {
+          memref = gpu::AllocOp::create(b, loc, alloc.getType(),
+                                        /*asyncToken=*/Type(),
+                                        /*asyncDependencies=*/ValueRange{},
+                                        alloc.getDynamicSizes(),
+                                        alloc.getSymbolOperands(),
+                                        /*hostShared=*/true)
+                       .getMemref();
+        }
+        alloc.getResult().replaceAllUsesWith(memref);
       } else {
-        // Upstream lowers only asynchronous gpu.dealloc: free through the
-        // runtime instead.
         auto dealloc = cast<memref::DeallocOp>(op);
         Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(
-            b, dealloc.getLoc(), dealloc.getMemref());
-        func::CallOp::create(b, dealloc.getLoc(), freeFunction(), pointer);
+            b, loc, dealloc.getMemref());
+        func::CallOp::create(
+            b, loc, runtimeFunction(CLEAVE_ABI_CUDA_FREE, b.getIndexType()),
+            pointer);
       }
       op->erase();
+    }
+    for (Operation *op : hostAccesses) {
+      OpBuilder b(op);
+      func::CallOp::create(b, op->getLoc(),
+                           runtimeFunction(CLEAVE_ABI_CUDA_SYNCHRONIZE, {}),
+                           ValueRange{});
     }
   }
 };

@@ -108,9 +108,8 @@ cl::opt<std::string> compileTo(
 cl::opt<std::string> target(
     "target",
     cl::desc("Code generation target: 'cpu', or 'cuda' (a kernel per fused "
-             "op as a cubin, GEMMs on cuBLASLt, collectives on NCCL, managed "
-             "memory for intermediates; not yet run on a GPU by Cleave's "
-             "tests)"),
+             "op as a cubin, GEMMs on cuBLASLt, collectives on NCCL, one "
+             "stream; not yet run on a GPU by Cleave's tests)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> gpuArch("gpu-arch",
                              cl::desc("The GPU for --target cuda (default sm_90)"),

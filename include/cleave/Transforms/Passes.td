@@ -386,12 +386,22 @@ def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
 def CleaveAllocsToGpu : Pass<"cleave-allocs-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Host allocations become device allocations";
   let description = [{
-    For the CUDA target: `memref.alloc`/`memref.dealloc` in host code become
-    `gpu.alloc host_shared` and calls of the runtime's `cleave_rt_cuda_free`
-    (upstream lowers only asynchronous `gpu.dealloc`), so that kernels and
-    cuBLASLt can read and write them. Shared (managed) memory because upstream's
-    gpu-to-llvm lowers only shared synchronous allocations; stream-ordered
-    device allocations from the runtime are the next step.
+    For the CUDA target, `memref.alloc`/`memref.dealloc` in host code:
+
+    - a buffer that only the device touches (kernels, and the runtime's CUDA
+      calls: GEMMs, collectives) becomes stream-ordered device memory,
+      `gpu.alloc async` on the program's stream (the runtime's
+      `cudaMallocAsync` pool);
+    - any other (read or written by host code, yielded out of a region,
+      passed to another function) stays visible to the host:
+      `gpu.alloc host_shared`, managed memory;
+    - deallocations become calls of the runtime's `cleave_rt_cuda_free`
+      (upstream lowers only asynchronous `gpu.dealloc`), which frees either
+      kind in stream order.
+
+    Everything runs on one stream, so the host waits only where it reads or
+    writes memory itself: a call of `cleave_rt_cuda_synchronize` goes before
+    each host-side `memref.load`, `memref.store` and `memref.copy`.
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::func::FuncDialect"];
 }

@@ -237,5 +237,21 @@ CLEAVE_RT_DEFINE_CUDA_GEMM16(f16, GemmType::F16)
 #undef CLEAVE_RT_DEFINE_CUDA_GEMM16
 
 extern "C" void cleave_rt_cuda_free(intptr_t pointer) {
-  orExit([&] { check(cudaFree(reinterpret_cast<void *>(pointer)), "cudaFree"); });
+  orExit([&] {
+    void *p = reinterpret_cast<void *>(pointer);
+    cudaPointerAttributes attributes;
+    check(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes");
+    // Managed memory: cudaFree (it waits for the device). Device memory from
+    // the stream-ordered pool: freed once the stream has used it.
+    if (attributes.type == cudaMemoryTypeManaged)
+      check(cudaFree(p), "cudaFree");
+    else
+      check(cudaFreeAsync(p, processStream()), "cudaFreeAsync");
+  });
+}
+
+extern "C" void cleave_rt_cuda_synchronize() {
+  orExit([&] {
+    check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
+  });
 }

@@ -53,6 +53,15 @@ void ensureContext() {
     try {
       check(cudaSetDevice(device), "cudaSetDevice");
       check(cudaFree(nullptr), "cudaFree (context creation)");
+      // The model frees and allocates the same intermediates every run:
+      // the pool keeps what it was given instead of returning it at every
+      // synchronization.
+      cudaMemPool_t pool;
+      check(cudaDeviceGetDefaultMemPool(&pool, device),
+            "cudaDeviceGetDefaultMemPool");
+      uint64_t keep = UINT64_MAX;
+      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "cudaMemPoolSetAttribute");
     } catch (const std::exception &e) {
       return std::string(e.what());
     }
@@ -107,7 +116,13 @@ void *mgpuStreamCreate() { return processStream(); }
 
 void mgpuStreamDestroy(void * /*stream*/) {}
 
+/// Upstream's host code waits after every launch. Every launch, GEMM,
+/// collective and allocation is on the one stream, in program order, and
+/// the compiler puts a cleave_rt_cuda_synchronize before host code touches
+/// memory itself (cleave-allocs-to-gpu), so this wait is not needed.
 void mgpuStreamSynchronize(void *stream) {
+  if (stream == processStream())
+    return;
   orExit([&] {
     check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
           "cudaStreamSynchronize");
@@ -128,13 +143,17 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   });
 }
 
-void *mgpuMemAlloc(uint64_t bytes, void * /*stream*/, bool hostShared) {
+/// Device buffers come from the stream-ordered pool (kept between runs, see
+/// ensureContext); buffers host code touches are managed memory.
+void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
   void *p = nullptr;
   orExit([&] {
     if (hostShared)
       check(cudaMallocManaged(&p, bytes ? bytes : 1), "cudaMallocManaged");
     else
-      check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+      check(cudaMallocAsync(&p, bytes ? bytes : 1,
+                            static_cast<cudaStream_t>(stream)),
+            "cudaMallocAsync");
   });
   return p;
 }

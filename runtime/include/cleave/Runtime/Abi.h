@@ -57,6 +57,7 @@
 #define CLEAVE_ABI_CUDA_SGEMM "cleave_rt_cuda_sgemm"
 #define CLEAVE_ABI_CUDA_SGEMM_BATCHED "cleave_rt_cuda_sgemm_batched"
 #define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
+#define CLEAVE_ABI_CUDA_SYNCHRONIZE "cleave_rt_cuda_synchronize"
 /* GEMMs on 16-bit operands with a float32 result (--precision): this name,
  * then the operands' dtype (bf16, f16), then "_batched" for the batched
  * form; on a CUDA device with CLEAVE_ABI_CUDA_PREFIX in place of
@@ -136,8 +137,12 @@ CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, bf16)
 CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, f16)
 #undef CLEAVE_ABI_DECLARE_GEMMS
 
-/* Frees a buffer the program allocated on the device (gpu.alloc). */
+/* Frees a buffer the program allocated on the device (gpu.alloc), managed
+ * or device memory, in stream order. */
 void cleave_rt_cuda_free(intptr_t pointer);
+/* Returns once the program's stream has finished what it was given: before
+ * host code reads or writes memory itself. */
+void cleave_rt_cuda_synchronize(void);
 
 /* The coordinate of this rank on mesh axis `axis`. */
 int64_t cleave_rt_grid_index(int64_t axis);
