@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Buffer.h"
 #include "Comm.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -191,45 +192,19 @@ struct CollectiveScope {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-/// A contiguous buffer described by an MLIR unranked memref.
-struct View {
-  char *data;
-  std::vector<int64_t> shape;
-  int64_t count;
-};
-
-View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
-  struct Ranked {
-    void *allocated;
-    char *aligned;
-    int64_t offset;
-    int64_t rest[];
-  };
-  auto *d = static_cast<Ranked *>(descriptor);
-  View v;
-  v.data = d->aligned + d->offset * elementBytes;
-  v.shape.assign(d->rest, d->rest + rank);
-  v.count = 1;
-  int64_t expected = 1;
-  for (int64_t i = rank - 1; i >= 0; --i) {
-    if (d->rest[rank + i] != expected && d->rest[i] != 1) {
-      std::fprintf(stderr, "cleave-run: error: rank %d: a collective got a "
-                           "non-contiguous buffer\n", state.rank);
-      comm::abortJob(70);
-    }
-    expected *= d->rest[i];
+/// The buffer `descriptor` describes; a non-contiguous one ends the job.
+comm::View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
+  comm::View v = comm::viewOf(rank, descriptor, elementBytes);
+  if (!v.contiguous) {
+    std::fprintf(stderr, "cleave-run: error: rank %d: a collective got a "
+                         "non-contiguous buffer\n", state.rank);
+    comm::abortJob(70);
   }
-  for (int64_t s : v.shape)
-    v.count *= s;
   return v;
 }
 
-int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i)
-    p *= shape[i];
-  return p;
-}
+using comm::product;
+using comm::View;
 
 void check(int code, const char *call) {
   if (code == MPI_SUCCESS)

@@ -21,6 +21,7 @@
 #include "Cuda.h"
 
 #include "../Runtime.h"
+#include "../comm/Buffer.h"
 #include "../comm/Comm.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -86,33 +87,16 @@ void *scratch(size_t bytes) {
   return buffer;
 }
 
-/// A contiguous buffer described by an MLIR unranked memref.
-struct View {
-  char *data;
-  std::vector<int64_t> shape;
-  int64_t count;
-};
-
-View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
-  struct Ranked {
-    void *allocated;
-    char *aligned;
-    int64_t offset;
-    int64_t rest[];
-  };
-  auto *d = static_cast<Ranked *>(descriptor);
-  View v{d->aligned + d->offset * elementBytes, {d->rest, d->rest + rank}, 1};
-  for (int64_t s : v.shape)
-    v.count *= s;
+/// The buffer `descriptor` describes, which must be contiguous.
+comm::View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
+  comm::View v = comm::viewOf(rank, descriptor, elementBytes);
+  if (!v.contiguous)
+    throw RuntimeError("a collective got a non-contiguous buffer");
   return v;
 }
 
-int64_t product(const std::vector<int64_t> &shape, int64_t from, int64_t to) {
-  int64_t p = 1;
-  for (int64_t i = from; i < to; ++i)
-    p *= shape[i];
-  return p;
-}
+using comm::product;
+using comm::View;
 
 /// `rows` rows of `width` bytes from `src` (rows `srcPitch` apart) to `dst`
 /// (rows `dstPitch` apart), device to device, on the stream.
@@ -218,6 +202,17 @@ bool alone(const View &in, const View &out, size_t elementBytes) {
   return true;
 }
 
+/// Runs `hostCollective(inDescriptor, outDescriptor)` (the MPI backend's)
+/// on host copies of the device buffers, for groups without NCCL.
+template <typename Collective>
+void throughHost(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
+                 void *outDesc, Collective hostCollective) {
+  HostCopy in(inRank, inDesc, e.bytes, /*read=*/true);
+  HostCopy out(outRank, outDesc, e.bytes, /*read=*/false);
+  hostCollective(in.descriptor(), out.descriptor());
+  out.writeBack();
+}
+
 void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
@@ -225,10 +220,9 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     return;
   ncclComm_t c = communicator(group);
   if (!c || !e.reducible) {
-    HostCopy hin(inRank, inDesc, e.bytes, true), hout(outRank, outDesc, e.bytes, false);
-    e.hostAllReduce(inRank, hin.descriptor(), outRank, hout.descriptor(), code,
-                    group);
-    hout.writeBack();
+    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
+      e.hostAllReduce(inRank, hostIn, outRank, hostOut, code, group);
+    });
     return;
   }
   checkNccl(ncclAllReduce(in.data, out.data, in.count, e.type, reductionOp(code), c,
@@ -243,10 +237,9 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     return;
   ncclComm_t c = communicator(group);
   if (!c) {
-    HostCopy hin(inRank, inDesc, e.bytes, true), hout(outRank, outDesc, e.bytes, false);
-    e.hostAllGather(inRank, hin.descriptor(), outRank, hout.descriptor(), axis,
-                    group);
-    hout.writeBack();
+    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
+      e.hostAllGather(inRank, hostIn, outRank, hostOut, axis, group);
+    });
     return;
   }
   int n = comm::groupSize(group);
@@ -273,10 +266,9 @@ void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
     return;
   ncclComm_t c = communicator(group);
   if (!c || !e.reducible) {
-    HostCopy hin(inRank, inDesc, e.bytes, true), hout(outRank, outDesc, e.bytes, false);
-    e.hostReduceScatter(inRank, hin.descriptor(), outRank, hout.descriptor(),
-                        axis, code, group);
-    hout.writeBack();
+    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
+      e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code, group);
+    });
     return;
   }
   int n = comm::groupSize(group);
@@ -303,10 +295,9 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     return;
   ncclComm_t c = communicator(group);
   if (!c) {
-    HostCopy hin(inRank, inDesc, e.bytes, true), hout(outRank, outDesc, e.bytes, false);
-    e.hostAllToAll(inRank, hin.descriptor(), outRank, hout.descriptor(),
-                   splitAxis, concatAxis, group);
-    hout.writeBack();
+    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
+      e.hostAllToAll(inRank, hostIn, outRank, hostOut, splitAxis, concatAxis, group);
+    });
     return;
   }
   int n = comm::groupSize(group);

@@ -165,64 +165,40 @@ int64_t cleave_rt_grid_index(int64_t axis);
  *                   along `concatAxis` in group order.
  *   send / recv     point to point: `buffer` to / from group member `peer`
  *                   (its position in the group, first axis major). */
-#define CLEAVE_ABI_DECLARE_COLLECTIVES(suffix)                                 \
-  void cleave_rt_all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank, \
-                                     void *out, int64_t reduction,               \
-                                     int64_t group);                             \
-  void cleave_rt_all_gather_##suffix(int64_t inRank, void *in, int64_t outRank, \
-                                     void *out, int64_t axis, int64_t group);    \
-  void cleave_rt_reduce_scatter_##suffix(int64_t inRank, void *in,              \
-                                         int64_t outRank, void *out,            \
-                                         int64_t axis, int64_t reduction,       \
-                                         int64_t group);                        \
-  void cleave_rt_all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank, \
-                                     void *out, int64_t splitAxis,              \
-                                     int64_t concatAxis, int64_t group);         \
-  void cleave_rt_send_##suffix(int64_t rank, void *buffer, int64_t peer,        \
-                               int64_t group);                                  \
-  void cleave_rt_recv_##suffix(int64_t rank, void *buffer, int64_t peer,        \
-                               int64_t group);
-CLEAVE_ABI_DECLARE_COLLECTIVES(f32)
-CLEAVE_ABI_DECLARE_COLLECTIVES(f64)
-CLEAVE_ABI_DECLARE_COLLECTIVES(f16)
-CLEAVE_ABI_DECLARE_COLLECTIVES(bf16)
-CLEAVE_ABI_DECLARE_COLLECTIVES(i64)
-CLEAVE_ABI_DECLARE_COLLECTIVES(i32)
-CLEAVE_ABI_DECLARE_COLLECTIVES(i16)
-CLEAVE_ABI_DECLARE_COLLECTIVES(i8)
-CLEAVE_ABI_DECLARE_COLLECTIVES(bool)
+#define CLEAVE_ABI_DECLARE_COLLECTIVES(prefix, suffix)                         \
+  void prefix##all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank,   \
+                                   void *out, int64_t reduction,                \
+                                   int64_t group);                              \
+  void prefix##all_gather_##suffix(int64_t inRank, void *in, int64_t outRank,   \
+                                   void *out, int64_t axis, int64_t group);     \
+  void prefix##reduce_scatter_##suffix(int64_t inRank, void *in,                \
+                                       int64_t outRank, void *out,              \
+                                       int64_t axis, int64_t reduction,         \
+                                       int64_t group);                          \
+  void prefix##all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank,   \
+                                   void *out, int64_t splitAxis,                \
+                                   int64_t concatAxis, int64_t group);          \
+  void prefix##send_##suffix(int64_t rank, void *buffer, int64_t peer,          \
+                             int64_t group);                                    \
+  void prefix##recv_##suffix(int64_t rank, void *buffer, int64_t peer,          \
+                             int64_t group);
+/* The same collectives in a CUDA program (prefix cleave_rt_cuda_), on device
+ * buffers, queued on the process's stream: through NCCL where the group's
+ * ranks are on distinct GPUs, else staged through host memory and MPI. */
+#define CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(suffix)                             \
+  CLEAVE_ABI_DECLARE_COLLECTIVES(cleave_rt_, suffix)                           \
+  CLEAVE_ABI_DECLARE_COLLECTIVES(cleave_rt_cuda_, suffix)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(f32)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(f64)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(f16)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(bf16)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(i64)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(i32)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(i16)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(i8)
+CLEAVE_ABI_DECLARE_ALL_COLLECTIVES(bool)
+#undef CLEAVE_ABI_DECLARE_ALL_COLLECTIVES
 #undef CLEAVE_ABI_DECLARE_COLLECTIVES
-
-/* The same collectives in a CUDA program, on device buffers, queued on the
- * process's stream: through NCCL where the group's ranks are on distinct
- * GPUs, else staged through host memory and MPI. */
-#define CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(suffix)                            \
-  void cleave_rt_cuda_all_reduce_##suffix(int64_t inRank, void *in,           \
-                                          int64_t outRank, void *out,         \
-                                          int64_t reduction, int64_t group);  \
-  void cleave_rt_cuda_all_gather_##suffix(int64_t inRank, void *in,           \
-                                          int64_t outRank, void *out,         \
-                                          int64_t axis, int64_t group);       \
-  void cleave_rt_cuda_reduce_scatter_##suffix(                                \
-      int64_t inRank, void *in, int64_t outRank, void *out, int64_t axis,     \
-      int64_t reduction, int64_t group);                                      \
-  void cleave_rt_cuda_all_to_all_##suffix(                                    \
-      int64_t inRank, void *in, int64_t outRank, void *out, int64_t splitAxis, \
-      int64_t concatAxis, int64_t group);                                     \
-  void cleave_rt_cuda_send_##suffix(int64_t rank, void *buffer, int64_t peer, \
-                                    int64_t group);                           \
-  void cleave_rt_cuda_recv_##suffix(int64_t rank, void *buffer, int64_t peer, \
-                                    int64_t group);
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f32)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f64)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(f16)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(bf16)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i64)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i32)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i16)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(i8)
-CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES(bool)
-#undef CLEAVE_ABI_DECLARE_CUDA_COLLECTIVES
 
 #ifdef __cplusplus
 }
