@@ -10,7 +10,6 @@
 
 #include "cleave/Transforms/Passes.h"
 
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace cleave {
@@ -70,7 +69,9 @@ struct LowerPrecisionPass
                        << type << "'";
       return signalPassFailure();
     }
-    llvm::DenseSet<Operation *> gemms;
+    // In program order: a GEMM that reads another's result sees it already
+    // replaced.
+    llvm::SetVector<Operation *> gemms;
     func.walk([&](Operation *op) {
       if (isPlainF32Gemm(op))
         gemms.insert(op);
@@ -95,8 +96,10 @@ struct LowerPrecisionPass
     func.setType(builder.getFunctionType(argTypes, func.getResultTypes()));
 
     // Every GEMM on 16-bit operands; what is still float32 is truncated.
+    // The replaced GEMMs are erased only at the end, so that no value
+    // `truncated` holds is freed while it is in use.
     DenseMap<Value, Value> truncated;
-    for (Operation *op : llvm::to_vector(gemms)) {
+    for (Operation *op : gemms) {
       auto gemm = cast<linalg::LinalgOp>(op);
       SmallVector<Value> inputs;
       for (Value in : gemm.getDpsInputs())
@@ -112,21 +115,17 @@ struct LowerPrecisionPass
                                                gemm.getDpsInits());
       narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       op->replaceAllUsesWith(narrow);
+    }
+    for (Operation *op : gemms)
       op->erase();
-    }
-    // The float32 reshapes that only the GEMMs read are dead now (and so
-    // may be the reshapes they read); later passes that follow reshapes must
-    // not see them.
-    SmallVector<Operation *> pending = replacedReshapes.takeVector();
-    for (bool erased = true; erased;) {
-      erased = false;
-      for (Operation *&op : pending)
-        if (op && op->use_empty()) {
-          op->erase();
-          op = nullptr;
-          erased = true;
-        }
-    }
+    // The float32 reshapes that only the GEMMs read are dead now, and so may
+    // be the reshapes they read; later passes that follow reshapes must not
+    // see them. truncate() recorded sources before their users: erase users
+    // first.
+    SmallVector<Operation *> reshapes = replacedReshapes.takeVector();
+    for (Operation *reshape : llvm::reverse(reshapes))
+      if (reshape->use_empty())
+        reshape->erase();
   }
 
   /// Float32 reshapes whose 16-bit copies truncate() made.
@@ -138,7 +137,7 @@ struct LowerPrecisionPass
 
   /// Whether every use of `v` is a GEMM input or, through type-agnostic ops
   /// (collected in `chain`, producers first), leads only to GEMM inputs.
-  static bool onlyFeedsGemms(Value v, const llvm::DenseSet<Operation *> &gemms,
+  static bool onlyFeedsGemms(Value v, const llvm::SetVector<Operation *> &gemms,
                              SmallVector<Operation *> &chain) {
     if (v.use_empty())
       return false;
