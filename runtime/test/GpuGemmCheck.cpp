@@ -40,8 +40,6 @@ namespace {
 /// The H100/H200 SXM datasheet's dense bf16 rate, for the percentage.
 constexpr double kDatasheetBf16Tflops = 989.0;
 
-size_t elementBytes(GemmType type) { return type == GemmType::F32 ? 4 : 2; }
-
 const char *typeName(GemmType type) {
   return type == GemmType::F32 ? "f32" : type == GemmType::F16 ? "f16" : "bf16";
 }

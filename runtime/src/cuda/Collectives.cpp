@@ -40,7 +40,7 @@ using namespace cleave::rt::cuda;
 namespace {
 
 void checkNccl(ncclResult_t status, const char *call, ncclComm_t comm = nullptr) {
-  if (status == ncclSuccess || status == ncclInProgress)
+  if (status == ncclSuccess)
     return;
   std::string detail = ncclGetErrorString(status);
   if (const char *last = ncclGetLastError(comm); last && *last)
@@ -142,8 +142,7 @@ ncclRedOp_t reductionOp(int64_t code) {
 /// backend's entry points.
 class HostCopy {
 public:
-  HostCopy(int64_t rank, void *descriptor, size_t elementBytes, bool read)
-      : rank(rank) {
+  HostCopy(int64_t rank, void *descriptor, size_t elementBytes, bool read) {
     View device = viewOf(rank, descriptor, elementBytes);
     deviceData = device.data;
     bytes = device.count * elementBytes;
@@ -176,7 +175,6 @@ public:
   }
 
 private:
-  int64_t rank;
   char *deviceData;
   size_t bytes;
   std::vector<char> data;
@@ -202,128 +200,131 @@ bool alone(const View &in, const View &out, size_t elementBytes) {
   return true;
 }
 
-/// Runs `hostCollective(inDescriptor, outDescriptor)` (the MPI backend's)
-/// on host copies of the device buffers, for groups without NCCL.
-template <typename Collective>
-void throughHost(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
-                 void *outDesc, Collective hostCollective) {
-  HostCopy in(inRank, inDesc, e.bytes, /*read=*/true);
-  HostCopy out(outRank, outDesc, e.bytes, /*read=*/false);
-  hostCollective(in.descriptor(), out.descriptor());
-  out.writeBack();
+/// One collective from `in` to `out` over `group`: a copy in a one-rank
+/// program; `onHost(inDescriptor, outDescriptor)`, the MPI backend's, on host
+/// copies where the group has no NCCL communicator (or NCCL cannot reduce
+/// the type and `reduces`); else `onDevice(in, out, communicator)`.
+template <typename OnHost, typename OnDevice>
+void collective(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
+                void *outDesc, int64_t group, bool reduces, OnHost onHost,
+                OnDevice onDevice) {
+  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  if (alone(in, out, e.bytes))
+    return;
+  ncclComm_t c = communicator(group);
+  if (!c || (reduces && !e.reducible)) {
+    HostCopy hostIn(inRank, inDesc, e.bytes, /*read=*/true);
+    HostCopy hostOut(outRank, outDesc, e.bytes, /*read=*/false);
+    onHost(hostIn.descriptor(), hostOut.descriptor());
+    hostOut.writeBack();
+    return;
+  }
+  onDevice(in, out, c);
 }
 
 void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  if (alone(in, out, e.bytes))
-    return;
-  ncclComm_t c = communicator(group);
-  if (!c || !e.reducible) {
-    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
-      e.hostAllReduce(inRank, hostIn, outRank, hostOut, code, group);
-    });
-    return;
-  }
-  checkNccl(ncclAllReduce(in.data, out.data, in.count, e.type, reductionOp(code), c,
-                      processStream()),
-        "ncclAllReduce", c);
+  collective(
+      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
+      [&](void *hostIn, void *hostOut) {
+        e.hostAllReduce(inRank, hostIn, outRank, hostOut, code, group);
+      },
+      [&](View &in, View &out, ncclComm_t c) {
+        checkNccl(ncclAllReduce(in.data, out.data, in.count, e.type,
+                                reductionOp(code), c, processStream()),
+                  "ncclAllReduce", c);
+      });
 }
 
 void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  if (alone(in, out, e.bytes))
-    return;
-  ncclComm_t c = communicator(group);
-  if (!c) {
-    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
-      e.hostAllGather(inRank, hostIn, outRank, hostOut, axis, group);
-    });
-    return;
-  }
-  int n = comm::groupSize(group);
-  int64_t outer = product(in.shape, 0, axis);
-  size_t block = in.count * e.bytes, inner = block / outer;
-  if (outer == 1) {
-    checkNccl(ncclAllGather(in.data, out.data, block, ncclInt8, c, processStream()),
-          "ncclAllGather", c);
-    return;
-  }
-  auto *staged = static_cast<char *>(scratch(block * n));
-  checkNccl(ncclAllGather(in.data, staged, block, ncclInt8, c, processStream()),
-        "ncclAllGather", c);
-  for (int j = 0; j < n; ++j)
-    copyRows(out.data + j * inner, n * inner, staged + j * block, inner, inner,
-             outer);
+  collective(
+      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      [&](void *hostIn, void *hostOut) {
+        e.hostAllGather(inRank, hostIn, outRank, hostOut, axis, group);
+      },
+      [&](View &in, View &out, ncclComm_t c) {
+        int n = comm::groupSize(group);
+        int64_t outer = product(in.shape, 0, axis);
+        size_t block = in.count * e.bytes, inner = block / outer;
+        // Gathered member by member; parts along an inner axis are then
+        // interleaved row by row.
+        char *gathered =
+            outer == 1 ? out.data : static_cast<char *>(scratch(block * n));
+        checkNccl(ncclAllGather(in.data, gathered, block, ncclInt8, c,
+                                processStream()),
+                  "ncclAllGather", c);
+        if (outer > 1)
+          for (int j = 0; j < n; ++j)
+            copyRows(out.data + j * inner, n * inner, gathered + j * block,
+                     inner, inner, outer);
+      });
 }
 
 void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
                    int64_t outRank, void *outDesc, int64_t axis, int64_t code,
                    int64_t group) {
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  if (alone(in, out, e.bytes))
-    return;
-  ncclComm_t c = communicator(group);
-  if (!c || !e.reducible) {
-    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
-      e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code, group);
-    });
-    return;
-  }
-  int n = comm::groupSize(group);
-  int64_t outer = product(in.shape, 0, axis);
-  const char *packed = in.data;
-  if (outer > 1) {
-    size_t inner = out.count / outer * e.bytes;
-    auto *staged = static_cast<char *>(scratch(in.count * e.bytes));
-    for (int j = 0; j < n; ++j)
-      copyRows(staged + j * outer * inner, inner, in.data + j * inner, n * inner,
-               inner, outer);
-    packed = staged;
-  }
-  checkNccl(ncclReduceScatter(packed, out.data, out.count, e.type, reductionOp(code),
-                          c, processStream()),
-        "ncclReduceScatter", c);
+  collective(
+      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
+      [&](void *hostIn, void *hostOut) {
+        e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code, group);
+      },
+      [&](View &in, View &out, ncclComm_t c) {
+        int n = comm::groupSize(group);
+        int64_t outer = product(in.shape, 0, axis);
+        const char *packed = in.data;
+        if (outer > 1) {
+          // Member j's part, row by row, made contiguous.
+          size_t inner = out.count / outer * e.bytes;
+          auto *staged = static_cast<char *>(scratch(in.count * e.bytes));
+          for (int j = 0; j < n; ++j)
+            copyRows(staged + j * outer * inner, inner, in.data + j * inner,
+                     n * inner, inner, outer);
+          packed = staged;
+        }
+        checkNccl(ncclReduceScatter(packed, out.data, out.count, e.type,
+                                    reductionOp(code), c, processStream()),
+                  "ncclReduceScatter", c);
+      });
 }
 
 void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               void *outDesc, int64_t splitAxis, int64_t concatAxis,
               int64_t group) {
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  if (alone(in, out, e.bytes))
-    return;
-  ncclComm_t c = communicator(group);
-  if (!c) {
-    throughHost(e, inRank, inDesc, outRank, outDesc, [&](void *hostIn, void *hostOut) {
-      e.hostAllToAll(inRank, hostIn, outRank, hostOut, splitAxis, concatAxis, group);
-    });
-    return;
-  }
-  int n = comm::groupSize(group);
-  size_t part = in.count / n * e.bytes;
-  auto *send = static_cast<char *>(scratch(2 * in.count * e.bytes));
-  char *recv = send + in.count * e.bytes;
-  // Part j is in's slice j along splitAxis, packed row-major.
-  int64_t outerS = product(in.shape, 0, splitAxis);
-  size_t innerS = in.count / outerS / n * e.bytes;
-  for (int j = 0; j < n; ++j)
-    copyRows(send + j * part, innerS, in.data + j * innerS, n * innerS, innerS,
-             outerS);
-  checkNccl(ncclGroupStart(), "ncclGroupStart");
-  for (int j = 0; j < n; ++j) {
-    checkNccl(ncclSend(send + j * part, part, ncclInt8, j, c, processStream()),
-          "ncclSend", c);
-    checkNccl(ncclRecv(recv + j * part, part, ncclInt8, j, c, processStream()),
-          "ncclRecv", c);
-  }
-  checkNccl(ncclGroupEnd(), "ncclGroupEnd", c);
-  // Received part j goes to slice j along concatAxis.
-  int64_t outerC = product(out.shape, 0, concatAxis);
-  size_t innerC = out.count / outerC / n * e.bytes;
-  for (int j = 0; j < n; ++j)
-    copyRows(out.data + j * innerC, n * innerC, recv + j * part, innerC, innerC,
-             outerC);
+  collective(
+      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      [&](void *hostIn, void *hostOut) {
+        e.hostAllToAll(inRank, hostIn, outRank, hostOut, splitAxis, concatAxis,
+                       group);
+      },
+      [&](View &in, View &out, ncclComm_t c) {
+        int n = comm::groupSize(group);
+        size_t part = in.count / n * e.bytes;
+        auto *send = static_cast<char *>(scratch(2 * in.count * e.bytes));
+        char *recv = send + in.count * e.bytes;
+        // Part j is in's slice j along splitAxis, packed row-major.
+        int64_t outerS = product(in.shape, 0, splitAxis);
+        size_t innerS = in.count / outerS / n * e.bytes;
+        for (int j = 0; j < n; ++j)
+          copyRows(send + j * part, innerS, in.data + j * innerS, n * innerS,
+                   innerS, outerS);
+        checkNccl(ncclGroupStart(), "ncclGroupStart");
+        for (int j = 0; j < n; ++j) {
+          checkNccl(ncclSend(send + j * part, part, ncclInt8, j, c,
+                             processStream()),
+                    "ncclSend", c);
+          checkNccl(ncclRecv(recv + j * part, part, ncclInt8, j, c,
+                             processStream()),
+                    "ncclRecv", c);
+        }
+        checkNccl(ncclGroupEnd(), "ncclGroupEnd", c);
+        // Received part j goes to slice j along concatAxis.
+        int64_t outerC = product(out.shape, 0, concatAxis);
+        size_t innerC = out.count / outerC / n * e.bytes;
+        for (int j = 0; j < n; ++j)
+          copyRows(out.data + j * innerC, n * innerC, recv + j * part, innerC,
+                   innerC, outerC);
+      });
 }
 
 void transfer(bool send, const Element &e, int64_t rank, void *desc,
@@ -342,10 +343,10 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
   size_t bytes = buffer.count * e.bytes;
   if (send)
     checkNccl(ncclSend(buffer.data, bytes, ncclInt8, peer, c, processStream()),
-          "ncclSend", c);
+              "ncclSend", c);
   else
     checkNccl(ncclRecv(buffer.data, bytes, ncclInt8, peer, c, processStream()),
-          "ncclRecv", c);
+              "ncclRecv", c);
 }
 
 } // namespace

@@ -48,6 +48,10 @@ cudaStream_t processStream();
 class Gemm;
 Gemm &processGemm();
 
+/// Frees a buffer of the program's: managed memory, or device memory from
+/// the stream-ordered pool (in stream order).
+void freeBuffer(void *pointer);
+
 /// Creates the NCCL communicators of the descriptor's groups (after
 /// comm::start; Collectives.cpp), and destroys them (before comm::finish).
 void startCollectives();
@@ -55,6 +59,7 @@ void finishCollectives();
 
 /// Element types of GEMM operands; accumulation is always float32.
 enum class GemmType { F32, F16, BF16 };
+inline size_t elementBytes(GemmType type) { return type == GemmType::F32 ? 4 : 2; }
 
 /// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = A[m x k] *
 /// B[k x n] + beta * C, operands of one element type, float32 accumulation

@@ -177,77 +177,63 @@ Gemm &cuda::processGemm() {
 // exception may leave them
 //===----------------------------------------------------------------------===//
 
-extern "C" void cleave_rt_cuda_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a,
-                                     int64_t offsetA, int64_t lda, intptr_t b,
-                                     int64_t offsetB, int64_t ldb, intptr_t c,
-                                     int64_t offsetC, int64_t ldc, float beta) {
+namespace {
+
+/// One GEMM entry point: A and B of `inType` (with element offsets), C
+/// float32.
+void gemmEntry(GemmType inType, const Gemm::Shape &shape, intptr_t a,
+               int64_t offsetA, intptr_t b, int64_t offsetB, intptr_t c,
+               int64_t offsetC, float beta) {
+  size_t bytes = elementBytes(inType);
   orExit([&] {
-    processGemm().run(GemmType::F32, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},
-                      reinterpret_cast<const float *>(a) + offsetA,
-                      reinterpret_cast<const float *>(b) + offsetB,
+    processGemm().run(inType, GemmType::F32, shape,
+                      reinterpret_cast<const char *>(a) + offsetA * bytes,
+                      reinterpret_cast<const char *>(b) + offsetB * bytes,
                       reinterpret_cast<float *>(c) + offsetC, beta);
   });
 }
 
-extern "C" void cleave_rt_cuda_sgemm_batched(
-    int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
-    int64_t batchStrideA, int64_t lda, intptr_t b, int64_t offsetB,
-    int64_t batchStrideB, int64_t ldb, intptr_t c, int64_t offsetC,
-    int64_t batchStrideC, int64_t ldc, float beta) {
-  orExit([&] {
-    processGemm().run(GemmType::F32,
-                      {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
-                       batchStrideC},
-                      reinterpret_cast<const float *>(a) + offsetA,
-                      reinterpret_cast<const float *>(b) + offsetB,
-                      reinterpret_cast<float *>(c) + offsetC, beta);
-  });
-}
+} // namespace
 
-#define CLEAVE_RT_DEFINE_CUDA_GEMM16(dtype, gemmType)                            \
-  extern "C" void cleave_rt_cuda_gemm_##dtype(                                  \
-      int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,             \
-      int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,        \
-      int64_t offsetC, int64_t ldc, float beta) {                               \
-    orExit([&] {                                                                \
-      processGemm().run(gemmType, GemmType::F32,                                \
-                        {m, n, k, lda, ldb, ldc, 1, 0, 0, 0},                   \
-                        reinterpret_cast<const uint16_t *>(a) + offsetA,        \
-                        reinterpret_cast<const uint16_t *>(b) + offsetB,        \
-                        reinterpret_cast<float *>(c) + offsetC, beta);          \
-    });                                                                         \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_gemm_##dtype##_batched(                        \
-      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,               \
-      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,           \
-      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,           \
-      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta) {         \
-    orExit([&] {                                                                \
-      processGemm().run(gemmType, GemmType::F32,                                \
-                        {m, n, k, lda, ldb, ldc, batch, batchStrideA,           \
-                         batchStrideB, batchStrideC},                           \
-                        reinterpret_cast<const uint16_t *>(a) + offsetA,        \
-                        reinterpret_cast<const uint16_t *>(b) + offsetB,        \
-                        reinterpret_cast<float *>(c) + offsetC, beta);          \
-    });                                                                         \
+/// cleave_rt_cuda_<name> and cleave_rt_cuda_<name>_batched (Abi.h) for A
+/// and B of `inType`.
+#define CLEAVE_RT_DEFINE_CUDA_GEMMS(name, inType)                              \
+  extern "C" void cleave_rt_cuda_##name(                                       \
+      int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,            \
+      int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,       \
+      int64_t offsetC, int64_t ldc, float beta) {                              \
+    gemmEntry(inType, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0}, a, offsetA, b,     \
+              offsetB, c, offsetC, beta);                                      \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_##name##_batched(                             \
+      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,              \
+      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,          \
+      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,          \
+      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta) {        \
+    gemmEntry(inType,                                                          \
+              {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,      \
+               batchStrideC},                                                  \
+              a, offsetA, b, offsetB, c, offsetC, beta);                       \
   }
 
-CLEAVE_RT_DEFINE_CUDA_GEMM16(bf16, GemmType::BF16)
-CLEAVE_RT_DEFINE_CUDA_GEMM16(f16, GemmType::F16)
-#undef CLEAVE_RT_DEFINE_CUDA_GEMM16
+CLEAVE_RT_DEFINE_CUDA_GEMMS(sgemm, GemmType::F32)
+CLEAVE_RT_DEFINE_CUDA_GEMMS(gemm_bf16, GemmType::BF16)
+CLEAVE_RT_DEFINE_CUDA_GEMMS(gemm_f16, GemmType::F16)
+#undef CLEAVE_RT_DEFINE_CUDA_GEMMS
+
+void cuda::freeBuffer(void *p) {
+  cudaPointerAttributes attributes;
+  check(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes");
+  // Managed memory: cudaFree (it waits for the device). Device memory from
+  // the stream-ordered pool: freed once the stream has used it.
+  if (attributes.type == cudaMemoryTypeManaged)
+    check(cudaFree(p), "cudaFree");
+  else
+    check(cudaFreeAsync(p, processStream()), "cudaFreeAsync");
+}
 
 extern "C" void cleave_rt_cuda_free(intptr_t pointer) {
-  orExit([&] {
-    void *p = reinterpret_cast<void *>(pointer);
-    cudaPointerAttributes attributes;
-    check(cudaPointerGetAttributes(&attributes, p), "cudaPointerGetAttributes");
-    // Managed memory: cudaFree (it waits for the device). Device memory from
-    // the stream-ordered pool: freed once the stream has used it.
-    if (attributes.type == cudaMemoryTypeManaged)
-      check(cudaFree(p), "cudaFree");
-    else
-      check(cudaFreeAsync(p, processStream()), "cudaFreeAsync");
-  });
+  orExit([&] { freeBuffer(reinterpret_cast<void *>(pointer)); });
 }
 
 extern "C" void cleave_rt_cuda_synchronize() {

@@ -159,7 +159,7 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
 }
 
 void mgpuMemFree(void *pointer, void * /*stream*/) {
-  orExit([&] { check(cudaFree(pointer), "cudaFree"); });
+  orExit([&] { freeBuffer(pointer); });
 }
 
 } // extern "C"
