@@ -18,7 +18,9 @@
 
 #include "../Runtime.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cleave::rt::comm {
@@ -56,6 +58,20 @@ void broadcastInGroup(int64_t group, void *data, size_t bytes);
 void allGatherInGroup(int64_t group, const void *mine, void *all, size_t bytes);
 /// Ends every rank of the job with `code`.
 [[noreturn]] void abortJob(int code);
+
+/// How long a collective may take before the job is ended:
+/// CLEAVE_COLLECTIVE_TIMEOUT seconds, default 600.
+double collectiveTimeout();
+
+/// Calls `done` until it returns true, without holding a core: a rank
+/// waits for its peers for as long as they compute, and on a machine with
+/// fewer cores than ranks a busy wait would take a peer's core. Polls
+/// briefly, then sleeps between polls.
+template <typename Done> void waitPolitely(Done done) {
+  for (int polls = 0; !done(); ++polls)
+    if (polls >= 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
 
 } // namespace cleave::rt::comm
 

@@ -131,9 +131,7 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
 }
 
 void startWatchdog() {
-  double timeout = 600;
-  if (const char *env = std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
-    timeout = std::atof(env) > 0 ? std::atof(env) : timeout;
+  double timeout = comm::collectiveTimeout();
   std::thread([timeout] {
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -402,19 +400,13 @@ struct TransferTimer {
   }
 };
 
-/// Waits for `request` without holding a core: a pipeline stage waits for
-/// its neighbour for as long as the neighbour computes, and on a machine
-/// with fewer cores than ranks a busy wait would take the neighbour's core.
-/// Polls briefly, then sleeps between polls.
-void waitPolitely(MPI_Request &request, const char *call) {
-  int done = 0;
-  for (int polls = 0;; ++polls) {
+/// Waits for `request` politely (comm::waitPolitely).
+void waitFor(MPI_Request &request, const char *call) {
+  comm::waitPolitely([&] {
+    int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
-    if (done)
-      return;
-    if (polls >= 64)
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+    return done != 0;
+  });
 }
 
 /// Point to point: `desc`'s buffer to (`send`) or from group member `peer`,
@@ -434,7 +426,7 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
              : MPI_Irecv(buffer.data, count, MPI_BYTE, peer, 0, groupComm(group),
                          &request),
         call);
-  waitPolitely(request, call);
+  waitFor(request, call);
 }
 
 } // namespace
@@ -560,6 +552,12 @@ void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
   check(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE,
                       groupComm(group)),
         "MPI_Allgather");
+}
+
+double comm::collectiveTimeout() {
+  const char *env = std::getenv("CLEAVE_COLLECTIVE_TIMEOUT");
+  double seconds = env ? std::atof(env) : 0;
+  return seconds > 0 ? seconds : 600;
 }
 
 void comm::abortJob(int code) {

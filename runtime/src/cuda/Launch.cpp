@@ -193,14 +193,12 @@ extern "C" void cleave_rt_device_free(void *pointer) { cudaFree(pointer); }
 /// After CLEAVE_COLLECTIVE_TIMEOUT seconds (default 600) the whole job ends
 /// with a message naming this rank.
 extern "C" void cleave_rt_device_wait() {
-  double timeout = 600;
-  if (const char *env = std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
-    timeout = std::atof(env) > 0 ? std::atof(env) : timeout;
+  double timeout = comm::collectiveTimeout();
   auto start = std::chrono::steady_clock::now();
-  for (int polls = 0;; ++polls) {
+  comm::waitPolitely([&] {
     cudaError_t status = cudaStreamQuery(processStream());
     if (status == cudaSuccess)
-      return;
+      return true;
     if (status != cudaErrorNotReady)
       check(status, "cudaStreamQuery");
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -212,9 +210,8 @@ extern "C" void cleave_rt_device_wait() {
                    where().c_str(), timeout);
       comm::abortJob(124);
     }
-    if (polls >= 64)
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+    return false;
+  });
 }
 
 extern "C" void cleave_rt_device_start() {
