@@ -12,6 +12,7 @@
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
+#include "cleave/Support/RuntimeNames.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -115,15 +116,6 @@ struct LowerCollectivesPass
         return i;
     groups.push_back(key);
     return groups.size() - 1;
-  }
-
-  /// The runtime function `name` (an ABI name of the CPU runtime, e.g.
-  /// cleave_rt_all_reduce_) for the target.
-  std::string forTarget(StringRef name) {
-    if (target != "cuda")
-      return name.str();
-    return CLEAVE_ABI_CUDA_PREFIX +
-           name.drop_front(StringRef(CLEAVE_ABI_PREFIX).size()).str();
   }
 
   /// Declares `name(i64, ptr-ish unranked, ..., i64...)` once.
@@ -240,7 +232,7 @@ struct LowerCollectivesPass
       args.push_back(constant(b, loc, groupId(a2a.getGridAxes())));
     }
     record(op, inType, outType);
-    func::FuncOp f = declare(forTarget(name), unranked, 2, args.size() - 2);
+    func::FuncOp f = declare(cleave::runtimeFunction(name, target), unranked, 2, args.size() - 2);
     auto call = func::CallOp::create(b, loc, f, args);
     call->setAttr("cleave.collective", b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
@@ -304,7 +296,9 @@ struct LowerCollectivesPass
       buffer = receiveBuffer(op, memType);
     // Not recorded: the plan reports transfers with the pipeline stages.
     func::FuncOp f = declare(
-        forTarget((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix), unranked,
+        cleave::runtimeFunction((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
+                                target),
+        unranked,
         1, 2);
     func::CallOp::create(b, loc, f,
                          ValueRange{memref::CastOp::create(b, loc, unranked, buffer),

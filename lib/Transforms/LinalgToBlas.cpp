@@ -11,6 +11,8 @@
 #include "cleave/Transforms/Passes.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Support/Dtype.h"
+#include "cleave/Support/RuntimeNames.h"
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Matchers.h"
@@ -136,19 +138,12 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       }
       args.push_back(arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(fill ? 0.0f : 1.0f)));
-      bool cuda = target == "cuda";
-      std::string name;
-      if (operands.isF32()) {
-        name = batched ? (cuda ? CLEAVE_ABI_CUDA_SGEMM_BATCHED
-                               : CLEAVE_ABI_SGEMM_BATCHED)
-                       : (cuda ? CLEAVE_ABI_CUDA_SGEMM : CLEAVE_ABI_SGEMM);
-      } else {
-        name = std::string(CLEAVE_ABI_GEMM) + (operands.isBF16() ? "bf16" : "f16") +
-               (batched ? "_batched" : "");
-        if (cuda)
-          name = CLEAVE_ABI_CUDA_PREFIX +
-                 name.substr(StringRef(CLEAVE_ABI_PREFIX).size());
-      }
+      std::string name =
+          operands.isF32() ? std::string(CLEAVE_ABI_SGEMM)
+                           : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
+      if (batched)
+        name += "_batched";
+      name = cleave::runtimeFunction(name, target);
       func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
       func::CallOp::create(b, loc, callee, args);
       op->erase();

@@ -52,17 +52,13 @@
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
 #define CLEAVE_ABI_SGEMM_BATCHED "cleave_rt_sgemm_batched"
-/* The same two on a CUDA device (cuBLASLt; the pointers are device memory;
- * in libcleave_rt_cuda). */
-#define CLEAVE_ABI_CUDA_SGEMM "cleave_rt_cuda_sgemm"
-#define CLEAVE_ABI_CUDA_SGEMM_BATCHED "cleave_rt_cuda_sgemm_batched"
-#define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
-#define CLEAVE_ABI_CUDA_SYNCHRONIZE "cleave_rt_cuda_synchronize"
 /* GEMMs on 16-bit operands with a float32 result (--precision): this name,
  * then the operands' dtype (bf16, f16), then "_batched" for the batched
- * form; on a CUDA device with CLEAVE_ABI_CUDA_PREFIX in place of
- * CLEAVE_ABI_PREFIX (cleave_rt_cuda_gemm_bf16). */
+ * form. */
 #define CLEAVE_ABI_GEMM "cleave_rt_gemm_"
+/* Only in libcleave_rt_cuda. */
+#define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
+#define CLEAVE_ABI_CUDA_SYNCHRONIZE "cleave_rt_cuda_synchronize"
 /* Collectives take a suffix naming the element type (see below). */
 #define CLEAVE_ABI_ALL_REDUCE "cleave_rt_all_reduce_"
 #define CLEAVE_ABI_ALL_GATHER "cleave_rt_all_gather_"
@@ -71,9 +67,10 @@
 #define CLEAVE_ABI_SEND "cleave_rt_send_"
 #define CLEAVE_ABI_RECV "cleave_rt_recv_"
 #define CLEAVE_ABI_GRID_INDEX "cleave_rt_grid_index"
-/* The collectives of a CUDA program (device buffers, the process's stream;
- * in libcleave_rt_cuda): the names above with this prefix in place of
- * "cleave_rt_", e.g. cleave_rt_cuda_all_reduce_f32. */
+/* A CUDA program's GEMMs and collectives (device buffers, the process's
+ * stream; in libcleave_rt_cuda): the names above with the CUDA prefix in
+ * place of the CPU one, e.g. cleave_rt_cuda_sgemm,
+ * cleave_rt_cuda_gemm_bf16_batched, cleave_rt_cuda_all_reduce_f32. */
 #define CLEAVE_ABI_PREFIX "cleave_rt_"
 #define CLEAVE_ABI_CUDA_PREFIX "cleave_rt_cuda_"
 
