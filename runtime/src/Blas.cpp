@@ -20,9 +20,7 @@ using namespace cleave::rt;
 namespace {
 
 /// One row-major GEMM, C = A * B + beta * C, operands at element offsets.
-void sgemm(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
-           int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,
-           int64_t offsetC, int64_t ldc, float beta) {
+void sgemm(CLEAVE_ABI_GEMM_PARAMS) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
               reinterpret_cast<const float *>(a) + offsetA, lda,
               reinterpret_cast<const float *>(b) + offsetB, ldb, beta,
@@ -43,38 +41,23 @@ std::vector<float> widen(intptr_t base, int64_t offset, int64_t rows,
 
 /// The same with 16-bit A and B, widened to float32 first.
 template <float (*Widen)(uint16_t)>
-void gemm16(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
-            int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,
-            int64_t offsetC, int64_t ldc, float beta) {
+void gemm16(CLEAVE_ABI_GEMM_PARAMS) {
   std::vector<float> wa = widen<Widen>(a, offsetA, m, k, lda);
   std::vector<float> wb = widen<Widen>(b, offsetB, k, n, ldb);
   sgemm(m, n, k, reinterpret_cast<intptr_t>(wa.data()), 0, k,
         reinterpret_cast<intptr_t>(wb.data()), 0, n, c, offsetC, ldc, beta);
 }
 
+/// The batched form over one of the above.
+template <void (*One)(CLEAVE_ABI_GEMM_PARAMS)>
+void batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {
+  for (int64_t i = 0; i < batch; ++i)
+    One(m, n, k, a, offsetA + i * batchStrideA, lda, b,
+        offsetB + i * batchStrideB, ldb, c, offsetC + i * batchStrideC, ldc, beta);
+}
+
 } // namespace
 
-/// cleave_rt_<name> and cleave_rt_<name>_batched (Abi.h) on `one`.
-#define CLEAVE_RT_DEFINE_GEMMS(name, one)                                       \
-  extern "C" void cleave_rt_##name(int64_t m, int64_t n, int64_t k,             \
-                                   intptr_t a, int64_t offsetA, int64_t lda,    \
-                                   intptr_t b, int64_t offsetB, int64_t ldb,    \
-                                   intptr_t c, int64_t offsetC, int64_t ldc,    \
-                                   float beta) {                                \
-    one(m, n, k, a, offsetA, lda, b, offsetB, ldb, c, offsetC, ldc, beta);      \
-  }                                                                             \
-  extern "C" void cleave_rt_##name##_batched(                                   \
-      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,               \
-      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,           \
-      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,           \
-      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta) {         \
-    for (int64_t i = 0; i < batch; ++i)                                         \
-      one(m, n, k, a, offsetA + i * batchStrideA, lda, b,                       \
-          offsetB + i * batchStrideB, ldb, c, offsetC + i * batchStrideC, ldc,  \
-          beta);                                                                \
-  }
-
-CLEAVE_RT_DEFINE_GEMMS(sgemm, sgemm)
-CLEAVE_RT_DEFINE_GEMMS(gemm_bf16, gemm16<bf16ToFloat>)
-CLEAVE_RT_DEFINE_GEMMS(gemm_f16, gemm16<halfToFloat>)
-#undef CLEAVE_RT_DEFINE_GEMMS
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_sgemm, batched<sgemm>)
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_gemm_bf16, batched<gemm16<bf16ToFloat>>)
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_gemm_f16, batched<gemm16<halfToFloat>>)

@@ -179,14 +179,14 @@ Gemm &cuda::processGemm() {
 
 namespace {
 
-/// One GEMM entry point: A and B of `inType` (with element offsets), C
-/// float32.
-void gemmEntry(GemmType inType, const Gemm::Shape &shape, intptr_t a,
-               int64_t offsetA, intptr_t b, int64_t offsetB, intptr_t c,
-               int64_t offsetC, float beta) {
-  size_t bytes = elementBytes(inType);
+/// The GEMM entry points (Abi.h) for A and B of `InType`: one cuBLASLt call,
+/// strided and batched.
+template <GemmType InType> void gemmEntry(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {
+  size_t bytes = elementBytes(InType);
   orExit([&] {
-    processGemm().run(inType, GemmType::F32, shape,
+    processGemm().run(InType, GemmType::F32,
+                      {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
+                       batchStrideC},
                       reinterpret_cast<const char *>(a) + offsetA * bytes,
                       reinterpret_cast<const char *>(b) + offsetB * bytes,
                       reinterpret_cast<float *>(c) + offsetC, beta);
@@ -195,31 +195,9 @@ void gemmEntry(GemmType inType, const Gemm::Shape &shape, intptr_t a,
 
 } // namespace
 
-/// cleave_rt_cuda_<name> and cleave_rt_cuda_<name>_batched (Abi.h) for A
-/// and B of `inType`.
-#define CLEAVE_RT_DEFINE_CUDA_GEMMS(name, inType)                              \
-  extern "C" void cleave_rt_cuda_##name(                                       \
-      int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,            \
-      int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c,       \
-      int64_t offsetC, int64_t ldc, float beta) {                              \
-    gemmEntry(inType, {m, n, k, lda, ldb, ldc, 1, 0, 0, 0}, a, offsetA, b,     \
-              offsetB, c, offsetC, beta);                                      \
-  }                                                                            \
-  extern "C" void cleave_rt_cuda_##name##_batched(                             \
-      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,              \
-      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,          \
-      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,          \
-      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta) {        \
-    gemmEntry(inType,                                                          \
-              {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,      \
-               batchStrideC},                                                  \
-              a, offsetA, b, offsetB, c, offsetC, beta);                       \
-  }
-
-CLEAVE_RT_DEFINE_CUDA_GEMMS(sgemm, GemmType::F32)
-CLEAVE_RT_DEFINE_CUDA_GEMMS(gemm_bf16, GemmType::BF16)
-CLEAVE_RT_DEFINE_CUDA_GEMMS(gemm_f16, GemmType::F16)
-#undef CLEAVE_RT_DEFINE_CUDA_GEMMS
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_sgemm, gemmEntry<GemmType::F32>)
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_gemm_bf16, gemmEntry<GemmType::BF16>)
+CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_gemm_f16, gemmEntry<GemmType::F16>)
 
 void cuda::freeBuffer(void *p) {
   cudaPointerAttributes attributes;

@@ -87,52 +87,50 @@ extern "C" {
 extern const char cleave_model_desc[];
 void cleave_model_run(void **buffers);
 
-/* C[m x n] = A[m x k] * B[k x n] + beta * C, float32, row-major. Each operand
- * is an aligned base pointer (passed as an integer), an element offset and a
- * leading dimension (row stride in elements). */
-void cleave_rt_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,
-                     int64_t lda, intptr_t b, int64_t offsetB, int64_t ldb,
-                     intptr_t c, int64_t offsetC, int64_t ldc, float beta);
-
-/* `batch` independent sgemms; operand i of batch j starts at
- * offset + j * batchStride. */
-void cleave_rt_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k,
-                             intptr_t a, int64_t offsetA, int64_t batchStrideA,
-                             int64_t lda, intptr_t b, int64_t offsetB,
-                             int64_t batchStrideB, int64_t ldb, intptr_t c,
-                             int64_t offsetC, int64_t batchStrideC, int64_t ldc,
-                             float beta);
-
-/* cleave_rt_sgemm and cleave_rt_sgemm_batched with the same arguments, on
- * device memory through cuBLASLt (float32; TF32 not enabled). */
-void cleave_rt_cuda_sgemm(int64_t m, int64_t n, int64_t k, intptr_t a,
-                          int64_t offsetA, int64_t lda, intptr_t b,
-                          int64_t offsetB, int64_t ldb, intptr_t c,
-                          int64_t offsetC, int64_t ldc, float beta);
-void cleave_rt_cuda_sgemm_batched(int64_t batch, int64_t m, int64_t n,
-                                  int64_t k, intptr_t a, int64_t offsetA,
-                                  int64_t batchStrideA, int64_t lda, intptr_t b,
-                                  int64_t offsetB, int64_t batchStrideB,
-                                  int64_t ldb, intptr_t c, int64_t offsetC,
-                                  int64_t batchStrideC, int64_t ldc, float beta);
-
-/* The same with A and B of 16-bit floats (bfloat16 or float16, the name's
- * suffix) and C float32: products accumulate in float32. */
-#define CLEAVE_ABI_DECLARE_GEMMS(prefix, dtype)                                 \
-  void prefix##gemm_##dtype(int64_t m, int64_t n, int64_t k, intptr_t a,       \
-                            int64_t offsetA, int64_t lda, intptr_t b,          \
-                            int64_t offsetB, int64_t ldb, intptr_t c,          \
-                            int64_t offsetC, int64_t ldc, float beta);         \
-  void prefix##gemm_##dtype##_batched(                                         \
-      int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,              \
-      int64_t offsetA, int64_t batchStrideA, int64_t lda, intptr_t b,          \
-      int64_t offsetB, int64_t batchStrideB, int64_t ldb, intptr_t c,          \
-      int64_t offsetC, int64_t batchStrideC, int64_t ldc, float beta);
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_, bf16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_, f16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, bf16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_, f16)
+/* GEMMs: C[m x n] = A[m x k] * B[k x n] + beta * C, row-major, C float32.
+ * Each operand is an aligned base pointer (passed as an integer), an element
+ * offset and a leading dimension (row stride in elements). The batched form
+ * makes `batch` independent GEMMs; operand i of batch j starts at
+ * offset + j * batchStride.
+ *
+ *   cleave_rt_sgemm[_batched]         A and B float32 (OpenBLAS)
+ *   cleave_rt_gemm_<bf16|f16>[_batched]
+ *                                     A and B 16-bit, products accumulated
+ *                                     in float32 (--precision; widened onto
+ *                                     OpenBLAS, for numerics only)
+ *   cleave_rt_cuda_...                the same on device memory through
+ *                                     cuBLASLt (float32: TF32 not enabled) */
+#define CLEAVE_ABI_GEMM_PARAMS                                                  \
+  int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA, int64_t lda,   \
+      intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c, int64_t offsetC,   \
+      int64_t ldc, float beta
+#define CLEAVE_ABI_BATCHED_GEMM_PARAMS                                          \
+  int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA, \
+      int64_t batchStrideA, int64_t lda, intptr_t b, int64_t offsetB,          \
+      int64_t batchStrideB, int64_t ldb, intptr_t c, int64_t offsetC,          \
+      int64_t batchStrideC, int64_t ldc, float beta
+#define CLEAVE_ABI_DECLARE_GEMMS(name)                                          \
+  void name(CLEAVE_ABI_GEMM_PARAMS);                                           \
+  void name##_batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS);
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_sgemm)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_gemm_bf16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_gemm_f16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_sgemm)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_gemm_bf16)
+CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_gemm_f16)
 #undef CLEAVE_ABI_DECLARE_GEMMS
+
+/* For the runtime: defines `name` and `name`_batched on `run`, which takes
+ * the batched form's arguments (batch 1 and strides 0 for the plain one). */
+#define CLEAVE_ABI_DEFINE_GEMMS(name, run)                                      \
+  void name(CLEAVE_ABI_GEMM_PARAMS) {                                          \
+    run(1, m, n, k, a, offsetA, 0, lda, b, offsetB, 0, ldb, c, offsetC, 0, ldc, \
+        beta);                                                                 \
+  }                                                                            \
+  void name##_batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {                        \
+    run(batch, m, n, k, a, offsetA, batchStrideA, lda, b, offsetB,             \
+        batchStrideB, ldb, c, offsetC, batchStrideC, ldc, beta);               \
+  }
 
 /* Frees a buffer the program allocated on the device (gpu.alloc), managed
  * or device memory, in stream order. */
