@@ -214,7 +214,12 @@ def check(kit, out):
         verdicts = []
         ok = True
         for output in case["outputs"]:
-            actual = np.load(os.path.join(result_dir, output))
+            written = os.path.join(result_dir, output)
+            if not os.path.exists(written):
+                verdicts.append(f"the program wrote no {output}")
+                ok = False
+                continue
+            actual = np.load(written)
             float32 = np.load(os.path.join(root, "float32", output))
             cpu = np.load(os.path.join(root, "cpu", output))
             if case["precision"]:
