@@ -41,3 +41,36 @@ func.func @linear_relu(%x: tensor<4x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf3
   } -> tensor<4x4xf32>
   return %r : tensor<4x4xf32>
 }
+
+// Tests that a bias add whose result is split into heads (expand_shape) and
+// transposed is expanded through the reshape and fused into the transpose:
+// one generic reads the GEMM result and the bias and writes the heads.
+// CHECK-LABEL: func.func @bias_then_heads
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK: arith.addf
+// CHECK-NOT: linalg.generic
+#id3 = affine_map<(d0, d1) -> (d0, d1)>
+#bias3 = affine_map<(d0, d1) -> (d1)>
+#in4 = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+#out4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @bias_then_heads(%x: tensor<16x8xf32>, %w: tensor<8x32xf32>, %b: tensor<32xf32>) -> tensor<4x16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<16x8xf32>, tensor<8x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %a = linalg.generic {indexing_maps = [#id3, #bias3, #id3], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<16x32xf32>, tensor<32xf32>) outs(%e : tensor<16x32xf32>) {
+    ^bb0(%in: f32, %bias: f32, %out: f32):
+      %v = arith.addf %in, %bias : f32
+      linalg.yield %v : f32
+  } -> tensor<16x32xf32>
+  %h = tensor.expand_shape %a [[0], [1, 2]] output_shape [16, 4, 8] : tensor<16x32xf32> into tensor<16x4x8xf32>
+  %te = tensor.empty() : tensor<4x16x8xf32>
+  %t = linalg.generic {indexing_maps = [#in4, #out4], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h : tensor<16x4x8xf32>) outs(%te : tensor<4x16x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+  } -> tensor<4x16x8xf32>
+  return %t : tensor<4x16x8xf32>
+}
