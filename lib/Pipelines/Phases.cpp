@@ -99,8 +99,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
       // plus libdevice, which Debian's MLIR cannot find by itself) and
       // ptxas to one cubin per kernel; host code to LLVM.
       return llvm::formatv(
-                 "func.func(cleave-copies-to-linalg, "
-                 "cleave-linalg-to-blas{{target=cuda}, cleave-approximate-math, "
+                 "func.func(cleave-copies-to-linalg), "
+                 "cleave-linalg-to-blas{{target=cuda}, "
+                 "func.func(cleave-approximate-math, "
                  "linalg-generalize-named-ops, cleave-map-to-gpu, "
                  "cleave-allocs-to-gpu, canonicalize, cse), "
                  "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
@@ -113,9 +114,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "reconcile-unrealized-casts, gpu-module-to-binary{{format=bin}",
                  options.gpuArch, options.libdevice)
           .str();
-    return std::string("func.func(cleave-copies-to-linalg, ") +
+    return std::string("func.func(cleave-copies-to-linalg), ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
-           "cleave-approximate-math, "
+           "func.func(cleave-approximate-math, "
            "convert-linalg-to-parallel-loops, cleave-parallelize-outer-loops), "
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "

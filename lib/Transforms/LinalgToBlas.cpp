@@ -4,7 +4,8 @@
 // operands have contiguous rows by calls into the runtime: float32 ones by
 // cleave_rt_sgemm[_batched], those on 16-bit operands with a float32 result
 // (--precision) by cleave_rt_gemm_<bf16|f16>[_batched]. A zero fill of the
-// result right before the GEMM is folded into the call as beta = 0.
+// result earlier in the block, with nothing between touching the buffer, is
+// folded into the call as beta = 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVELINALGTOBLAS
@@ -67,14 +69,41 @@ func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
   return f;
 }
 
-/// The zero fill of `op`'s output by the op right before it, if any: the GEMM
-/// can then overwrite (beta = 0) and the fill can go.
+/// Every view of the buffer `v` views, and the buffer itself.
+SmallVector<Value> aliases(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  SmallVector<Value> all{v};
+  for (size_t i = 0; i < all.size(); ++i)
+    for (Operation *user : all[i].getUsers())
+      if (auto view = dyn_cast<ViewLikeOpInterface>(user))
+        if (view.getViewSource() == all[i])
+          all.push_back(view->getResult(0));
+  return all;
+}
+
+/// The zero fill of `op`'s output earlier in its block, when nothing between
+/// them touches that buffer: the GEMM can overwrite (beta = 0) and the fill
+/// can go.
 linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
-  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
-  if (!fill || fill.getOutputs()[0] != op.getDpsInitsMutable()[0].get())
+  Value c = op.getDpsInits()[0];
+  Block *block = op->getBlock();
+  linalg::FillOp fill;
+  for (Operation *user : c.getUsers())
+    if (auto f = dyn_cast<linalg::FillOp>(user))
+      if (f.getOutputs()[0] == c && f->getBlock() == block &&
+          f->isBeforeInBlock(op) && (!fill || fill->isBeforeInBlock(f)))
+        fill = f;
+  if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
     return nullptr;
-  if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
-    return nullptr;
+  for (Value alias : aliases(c))
+    for (Operation *user : alias.getUsers()) {
+      Operation *here = block->findAncestorOpInBlock(*user);
+      if (user == fill || user == op || isa<ViewLikeOpInterface>(user) || !here)
+        continue;
+      if (fill->isBeforeInBlock(here) && here->isBeforeInBlock(op))
+        return nullptr;
+    }
   return fill;
 }
 
@@ -88,10 +117,11 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
           << target << "'";
       return signalPassFailure();
     }
-    func::FuncOp func = getOperation();
-    auto module = func->getParentOfType<ModuleOp>();
+    // A module pass: it declares the runtime functions it calls, which
+    // function passes running side by side must not do.
+    ModuleOp module = getOperation();
     SmallVector<linalg::LinalgOp> gemms;
-    func.walk([&](linalg::LinalgOp op) {
+    module.walk([&](linalg::LinalgOp op) {
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) &&
           op.hasPureBufferSemantics())
         gemms.push_back(op);

@@ -333,7 +333,7 @@ def CleaveParallelizeOuterLoops
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
-def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::func::FuncOp"> {
+def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
   let summary = "Call the runtime's BLAS GEMMs for float32 matmuls on memrefs";
   let description = [{
     Replaces `linalg.matmul` and `linalg.batch_matmul` on float32 memrefs whose
