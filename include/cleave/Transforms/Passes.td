@@ -353,6 +353,53 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def CleaveMapRowsToGpu
+    : Pass<"cleave-map-rows-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "A chain of row-wise generics around a row reduction becomes "
+                "one GPU kernel of a block per row";
+  let description = [{
+    For the CUDA target, before `cleave-map-to-gpu`. Layer norm, RMS norm and
+    softmax reach the GPU as chains of generics over the same rows: a fill,
+    a row reduction, a per-row scalar op, a broadcast elementwise op, another
+    reduction, and so on; one kernel each costs a launch and a trip through
+    memory per step. This pass finds each such chain and makes it one
+    `gpu.launch` with one block per row.
+
+    A chain grows from a reduction with a recognised combiner (as in
+    `cleave-map-to-gpu`) whose parallel loops come first; its rows are those
+    loops. It takes in the adjacent generics before and after it (only
+    allocations, views, constants and deallocations may lie between) whose
+    first loops are the same rows, as long as every value one member writes
+    and a later member reads stays in its row: members write row-locally
+    (the output's first indices are the rows, through expand/collapse views
+    that keep them), read what the chain wrote row-locally, and write
+    nothing an earlier member read from another row.
+
+    In the kernel the members run in order, a `gpu.barrier` apart: an
+    elementwise member's threads stride over the row; a reduction's threads
+    stride over it, combine with `gpu.all_reduce`, and thread 0 stores the
+    row's value. Intermediate values keep their buffers.
+
+    Before (layer norm's statistics):
+    ```mlir
+    linalg.generic {... ["parallel", "parallel", "reduction"]}
+        ins(%x : memref<4x16x768xf32>) outs(%sum : memref<4x16xf32>)
+    linalg.generic {... ["parallel", "parallel", "parallel"]}
+        ins(%x, %sum ...) outs(%centred : memref<4x16x768xf32>)
+    ```
+    After: one `gpu.launch` of 64 blocks; each strides over its row, then
+    `gpu.all_reduce add`, `gpu.barrier`, then the centred row.
+  }];
+  let options = [
+    Option<"threads", "threads", "unsigned", /*default=*/"256",
+           "Most threads per block (fewer for short rows)">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Each linalg.generic on memrefs becomes one GPU kernel launch";
   let description = [{

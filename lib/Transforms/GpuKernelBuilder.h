@@ -1,0 +1,101 @@
+//===- GpuKernelBuilder.h - Building GPU kernels from linalg.generic -------===//
+//
+// The pieces cleave-map-to-gpu and cleave-map-rows-to-gpu share when they
+// turn a linalg.generic on memrefs into the body of a gpu.launch: indices of
+// a point, loads of the operands through their indexing maps, the generic's
+// body cloned at that point, stores of what it yields, and the recognised
+// reduction combiners that a block can share through gpu.all_reduce.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_TRANSFORMS_GPUKERNELBUILDER_H
+#define CLEAVE_LIB_TRANSFORMS_GPUKERNELBUILDER_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+
+namespace cleave::gpu_kernel {
+
+/// An index constant.
+mlir::Value index(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
+
+/// The indices of `linear` in a row-major space of `sizes`.
+llvm::SmallVector<mlir::Value> delinearize(mlir::OpBuilder &b,
+                                           mlir::Location loc,
+                                           mlir::Value linear,
+                                           llvm::ArrayRef<int64_t> sizes);
+
+/// The memref indices an operand with indexing map `map` reads at loop
+/// point `point`.
+llvm::SmallVector<mlir::Value> operandIndices(mlir::OpBuilder &b,
+                                              mlir::Location loc,
+                                              mlir::AffineMap map,
+                                              llvm::ArrayRef<mlir::Value> point);
+
+/// A reduction a block can share: the body yields `combiner(out, x)` and
+/// reads the output nowhere else.
+struct Combiner {
+  mlir::Operation *op = nullptr;
+  mlir::Value partial; // x, computed from the inputs
+  mlir::gpu::AllReduceOperation kind;
+};
+
+/// The combiner of a one-output reduction whose body combines by addf,
+/// maximumf, minimumf, maxnumf or minnumf on floats, if it has one.
+std::optional<Combiner> findCombiner(mlir::linalg::GenericOp op);
+
+/// The value `kind` leaves unchanged, of float type `type`.
+mlir::Value identity(mlir::OpBuilder &b, mlir::Location loc,
+                     mlir::gpu::AllReduceOperation kind, mlir::FloatType type);
+
+/// `c`'s combiner applied to `acc` and `x`.
+mlir::Value combine(mlir::OpBuilder &b, const Combiner &c, mlir::Value acc,
+                    mlir::Value x);
+
+/// Loads the operands `op`'s body reads at `point`, clones the body (all of
+/// it, or up to `stopAt`, a combiner, whose `partial` value is returned), and
+/// returns what it yields. `outs` replaces the outputs' loaded values when
+/// given (a reduction's running values).
+llvm::SmallVector<mlir::Value> emitBody(mlir::OpBuilder &b, mlir::Location loc,
+                                        mlir::linalg::GenericOp op,
+                                        llvm::ArrayRef<mlir::Value> point,
+                                        mlir::Operation *stopAt,
+                                        mlir::Value partial,
+                                        mlir::ValueRange outs = {});
+
+/// The combination by `c` of `op`'s partial values over `count` reduced
+/// points, across the block: each thread folds the points from `thread` on,
+/// `threads` apart (`pointAt` gives reduced point r's loop point), then the
+/// block combines with gpu.all_reduce. Every thread gets the total.
+mlir::Value reduceAcrossBlock(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::linalg::GenericOp op,
+    const Combiner &c, mlir::Value thread, int64_t threads, int64_t count,
+    llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::OpBuilder &,
+                                                      mlir::Value r)>
+        pointAt);
+
+/// Thread 0 combines `total` with `op`'s output at `point` and stores it.
+void storeCombined(mlir::OpBuilder &b, mlir::Location loc,
+                   mlir::linalg::GenericOp op, const Combiner &c,
+                   mlir::Value thread, llvm::ArrayRef<mlir::Value> point,
+                   mlir::Value total);
+
+/// Stores `values` into `op`'s outputs at `point`.
+void storeOutputs(mlir::OpBuilder &b, mlir::Location loc,
+                  mlir::linalg::GenericOp op, llvm::ArrayRef<mlir::Value> point,
+                  mlir::ValueRange values);
+
+/// A one-dimensional launch of `blocks` x `threads` at `b`'s insertion
+/// point; `build` fills its body, given the block and thread ids.
+mlir::gpu::LaunchOp launch(mlir::OpBuilder &b, mlir::Location loc, int64_t blocks,
+            int64_t threads,
+            llvm::function_ref<void(mlir::OpBuilder &, mlir::Value block,
+                                    mlir::Value thread)>
+                build);
+
+} // namespace cleave::gpu_kernel
+
+#endif // CLEAVE_LIB_TRANSFORMS_GPUKERNELBUILDER_H

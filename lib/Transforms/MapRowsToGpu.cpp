@@ -1,0 +1,304 @@
+//===- MapRowsToGpu.cpp - Row-wise chains as one GPU kernel ---------------===//
+//
+// See Passes.td. Finds chains of generics over the same rows that contain a
+// row reduction (layer norm, RMS norm, softmax) and makes each one gpu.launch
+// of a block per row, the members a barrier apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "GpuKernelBuilder.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEMAPROWSTOGPU
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave::gpu_kernel;
+
+namespace {
+
+/// Whether the first `rows.size()` dims of `type` are `rows`.
+bool startsWithRows(MemRefType type, ArrayRef<int64_t> rows) {
+  return type.getRank() >= static_cast<int64_t>(rows.size()) &&
+         type.getShape().take_front(rows.size()) == rows;
+}
+
+/// Whether a reshape with `groups` (indexed on its lower-rank side) between
+/// `a` and `b` keeps index i of the first rows.size() dims index i: both
+/// start with the rows, and group i starts at dim i (so any other dims in
+/// it have size 1).
+bool reshapeKeepsRows(ArrayRef<ReassociationIndices> groups, MemRefType a,
+                      MemRefType b, ArrayRef<int64_t> rows) {
+  if (!startsWithRows(a, rows) || !startsWithRows(b, rows) ||
+      groups.size() < rows.size())
+    return false;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (groups[i].front() != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+/// The buffer a memref view reads (through every view-like op), and whether
+/// each view on the way keeps the rows in place.
+struct Traced {
+  Value root;
+  bool keepsRows = true;
+};
+
+Traced trace(Value v, ArrayRef<int64_t> rows) {
+  Traced t{v, true};
+  while (Operation *def = t.root.getDefiningOp()) {
+    if (auto e = dyn_cast<memref::ExpandShapeOp>(def))
+      t.keepsRows &= reshapeKeepsRows(e.getReassociationIndices(),
+                                      e.getSrcType(), e.getResultType(), rows);
+    else if (auto c = dyn_cast<memref::CollapseShapeOp>(def))
+      t.keepsRows &= reshapeKeepsRows(c.getReassociationIndices(),
+                                      c.getSrcType(), c.getResultType(), rows);
+    else if (isa<ViewLikeOpInterface>(def))
+      t.keepsRows = false;
+    else
+      break;
+    t.root = cast<ViewLikeOpInterface>(def).getViewSource();
+  }
+  return t;
+}
+
+/// Whether `map` reads in the row of its point: its first results are the
+/// row loops, in order, and no other result uses them.
+bool rowLocal(AffineMap map, size_t rank) {
+  if (map.getNumResults() < rank)
+    return false;
+  for (size_t i = 0; i < rank; ++i)
+    if (map.getResult(i) != getAffineDimExpr(i, map.getContext()))
+      return false;
+  for (size_t i = rank; i < map.getNumResults(); ++i)
+    for (size_t d = 0; d < rank; ++d)
+      if (map.getResult(i).isFunctionOfDim(d))
+        return false;
+  return true;
+}
+
+/// A generic that may join a chain over `rows`: static, on buffers, its
+/// first loops parallel over `rows`, its outputs written in their rows, and
+/// either all parallel or a recognised reduction whose other parallel loops
+/// have one point (one value per row).
+bool fitsRows(linalg::GenericOp op, ArrayRef<int64_t> rows) {
+  if (!op.hasPureBufferSemantics() || op->getParentOfType<gpu::LaunchOp>())
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (ranges.size() < rows.size() ||
+      llvm::any_of(ranges, ShapedType::isDynamic) ||
+      ArrayRef(ranges).take_front(rows.size()) != rows)
+    return false;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  bool reduces = false;
+  for (auto [d, it] : llvm::enumerate(iterators)) {
+    bool parallel = it == utils::IteratorType::parallel;
+    if (d < rows.size() && !parallel)
+      return false;
+    reduces |= !parallel;
+  }
+  if (reduces) {
+    if (!findCombiner(op))
+      return false;
+    for (size_t d = rows.size(); d < ranges.size(); ++d)
+      if (iterators[d] == utils::IteratorType::parallel && ranges[d] != 1)
+        return false;
+  }
+  for (OpOperand &out : op.getDpsInitsMutable())
+    if (!rowLocal(op.getMatchingIndexingMap(&out), rows.size()))
+      return false;
+  return true;
+}
+
+/// The rows of a reduction that can seed a chain: its leading parallel
+/// loops, when all the others reduce.
+std::optional<SmallVector<int64_t>> seedRows(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || !findCombiner(op))
+    return std::nullopt;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  size_t r = 0;
+  while (r < iterators.size() && iterators[r] == utils::IteratorType::parallel)
+    ++r;
+  if (r == 0 || r == iterators.size())
+    return std::nullopt;
+  SmallVector<int64_t> rows(ranges.begin(), ranges.begin() + r);
+  if (!fitsRows(op, rows))
+    return std::nullopt;
+  return rows;
+}
+
+/// Whether `members`, in order, keep every value one writes and a later one
+/// reads within its row (see Passes.td).
+bool rowSafe(ArrayRef<linalg::GenericOp> members, ArrayRef<int64_t> rows) {
+  DenseSet<Value> written, readAcrossRows;
+  for (linalg::GenericOp op : members) {
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      if (!isa<MemRefType>(in->get().getType()))
+        continue;
+      Traced t = trace(in->get(), rows);
+      if (t.keepsRows && rowLocal(op.getMatchingIndexingMap(in), rows.size()))
+        continue;
+      if (written.contains(t.root))
+        return false;
+      readAcrossRows.insert(t.root);
+    }
+    for (OpOperand &out : op.getDpsInitsMutable()) {
+      Traced t = trace(out.get(), rows);
+      if (!t.keepsRows || readAcrossRows.contains(t.root))
+        return false;
+      written.insert(t.root);
+    }
+  }
+  return true;
+}
+
+/// Ops a chain may step over: they touch no buffer's contents.
+bool transparent(Operation *op) {
+  return isa<memref::AllocOp, memref::DeallocOp>(op) || isMemoryEffectFree(op);
+}
+
+/// The next (or previous) op after `op` in its block that is not
+/// transparent, or null.
+Operation *neighbour(Operation *op, bool forward) {
+  for (op = forward ? op->getNextNode() : op->getPrevNode(); op;
+       op = forward ? op->getNextNode() : op->getPrevNode())
+    if (!transparent(op))
+      return op;
+  return nullptr;
+}
+
+struct Chain {
+  SmallVector<linalg::GenericOp> members;
+  SmallVector<int64_t> rows;
+};
+
+struct MapRowsToGpuPass
+    : cleave::impl::CleaveMapRowsToGpuBase<MapRowsToGpuPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    DenseSet<Operation *> taken;
+    SmallVector<Chain> chains;
+    getOperation().walk([&](linalg::GenericOp seed) {
+      if (taken.contains(seed))
+        return;
+      std::optional<SmallVector<int64_t>> rows = seedRows(seed);
+      if (!rows)
+        return;
+      Chain chain{{seed}, *rows};
+      grow(chain, taken, /*forward=*/true);
+      grow(chain, taken, /*forward=*/false);
+      if (chain.members.size() < 2)
+        return; // cleave-map-to-gpu does as well
+      for (linalg::GenericOp op : chain.members)
+        taken.insert(op);
+      chains.push_back(std::move(chain));
+    });
+    for (Chain &chain : chains)
+      lower(chain);
+  }
+
+  /// Takes in the neighbouring generics one way while the chain stays safe.
+  void grow(Chain &chain, const DenseSet<Operation *> &taken, bool forward) {
+    while (true) {
+      Operation *end = forward ? chain.members.back() : chain.members.front();
+      auto next = dyn_cast_or_null<linalg::GenericOp>(neighbour(end, forward));
+      if (!next || taken.contains(next) || !fitsRows(next, chain.rows))
+        return;
+      SmallVector<linalg::GenericOp> grown = chain.members;
+      if (forward)
+        grown.push_back(next);
+      else
+        grown.insert(grown.begin(), next);
+      if (!rowSafe(grown, chain.rows))
+        return;
+      chain.members = std::move(grown);
+    }
+  }
+
+  /// One launch at the last member, a block per row; deallocations between
+  /// the members move after it.
+  void lower(Chain &chain) {
+    linalg::GenericOp last = chain.members.back();
+    Location loc = last.getLoc();
+    size_t r = chain.rows.size();
+    int64_t rowCount = 1, widest = 1;
+    for (int64_t s : chain.rows)
+      rowCount *= s;
+    for (linalg::GenericOp op : chain.members) {
+      int64_t points = 1;
+      for (int64_t s : ArrayRef(op.getStaticLoopRanges()).drop_front(r))
+        points *= s;
+      widest = std::max(widest, points);
+    }
+    int64_t t = std::min<int64_t>(threads, (widest + 31) / 32 * 32);
+
+    OpBuilder b(last);
+    gpu::LaunchOp kernel = launch(b, loc, rowCount, t, [&](OpBuilder &ib, Value block, Value thread) {
+      SmallVector<Value> row = delinearize(ib, loc, block, chain.rows);
+      for (auto [k, op] : llvm::enumerate(chain.members)) {
+        if (k > 0)
+          gpu::BarrierOp::create(ib, loc);
+        emitMember(ib, loc, op, row, thread, t);
+      }
+    });
+
+    Operation *first = chain.members.front();
+    SmallVector<memref::DeallocOp> deallocs;
+    for (Operation *op = first; op != last; op = op->getNextNode())
+      if (auto d = dyn_cast<memref::DeallocOp>(op))
+        deallocs.push_back(d);
+    for (linalg::GenericOp op : chain.members)
+      op->erase();
+    for (memref::DeallocOp d : llvm::reverse(deallocs))
+      d->moveAfter(kernel);
+  }
+
+  /// One member inside the row's block: its threads stride over the row's
+  /// points (an elementwise member) or reduce them (a reduction).
+  void emitMember(OpBuilder &b, Location loc, linalg::GenericOp op,
+                  ArrayRef<Value> row, Value thread, int64_t t) {
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<int64_t> inner(ranges.begin() + row.size(), ranges.end());
+    int64_t points = 1;
+    for (int64_t s : inner)
+      points *= s;
+    auto pointAt = [&](OpBuilder &lb, Value linear) {
+      SmallVector<Value> point(row.begin(), row.end());
+      llvm::append_range(point, delinearize(lb, loc, linear, inner));
+      return point;
+    };
+    std::optional<Combiner> c = findCombiner(op);
+    if (!c || llvm::all_of(iterators, [](utils::IteratorType it) {
+          return it == utils::IteratorType::parallel;
+        })) {
+      scf::ForOp::create(b, loc, thread, index(b, loc, points), index(b, loc, t),
+                         ValueRange{},
+                         [&](OpBuilder &lb, Location loc, Value i, ValueRange) {
+                           SmallVector<Value> point = pointAt(lb, i);
+                           storeOutputs(lb, loc, op, point,
+                                        emitBody(lb, loc, op, point, nullptr,
+                                                 Value()));
+                           scf::YieldOp::create(lb, loc);
+                         });
+      return;
+    }
+    // The other parallel loops have one point, so the row's reduced points
+    // are its points, in the same order.
+    Value total = reduceAcrossBlock(b, loc, op, *c, thread, t, points, pointAt);
+    SmallVector<Value> start(row.begin(), row.end());
+    start.append(inner.size(), index(b, loc, 0));
+    storeCombined(b, loc, op, *c, thread, start, total);
+  }
+};
+
+} // namespace

@@ -1,0 +1,123 @@
+// RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu | FileCheck %s
+
+// Tests that a row reduction and the row-wise ops around it (its fill
+// before, the centring after, which reads the sums through a view that
+// keeps the rows) become one launch of a block per row (4 x 16 = 64), with
+// threads for the 32-point rows, a gpu.all_reduce, a gpu.barrier between
+// members, and the deallocation that lay between members after the launch.
+// CHECK-LABEL: func.func @centre_rows
+// CHECK: %[[SUM:.*]] = memref.alloc() : memref<4x16xf32>
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c64{{.*}}) threads(%[[T:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c32
+// CHECK: memref.store %{{.*}}, %[[SUM]]
+// CHECK: gpu.barrier
+// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[T]] to %{{.*}} step %{{.*}} iter_args
+// CHECK: %[[ALL:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK: arith.cmpi eq, %[[T]]
+// CHECK: memref.store %{{.*}}, %[[SUM]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %[[T]] to
+// CHECK: arith.subf
+// CHECK: memref.store %{{.*}}, %arg1
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: memref.dealloc %{{.*}} : memref<4x16x32xf32>
+// CHECK-NOT: linalg.generic
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#rows3 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#row1 = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @centre_rows(%x: memref<4x16x32xf32>, %out: memref<4x16x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scratch = memref.alloc() : memref<4x16x32xf32>
+  %sum = memref.alloc() : memref<4x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%zero : f32) outs(%sum : memref<4x16xf32>) {
+  ^bb0(%z: f32, %o: f32):
+    linalg.yield %z : f32
+  }
+  linalg.generic {indexing_maps = [#id3, #rows3], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<4x16x32xf32>) outs(%sum : memref<4x16xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %scratch : memref<4x16x32xf32>
+  %sums = memref.expand_shape %sum [[0], [1, 2]] output_shape [4, 16, 1] : memref<4x16xf32> into memref<4x16x1xf32>
+  linalg.generic {indexing_maps = [#id3, #row1, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %sums : memref<4x16x32xf32>, memref<4x16x1xf32>) outs(%out : memref<4x16x32xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %d = arith.subf %a, %s : f32
+    linalg.yield %d : f32
+  }
+  memref.dealloc %sum : memref<4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that an op reading what the chain wrote from another row (the sums
+// in reverse) does not join it: the fill and the sum are one launch, the
+// reversed read stays a generic for cleave-map-to-gpu.
+// CHECK-LABEL: func.func @other_row
+// CHECK: gpu.launch
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.terminator
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : memref<8x32xf32>, memref<8xf32>)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#reversed = affine_map<(d0, d1) -> (7 - d0)>
+func.func @other_row(%x: memref<8x32xf32>, %out: memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<8xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> ()>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%zero : f32) outs(%sum : memref<8xf32>) {
+  ^bb0(%z: f32, %o: f32):
+    linalg.yield %z : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x32xf32>) outs(%sum : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #reversed, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : memref<8x32xf32>, memref<8xf32>) outs(%out : memref<8x32xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %d = arith.subf %a, %s : f32
+    linalg.yield %d : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that a reduction over the leading loop (a column sum) seeds no
+// chain, and that ops with a GEMM call between them stay apart: nothing is
+// launched here.
+// CHECK-LABEL: func.func @no_rows
+// CHECK-NOT: gpu.launch
+// CHECK: linalg.generic
+// CHECK: call @gemm
+// CHECK: linalg.generic
+#t = affine_map<(d0, d1) -> (d1, d0)>
+#col = affine_map<(d0, d1) -> (d0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func private @gemm(memref<8xf32>)
+func.func @no_rows(%x: memref<8x32xf32>, %cols: memref<32xf32>, %rows: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#t, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x32xf32>) outs(%cols : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  call @gemm(%rows) : (memref<8xf32>) -> ()
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x32xf32>) outs(%rows : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.maximumf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
