@@ -117,8 +117,12 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
           .str();
     return std::string("func.func(cleave-copies-to-linalg), ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
-           "func.func(cleave-approximate-math, "
-           "convert-linalg-to-parallel-loops, cleave-parallelize-outer-loops), "
+           "func.func(cleave-approximate-math, " +
+           (options.gpuKernelsOnCpu
+                ? "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
+                  "cleave-map-to-gpu, cleave-emulate-gpu-kernels), "
+                : "convert-linalg-to-parallel-loops, "
+                  "cleave-parallelize-outer-loops), ") +
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
            "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "

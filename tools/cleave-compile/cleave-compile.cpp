@@ -130,6 +130,12 @@ cl::opt<std::string> cpuGemm(
     cl::desc("float32 GEMMs on the CPU: 'blas' (OpenBLAS, default) or 'loops' "
              "(compiled like every other op; for comparison)"),
     cl::value_desc("blas|loops"), cl::init("blas"), cl::cat(category));
+cl::opt<bool> gpuKernelsOnCpu(
+    "gpu-kernels-on-cpu",
+    cl::desc("With --target cpu: build the CUDA target's kernels but run each "
+             "one on the CPU, a thread at a time (slow; checks their numerics "
+             "where there is no GPU)"),
+    cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
 cl::opt<bool> summary("summary",
@@ -273,6 +279,9 @@ int main(int argc, char **argv) {
     return fail("--cpu-gemm must be 'blas' or 'loops', not '" + cpuGemm + "'");
   if (target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target + "' (targets: cpu, cuda)");
+  if (gpuKernelsOnCpu && target != "cpu")
+    return fail("--gpu-kernels-on-cpu runs the CUDA kernels on the CPU: it "
+                "needs --target cpu, not '" + target + "'");
   if (gpuArch != "sm_80" && gpuArch != "sm_90")
     return fail("--gpu-arch must be sm_80 or sm_90, not '" + gpuArch + "'");
   if (precision != "f32" && precision != "bf16" && precision != "f16")
@@ -362,6 +371,7 @@ int main(int argc, char **argv) {
   pipelineOptions.target = target;
   pipelineOptions.gpuArch = gpuArch;
   pipelineOptions.precision = precision;
+  pipelineOptions.gpuKernelsOnCpu = gpuKernelsOnCpu;
   std::string cudaRoot;
   if (target == "cuda") {
     const char *root = std::getenv("CUDA_HOME");

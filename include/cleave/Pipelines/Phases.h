@@ -58,6 +58,9 @@ struct PipelineOptions {
   std::string gpuArch = "sm_90";
   /// GEMM operand type: "f32", or "bf16" / "f16" (float32 results).
   std::string precision = "f32";
+  /// For "cpu": the CUDA target's kernels, run on the CPU a thread at a time
+  /// (cleave-emulate-gpu-kernels), to check them without a GPU.
+  bool gpuKernelsOnCpu = false;
   /// CUDA's libdevice bitcode, linked into kernels that call math functions.
   std::string libdevice;
   /// Whether the module carries a mesh and shardings to partition.

@@ -353,6 +353,34 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def CleaveEmulateGpuKernels
+    : Pass<"cleave-emulate-gpu-kernels", "mlir::func::FuncOp"> {
+  let summary = "Runs gpu.launch bodies as loops on the CPU, one thread at a "
+                "time";
+  let description = [{
+    A check of the CUDA target's kernels where there is no GPU: after
+    `cleave-map-rows-to-gpu` and `cleave-map-to-gpu`, this pass turns each
+    `gpu.launch` into CPU loops with the GPU's meaning, so the CPU pipeline
+    can compile the program and its outputs can be compared with ONNX
+    Runtime (`cleave-compile --gpu-kernels-on-cpu`). It checks the kernels'
+    index arithmetic, guards, row chains and reductions, not NVVM or ptxas.
+
+    The launch becomes a loop over its blocks. The body is cut at its
+    top-level `gpu.barrier`s and `gpu.all_reduce`s into phases; each phase is
+    a loop over the block's threads, so every thread finishes a phase before
+    any starts the next, as a barrier guarantees. A value one phase computes
+    and a later one reads is kept per thread in a `memref.alloca` slot. An
+    all-reduce folds its operand's slots in thread order and gives every
+    thread the total.
+
+    Only synchronous one-dimensional launches with a constant block size,
+    float all-reduces by a named operation, and no barrier inside nested
+    control flow: what Cleave's kernels use. Anything else is an error.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def CleaveMapRowsToGpu
     : Pass<"cleave-map-rows-to-gpu", "mlir::func::FuncOp"> {
   let summary = "A chain of row-wise generics around a row reduction becomes "

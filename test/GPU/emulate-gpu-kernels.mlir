@@ -1,0 +1,59 @@
+// RUN: cleave-opt %s --split-input-file --cleave-emulate-gpu-kernels --verify-diagnostics | FileCheck %s
+
+// Tests that a launch of 4 blocks of 8 threads whose threads each compute a
+// partial value, all-reduce it and store the total becomes: slots of 8 (the
+// partial values, the total) allocated before a loop over the blocks; in it,
+// a loop over the threads that fills the partial slots, a fold of the slots
+// in thread order whose total goes to every thread's slot, and a second
+// loop over the threads that reads it. No gpu op is left.
+// CHECK-LABEL: func.func @row_sums
+// CHECK-DAG: %[[PART:.*]] = memref.alloca() : memref<8xf32>
+// CHECK-DAG: %[[TOTAL:.*]] = memref.alloca() : memref<8xf32>
+// CHECK: scf.for %[[B:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: memref.load %arg0[%[[B]], %[[T]]]
+// CHECK: memref.store %{{.*}}, %[[PART]][%[[T]]]
+// CHECK: %[[FIRST:.*]] = memref.load %[[PART]]
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[FIRST]]) -> (f32)
+// CHECK: arith.addf %[[ACC]]
+// CHECK: memref.store %[[SUM]], %[[TOTAL]]
+// CHECK: scf.for %[[T2:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[V:.*]] = memref.load %[[TOTAL]][%[[T2]]]
+// CHECK: memref.store %[[V]], %arg1[%[[B]]]
+// CHECK-NOT: gpu.
+func.func @row_sums(%x: memref<4x8xf32>, %out: memref<4xf32>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %c0 = arith.constant 0 : index
+  gpu.launch blocks(%b, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+             threads(%t, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    %v = memref.load %x[%b, %t] : memref<4x8xf32>
+    %total = gpu.all_reduce add %v uniform {} : (f32) -> f32
+    %first = arith.cmpi eq, %t, %c0 : index
+    scf.if %first {
+      memref.store %total, %out[%b] : memref<4xf32>
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Tests that a barrier inside nested control flow is refused: a loop per
+// phase cannot express it.
+func.func @nested_barrier(%x: memref<8xf32>) {
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %true = arith.constant true
+  gpu.launch blocks(%b, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%t, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    // expected-error @+1 {{'scf.if' op cannot be emulated: a barrier or all-reduce inside nested control flow}}
+    scf.if %true {
+      gpu.barrier
+    }
+    gpu.terminator
+  }
+  return
+}
