@@ -114,6 +114,22 @@ struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
       }
       op->erase();
     }
+    // Inputs and outputs live in device memory (the runtime uploads and
+    // downloads them), so host code must not touch them.
+    for (Operation *op : hostAccesses)
+      for (Value operand : op->getOperands()) {
+        while (auto view = operand.getDefiningOp<ViewLikeOpInterface>())
+          operand = view.getViewSource();
+        auto arg = dyn_cast<BlockArgument>(operand);
+        if (!arg || !isa<MemRefType>(arg.getType()) ||
+            arg.getOwner() != &getOperation().getBody().front())
+          continue;
+        op->emitError() << "host code touches argument #" << arg.getArgNumber()
+                        << " of '" << getOperation().getName()
+                        << "', a graph input or output, which lives in device "
+                           "memory on the CUDA target";
+        return signalPassFailure();
+      }
     for (Operation *op : hostAccesses) {
       OpBuilder b(op);
       func::CallOp::create(b, op->getLoc(),

@@ -19,6 +19,10 @@ __attribute__((weak)) void cleave_rt_device_free(void *pointer);
 /// Copies `bytes` from host memory to device memory and waits for the copy.
 __attribute__((weak)) void cleave_rt_device_upload(void *device, const void *host,
                                                    size_t bytes);
+/// Copies `bytes` from device memory to host memory and waits for the copy.
+__attribute__((weak)) void cleave_rt_device_download(void *host,
+                                                     const void *device,
+                                                     size_t bytes);
 /// Returns once everything the program queued on the device has finished.
 __attribute__((weak)) void cleave_rt_device_wait();
 /// After the ranks have joined the job: the device's communicators. Before

@@ -285,7 +285,9 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
                                     : const_cast<char *>(weightBase) + offset);
       continue;
     }
-    owned.push_back(std::make_unique<AlignedBuffer>(b.bytes));
+    // On a GPU, inputs and outputs are device memory too: uploaded once
+    // here, downloaded after the run.
+    owned.push_back(std::make_unique<AlignedBuffer>(b.bytes, onDevice()));
     pointers.push_back(owned.back()->data);
     if (b.kind == BufferKind::Output) {
       outputs.push_back(&b);
@@ -304,7 +306,10 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
                          got.shapeString() + ", the model was compiled for " +
                          b.shapeString());
     }
-    std::memcpy(owned.back()->data, array.data.data(), b.bytes);
+    if (onDevice())
+      cleave_rt_device_upload(owned.back()->data, array.data.data(), b.bytes);
+    else
+      std::memcpy(owned.back()->data, array.data.data(), b.bytes);
   }
 }
 
@@ -387,7 +392,14 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
       std::string temp = options.outputDir + "/." + fileNameFor(outputs[i]->name) +
                          ".partial";
       written.emplace_back(temp, final);
-      writeNpy(temp, outputs[i]->dtype, outputs[i]->shape, outputData[i],
+      const void *data = outputData[i];
+      std::vector<char> host;
+      if (onDevice()) {
+        host.resize(outputs[i]->bytes);
+        cleave_rt_device_download(host.data(), data, host.size());
+        data = host.data();
+      }
+      writeNpy(temp, outputs[i]->dtype, outputs[i]->shape, data,
                outputs[i]->bytes);
     }
   } catch (...) {

@@ -477,6 +477,10 @@ def CleaveAllocsToGpu : Pass<"cleave-allocs-to-gpu", "mlir::func::FuncOp"> {
     Everything runs on one stream, so the host waits only where it reads or
     writes memory itself: a call of `cleave_rt_cuda_synchronize` goes before
     each host-side `memref.load`, `memref.store` and `memref.copy`.
+
+    The function's memref arguments (graph inputs, outputs, parameters) are
+    device memory: the runtime uploads the inputs before a run and downloads
+    the outputs after it. A host-side access to one is an error.
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::func::FuncDialect"];
 }

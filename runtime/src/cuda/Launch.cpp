@@ -186,6 +186,11 @@ extern "C" void cleave_rt_device_upload(void *device, const void *host,
   check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
+extern "C" void cleave_rt_device_download(void *host, const void *device,
+                                          size_t bytes) {
+  check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+}
+
 extern "C" void cleave_rt_device_free(void *pointer) { cudaFree(pointer); }
 
 /// Waits for the stream politely, and not forever: a collective whose peer
