@@ -72,10 +72,12 @@ struct EmulateGpuKernelsPass
     };
     if (!threads || !isOne(grid.y) || !isOne(grid.z) || !isOne(block.y) ||
         !isOne(block.z) || launch.getAsyncToken() ||
-        !launch.getAsyncDependencies().empty() || launch.hasClusterSize())
+        !launch.getAsyncDependencies().empty() || launch.hasClusterSize() ||
+        launch.getNumPrivateAttributions() != 0 ||
+        launch.getDynamicSharedMemorySize())
       return launch.emitOpError(
           "cannot be emulated: only synchronous one-dimensional launches with "
-          "a constant block size");
+          "a constant block size and static shared memory");
     Block &body = launch.getBody().front();
 
     // Phases: runs of top-level ops between barriers and all-reduces.
@@ -125,6 +127,14 @@ struct EmulateGpuKernelsPass
               outer, loc, MemRefType::get({*threads}, result.getType()));
       }
 
+    // Shared memory: one buffer, reused by each block in turn.
+    SmallVector<Value> shared;
+    for (BlockArgument buffer : launch.getWorkgroupAttributions()) {
+      auto type = cast<MemRefType>(buffer.getType());
+      shared.push_back(memref::AllocaOp::create(
+          outer, loc, MemRefType::get(type.getShape(), type.getElementType())));
+    }
+
     Value zero = index(outer, loc, 0), one = index(outer, loc, 1),
           threadCount = index(outer, loc, *threads);
     scf::ForOp::create(
@@ -142,6 +152,9 @@ struct EmulateGpuKernelsPass
           uniform.map(launch.getBlockSize().x, threadCount);
           uniform.map(launch.getBlockSize().y, one);
           uniform.map(launch.getBlockSize().z, one);
+          for (auto [buffer, alloca] :
+               llvm::zip(launch.getWorkgroupAttributions(), shared))
+            uniform.map(buffer, alloca);
           for (ArrayRef<Operation *> phase : phases) {
             if (phase.size() == 1 && isa<gpu::AllReduceOp>(phase.front()))
               emitAllReduce(bb, cast<gpu::AllReduceOp>(phase.front()), slots,

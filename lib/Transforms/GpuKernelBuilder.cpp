@@ -18,6 +18,21 @@ using namespace mlir;
 
 namespace cleave::gpu_kernel {
 
+Value Memory::load(OpBuilder &b, Location loc, Value memref,
+                   ValueRange indices) const {
+  return memref::LoadOp::create(b, loc, memref, indices);
+}
+
+void Memory::store(OpBuilder &b, Location loc, Value value, Value memref,
+                   ValueRange indices) const {
+  memref::StoreOp::create(b, loc, value, memref, indices);
+}
+
+const Memory &globalMemory() {
+  static const Memory plain;
+  return plain;
+}
+
 Value index(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -94,7 +109,8 @@ Value combine(OpBuilder &b, const Combiner &c, Value acc, Value x) {
 
 SmallVector<Value> emitBody(OpBuilder &b, Location loc, linalg::GenericOp op,
                             ArrayRef<Value> point, Operation *stopAt,
-                            Value partial, ValueRange outs) {
+                            Value partial, ValueRange outs,
+                            const Memory &memory) {
   IRMapping map;
   Block &body = op.getRegion().front();
   for (OpOperand &operand : op->getOpOperands()) {
@@ -113,10 +129,10 @@ SmallVector<Value> emitBody(OpBuilder &b, Location loc, linalg::GenericOp op,
       map.map(arg, v); // a scalar operand
       continue;
     }
-    map.map(arg, memref::LoadOp::create(
-                     b, loc, v,
-                     operandIndices(b, loc, op.getMatchingIndexingMap(&operand),
-                                    point)));
+    map.map(arg, memory.load(b, loc, v,
+                             operandIndices(b, loc,
+                                            op.getMatchingIndexingMap(&operand),
+                                            point)));
   }
   for (Operation &inner : body.without_terminator()) {
     if (&inner == stopAt)
@@ -136,9 +152,10 @@ SmallVector<Value> emitBody(OpBuilder &b, Location loc, linalg::GenericOp op,
 }
 
 void storeOutputs(OpBuilder &b, Location loc, linalg::GenericOp op,
-                  ArrayRef<Value> point, ValueRange values) {
+                  ArrayRef<Value> point, ValueRange values,
+                  const Memory &memory) {
   for (auto [operand, value] : llvm::zip(op.getDpsInitsMutable(), values))
-    memref::StoreOp::create(
+    memory.store(
         b, loc, value, operand.get(),
         operandIndices(b, loc, op.getMatchingIndexingMap(&operand), point));
 }
@@ -146,13 +163,15 @@ void storeOutputs(OpBuilder &b, Location loc, linalg::GenericOp op,
 Value reduceAcrossBlock(
     OpBuilder &b, Location loc, linalg::GenericOp op, const Combiner &c,
     Value thread, int64_t threads, int64_t count,
-    function_ref<SmallVector<Value>(OpBuilder &, Value r)> pointAt) {
+    function_ref<SmallVector<Value>(OpBuilder &, Value r)> pointAt,
+    const Memory &memory) {
   auto type = cast<FloatType>(c.partial.getType());
   auto loop = scf::ForOp::create(
       b, loc, thread, index(b, loc, count), index(b, loc, threads),
       ValueRange{identity(b, loc, c.kind, type)},
       [&](OpBuilder &lb, Location loc, Value r, ValueRange acc) {
-        Value x = emitBody(lb, loc, op, pointAt(lb, r), c.op, c.partial)[0];
+        Value x = emitBody(lb, loc, op, pointAt(lb, r), c.op, c.partial, {},
+                           memory)[0];
         scf::YieldOp::create(lb, loc, combine(lb, c, acc[0], x));
       });
   return gpu::AllReduceOp::create(
@@ -163,7 +182,7 @@ Value reduceAcrossBlock(
 
 void storeCombined(OpBuilder &b, Location loc, linalg::GenericOp op,
                    const Combiner &c, Value thread, ArrayRef<Value> point,
-                   Value total) {
+                   Value total, const Memory &memory) {
   Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread,
                                       index(b, loc, 0));
   auto guard = scf::IfOp::create(b, loc, first, false);
@@ -171,15 +190,19 @@ void storeCombined(OpBuilder &b, Location loc, linalg::GenericOp op,
   OpOperand &out = op.getDpsInitsMutable()[0];
   SmallVector<Value> at =
       operandIndices(tb, loc, op.getMatchingIndexingMap(&out), point);
-  Value old = memref::LoadOp::create(tb, loc, out.get(), at);
-  memref::StoreOp::create(tb, loc, combine(tb, c, old, total), out.get(), at);
+  Value old = memory.load(tb, loc, out.get(), at);
+  memory.store(tb, loc, combine(tb, c, old, total), out.get(), at);
 }
 
 gpu::LaunchOp launch(OpBuilder &b, Location loc, int64_t blocks, int64_t threads,
-            function_ref<void(OpBuilder &, Value block, Value thread)> build) {
+                     function_ref<void(OpBuilder &, Value block, Value thread)> build,
+                     TypeRange workgroup) {
   Value one = index(b, loc, 1);
   auto op = gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
-                                  index(b, loc, threads), one, one);
+                                  index(b, loc, threads), one, one,
+                                  /*dynamicSharedMemorySize=*/nullptr,
+                                  /*asyncTokenType=*/nullptr,
+                                  /*asyncDependencies=*/{}, workgroup);
   OpBuilder ib = OpBuilder::atBlockBegin(&op.getBody().front());
   build(ib, op.getBlockIds().x, op.getThreadIds().x);
   gpu::TerminatorOp::create(ib, loc);

@@ -35,6 +35,20 @@ llvm::SmallVector<mlir::Value> operandIndices(mlir::OpBuilder &b,
                                               mlir::AffineMap map,
                                               llvm::ArrayRef<mlir::Value> point);
 
+/// How a kernel reads and writes its buffer operands: memref.load and
+/// memref.store on the operand itself, unless a subclass keeps some of them
+/// elsewhere (a row in shared memory).
+struct Memory {
+  virtual ~Memory() = default;
+  virtual mlir::Value load(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value memref, mlir::ValueRange indices) const;
+  virtual void store(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                     mlir::Value memref, mlir::ValueRange indices) const;
+};
+
+/// Plain memref.load and memref.store.
+const Memory &globalMemory();
+
 /// A reduction a block can share: the body yields `combiner(out, x)` and
 /// reads the output nowhere else.
 struct Combiner {
@@ -64,7 +78,8 @@ llvm::SmallVector<mlir::Value> emitBody(mlir::OpBuilder &b, mlir::Location loc,
                                         llvm::ArrayRef<mlir::Value> point,
                                         mlir::Operation *stopAt,
                                         mlir::Value partial,
-                                        mlir::ValueRange outs = {});
+                                        mlir::ValueRange outs = {},
+                                        const Memory &memory = globalMemory());
 
 /// The combination by `c` of `op`'s partial values over `count` reduced
 /// points, across the block: each thread folds the points from `thread` on,
@@ -75,26 +90,30 @@ mlir::Value reduceAcrossBlock(
     const Combiner &c, mlir::Value thread, int64_t threads, int64_t count,
     llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::OpBuilder &,
                                                       mlir::Value r)>
-        pointAt);
+        pointAt,
+    const Memory &memory = globalMemory());
 
 /// Thread 0 combines `total` with `op`'s output at `point` and stores it.
 void storeCombined(mlir::OpBuilder &b, mlir::Location loc,
                    mlir::linalg::GenericOp op, const Combiner &c,
                    mlir::Value thread, llvm::ArrayRef<mlir::Value> point,
-                   mlir::Value total);
+                   mlir::Value total, const Memory &memory = globalMemory());
 
 /// Stores `values` into `op`'s outputs at `point`.
 void storeOutputs(mlir::OpBuilder &b, mlir::Location loc,
                   mlir::linalg::GenericOp op, llvm::ArrayRef<mlir::Value> point,
-                  mlir::ValueRange values);
+                  mlir::ValueRange values,
+                  const Memory &memory = globalMemory());
 
 /// A one-dimensional launch of `blocks` x `threads` at `b`'s insertion
-/// point; `build` fills its body, given the block and thread ids.
-mlir::gpu::LaunchOp launch(mlir::OpBuilder &b, mlir::Location loc, int64_t blocks,
-            int64_t threads,
-            llvm::function_ref<void(mlir::OpBuilder &, mlir::Value block,
-                                    mlir::Value thread)>
-                build);
+/// point, with a workgroup (shared memory) buffer of each of `workgroup`'s
+/// types; `build` fills its body, given the block and thread ids.
+mlir::gpu::LaunchOp
+launch(mlir::OpBuilder &b, mlir::Location loc, int64_t blocks, int64_t threads,
+       llvm::function_ref<void(mlir::OpBuilder &, mlir::Value block,
+                               mlir::Value thread)>
+           build,
+       mlir::TypeRange workgroup = {});
 
 } // namespace cleave::gpu_kernel
 

@@ -180,6 +180,103 @@ struct Chain {
   SmallVector<int64_t> rows;
 };
 
+/// The buffer `v` is a view of (itself if none).
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// A buffer the chain writes, kept in shared memory for the block's row: the
+/// members read and write the row there, and global memory sees it only
+/// where it must.
+struct CachedRow {
+  Value root;
+  MemRefType type;
+  int64_t slice = 1; // elements per row
+  bool load = false; // the chain reads it before writing it: load it first
+  bool store = false; // read after the chain: store the row at the end
+};
+
+/// Whether the chain reads `root` before it first writes it.
+bool readBeforeWritten(const Chain &chain, Value root) {
+  for (linalg::GenericOp op : chain.members) {
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (rootOf(in->get()) == root)
+        return true;
+    bool writes = false;
+    for (OpOperand &out : op.getDpsInitsMutable()) {
+      if (rootOf(out.get()) != root)
+        continue;
+      if (!op.getMatchingBlockArgument(&out).use_empty())
+        return true; // a reduction's initial value, or an update
+      writes = true;
+    }
+    if (writes)
+      return false;
+  }
+  return false;
+}
+
+/// Whether anything after `last` may read `root`: an argument always (the
+/// caller sees it); an allocation if an op after `last`, or in another
+/// block, touches it or a view of it (deallocations aside).
+bool liveAfter(Value root, Operation *last) {
+  if (!root.getDefiningOp<memref::AllocOp>())
+    return true;
+  SmallVector<Value> aliases{root};
+  for (size_t i = 0; i < aliases.size(); ++i)
+    for (Operation *user : aliases[i].getUsers()) {
+      if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+        if (view.getViewSource() == aliases[i])
+          aliases.push_back(view->getResult(0));
+        continue;
+      }
+      if (isa<memref::DeallocOp>(user))
+        continue;
+      Operation *here = last->getBlock()->findAncestorOpInBlock(*user);
+      if (!here || last->isBeforeInBlock(here))
+        return true;
+    }
+  return false;
+}
+
+/// Members' accesses to cached buffers go to the row in shared memory; the
+/// rest to global memory.
+struct RowMemory : Memory {
+  size_t rank = 0;
+  DenseMap<Value, Value> shared; // buffer -> its row in shared memory
+
+  Value sharedIndex(OpBuilder &b, Location loc, Value memref,
+                    ValueRange indices) const {
+    // The views keep the rows in front and are contiguous, so the row's
+    // offset is the trailing indices, linearized in the view's shape.
+    ArrayRef<int64_t> shape = cast<MemRefType>(memref.getType()).getShape();
+    Value offset = index(b, loc, 0);
+    for (size_t d = rank; d < shape.size(); ++d)
+      offset = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, offset, index(b, loc, shape[d])),
+          indices[d]);
+    return offset;
+  }
+
+  Value load(OpBuilder &b, Location loc, Value memref,
+             ValueRange indices) const override {
+    if (Value row = shared.lookup(rootOf(memref)))
+      return memref::LoadOp::create(b, loc, row,
+                                    sharedIndex(b, loc, memref, indices));
+    return Memory::load(b, loc, memref, indices);
+  }
+
+  void store(OpBuilder &b, Location loc, Value value, Value memref,
+             ValueRange indices) const override {
+    if (Value row = shared.lookup(rootOf(memref)))
+      Memory::store(b, loc, value, row, sharedIndex(b, loc, memref, indices));
+    else
+      Memory::store(b, loc, value, memref, indices);
+  }
+};
+
 struct MapRowsToGpuPass
     : cleave::impl::CleaveMapRowsToGpuBase<MapRowsToGpuPass> {
   using Base::Base;
@@ -224,6 +321,66 @@ struct MapRowsToGpuPass
     }
   }
 
+  /// The buffers the chain writes that fit, together, in `sharedMemory`
+  /// bytes: static, contiguous, starting with the rows.
+  SmallVector<CachedRow> rowsToCache(const Chain &chain) {
+    SmallVector<CachedRow> cached;
+    int64_t bytes = 0;
+    DenseSet<Value> seen;
+    for (linalg::GenericOp op : chain.members)
+      for (OpOperand &out : op.getDpsInitsMutable()) {
+        Value root = rootOf(out.get());
+        if (!seen.insert(root).second)
+          continue;
+        auto type = dyn_cast<MemRefType>(root.getType());
+        if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+            !startsWithRows(type, chain.rows) ||
+            !type.getElementType().isIntOrFloat())
+          continue;
+        CachedRow row{root, type};
+        for (int64_t s : type.getShape().drop_front(chain.rows.size()))
+          row.slice *= s;
+        int64_t rowBytes =
+            row.slice * type.getElementType().getIntOrFloatBitWidth() / 8;
+        if (bytes + rowBytes > sharedMemory)
+          continue;
+        bytes += rowBytes;
+        row.load = readBeforeWritten(chain, root);
+        row.store = liveAfter(root, chain.members.back());
+        cached.push_back(row);
+      }
+    return cached;
+  }
+
+  /// Copies each cached row that `pick` selects between global and shared
+  /// memory (`toShared`: global to shared), the block's threads striding.
+  void copyRows(OpBuilder &b, Location loc, ArrayRef<CachedRow> cached,
+                ArrayRef<Value> shared, ArrayRef<Value> row, Value thread,
+                int64_t t, bool toShared,
+                function_ref<bool(const CachedRow &)> pick) {
+    for (auto [c, buffer] : llvm::zip(cached, shared)) {
+      if (!pick(c))
+        continue;
+      scf::ForOp::create(
+          b, loc, thread, index(b, loc, c.slice), index(b, loc, t),
+          ValueRange{}, [&](OpBuilder &lb, Location loc, Value i, ValueRange) {
+            SmallVector<Value> at(row.begin(), row.end());
+            llvm::append_range(
+                at, delinearize(lb, loc, i,
+                                c.type.getShape().drop_front(row.size())));
+            if (toShared)
+              memref::StoreOp::create(
+                  lb, loc, memref::LoadOp::create(lb, loc, c.root, at), buffer,
+                  ValueRange{i});
+            else
+              memref::StoreOp::create(
+                  lb, loc, memref::LoadOp::create(lb, loc, buffer, ValueRange{i}),
+                  c.root, at);
+            scf::YieldOp::create(lb, loc);
+          });
+    }
+  }
+
   /// One launch at the last member, a block per row; deallocations between
   /// the members move after it.
   void lower(Chain &chain) {
@@ -239,17 +396,44 @@ struct MapRowsToGpuPass
         points *= s;
       widest = std::max(widest, points);
     }
+    SmallVector<CachedRow> cached = rowsToCache(chain);
+    SmallVector<Type> sharedTypes;
+    auto workgroup = gpu::AddressSpaceAttr::get(&getContext(),
+                                                gpu::AddressSpace::Workgroup);
+    for (const CachedRow &c : cached) {
+      sharedTypes.push_back(MemRefType::get({c.slice}, c.type.getElementType(),
+                                            MemRefLayoutAttrInterface(),
+                                            workgroup));
+      widest = std::max(widest, c.slice);
+    }
     int64_t t = std::min<int64_t>(threads, (widest + 31) / 32 * 32);
 
     OpBuilder b(last);
-    gpu::LaunchOp kernel = launch(b, loc, rowCount, t, [&](OpBuilder &ib, Value block, Value thread) {
+    auto build = [&](OpBuilder &ib, Value block, Value thread) {
+      auto kernel = cast<gpu::LaunchOp>(ib.getBlock()->getParentOp());
+      SmallVector<Value> shared(kernel.getWorkgroupAttributions());
+      RowMemory memory;
+      memory.rank = r;
+      for (auto [c, buffer] : llvm::zip(cached, shared))
+        memory.shared[c.root] = buffer;
       SmallVector<Value> row = delinearize(ib, loc, block, chain.rows);
+      auto loaded = [](const CachedRow &c) { return c.load; };
+      auto stored = [](const CachedRow &c) { return c.store; };
+      copyRows(ib, loc, cached, shared, row, thread, t, /*toShared=*/true,
+               loaded);
+      bool prologue = llvm::any_of(cached, loaded);
       for (auto [k, op] : llvm::enumerate(chain.members)) {
-        if (k > 0)
+        if (k > 0 || prologue)
           gpu::BarrierOp::create(ib, loc);
-        emitMember(ib, loc, op, row, thread, t);
+        emitMember(ib, loc, op, row, thread, t, memory);
       }
-    });
+      if (llvm::any_of(cached, stored)) {
+        gpu::BarrierOp::create(ib, loc);
+        copyRows(ib, loc, cached, shared, row, thread, t, /*toShared=*/false,
+                 stored);
+      }
+    };
+    gpu::LaunchOp kernel = launch(b, loc, rowCount, t, build, sharedTypes);
 
     Operation *first = chain.members.front();
     SmallVector<memref::DeallocOp> deallocs;
@@ -265,7 +449,8 @@ struct MapRowsToGpuPass
   /// One member inside the row's block: its threads stride over the row's
   /// points (an elementwise member) or reduce them (a reduction).
   void emitMember(OpBuilder &b, Location loc, linalg::GenericOp op,
-                  ArrayRef<Value> row, Value thread, int64_t t) {
+                  ArrayRef<Value> row, Value thread, int64_t t,
+                  const Memory &memory) {
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> inner(ranges.begin() + row.size(), ranges.end());
@@ -287,17 +472,19 @@ struct MapRowsToGpuPass
                            SmallVector<Value> point = pointAt(lb, i);
                            storeOutputs(lb, loc, op, point,
                                         emitBody(lb, loc, op, point, nullptr,
-                                                 Value()));
+                                                 Value(), {}, memory),
+                                        memory);
                            scf::YieldOp::create(lb, loc);
                          });
       return;
     }
     // The other parallel loops have one point, so the row's reduced points
     // are its points, in the same order.
-    Value total = reduceAcrossBlock(b, loc, op, *c, thread, t, points, pointAt);
+    Value total =
+        reduceAcrossBlock(b, loc, op, *c, thread, t, points, pointAt, memory);
     SmallVector<Value> start(row.begin(), row.end());
     start.append(inner.size(), index(b, loc, 0));
-    storeCombined(b, loc, op, *c, thread, start, total);
+    storeCombined(b, loc, op, *c, thread, start, total, memory);
   }
 };
 

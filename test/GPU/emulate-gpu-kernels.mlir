@@ -41,6 +41,38 @@ func.func @row_sums(%x: memref<4x8xf32>, %out: memref<4xf32>) {
 
 // -----
 
+// Tests that shared memory becomes one CPU buffer of its shape, allocated
+// before the loop over blocks: each thread writes its slot, and after the
+// barrier each reads its neighbour's.
+// CHECK-LABEL: func.func @shared_row
+// CHECK: %[[ROW:.*]] = memref.alloca() : memref<8xf32>
+// CHECK: scf.for
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to
+// CHECK: memref.store %{{.*}}, %[[ROW]][%[[T]]] : memref<8xf32>
+// CHECK: scf.for %[[T2:.*]] = %{{.*}} to
+// CHECK: memref.load %[[ROW]][%{{.*}}] : memref<8xf32>
+// CHECK-NOT: gpu.
+func.func @shared_row(%x: memref<4x8xf32>, %out: memref<4x8xf32>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c7 = arith.constant 7 : index
+  %c8 = arith.constant 8 : index
+  gpu.launch blocks(%b, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+             threads(%t, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1)
+             workgroup(%row : memref<8xf32, #gpu.address_space<workgroup>>) {
+    %v = memref.load %x[%b, %t] : memref<4x8xf32>
+    memref.store %v, %row[%t] : memref<8xf32, #gpu.address_space<workgroup>>
+    gpu.barrier
+    %n = arith.subi %c7, %t : index
+    %w = memref.load %row[%n] : memref<8xf32, #gpu.address_space<workgroup>>
+    memref.store %w, %out[%b, %t] : memref<4x8xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
 // Tests that a barrier inside nested control flow is refused: a loop per
 // phase cannot express it.
 func.func @nested_barrier(%x: memref<8xf32>) {

@@ -1,27 +1,50 @@
 // RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu=shared-memory=0 | FileCheck %s --check-prefix=GLOBAL
 
 // Tests that a row reduction and the row-wise ops around it (its fill
 // before, the centring after, which reads the sums through a view that
 // keeps the rows) become one launch of a block per row (4 x 16 = 64), with
 // threads for the 32-point rows, a gpu.all_reduce, a gpu.barrier between
 // members, and the deallocation that lay between members after the launch.
+// The rows the chain writes live in shared memory: the sum (never read
+// after the chain, so never stored) and the output row (an argument, so
+// stored at the end, after a barrier); the input is read from global
+// memory.
 // CHECK-LABEL: func.func @centre_rows
-// CHECK: %[[SUM:.*]] = memref.alloc() : memref<4x16xf32>
-// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c64{{.*}}) threads(%[[T:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c32
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c64{{.*}}) threads(%[[T:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[SUM:.*]] : memref<1xf32, #gpu.address_space<workgroup>>, %[[ROW:.*]] : memref<32xf32, #gpu.address_space<workgroup>>)
 // CHECK: memref.store %{{.*}}, %[[SUM]]
 // CHECK: gpu.barrier
 // CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[T]] to %{{.*}} step %{{.*}} iter_args
+// CHECK: memref.load %arg0
 // CHECK: %[[ALL:.*]] = gpu.all_reduce add %[[PART]] uniform
 // CHECK: arith.cmpi eq, %[[T]]
 // CHECK: memref.store %{{.*}}, %[[SUM]]
 // CHECK: gpu.barrier
 // CHECK: scf.for %{{.*}} = %[[T]] to
+// CHECK: memref.load %[[SUM]]
 // CHECK: arith.subf
-// CHECK: memref.store %{{.*}}, %arg1
+// CHECK: memref.store %{{.*}}, %[[ROW]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %[[I:.*]] = %[[T]] to
+// CHECK: %[[V:.*]] = memref.load %[[ROW]][%[[I]]]
+// CHECK: memref.store %[[V]], %arg1[%{{.*}}, %{{.*}}, %[[I]]]
 // CHECK: gpu.terminator
 // CHECK-NEXT: }
 // CHECK-NEXT: memref.dealloc %{{.*}} : memref<4x16x32xf32>
 // CHECK-NOT: linalg.generic
+// With no shared memory to spare, the members meet in global memory.
+// GLOBAL-LABEL: func.func @centre_rows
+// GLOBAL: %[[SUM:.*]] = memref.alloc() : memref<4x16xf32>
+// GLOBAL: gpu.launch blocks({{.*}}) in ({{.*}} = %c64{{.*}}) threads(%[[T:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c32{{.*}}) {
+// GLOBAL: memref.store %{{.*}}, %[[SUM]]
+// GLOBAL: gpu.barrier
+// GLOBAL: gpu.all_reduce add
+// GLOBAL: memref.store %{{.*}}, %[[SUM]]
+// GLOBAL: gpu.barrier
+// GLOBAL: arith.subf
+// GLOBAL: memref.store %{{.*}}, %arg1
+// GLOBAL-NEXT: }
+// GLOBAL-NEXT: gpu.terminator
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #rows3 = affine_map<(d0, d1, d2) -> (d0, d1)>
 #row1 = affine_map<(d0, d1, d2) -> (d0, d1, 0)>

@@ -371,7 +371,8 @@ def CleaveEmulateGpuKernels
     any starts the next, as a barrier guarantees. A value one phase computes
     and a later one reads is kept per thread in a `memref.alloca` slot. An
     all-reduce folds its operand's slots in thread order and gives every
-    thread the total.
+    thread the total. Workgroup (shared) memory is one CPU buffer that each
+    block uses in turn.
 
     Only synchronous one-dimensional launches with a constant block size,
     float all-reduces by a named operation, and no barrier inside nested
@@ -406,7 +407,14 @@ def CleaveMapRowsToGpu
     In the kernel the members run in order, a `gpu.barrier` apart: an
     elementwise member's threads stride over the row; a reduction's threads
     stride over it, combine with `gpu.all_reduce`, and thread 0 stores the
-    row's value. Intermediate values keep their buffers.
+    row's value.
+
+    The buffers the chain writes keep the block's row in shared memory (as
+    many as fit in `shared-memory` bytes, in member order): members read and
+    write the row there; it is loaded from global memory first only if the
+    chain reads it before writing it, and stored back at the end only if an
+    op after the chain (or the caller) may read it. A softmax then reads its
+    scores once and writes its probabilities once.
 
     Before (layer norm's statistics):
     ```mlir
@@ -420,7 +428,11 @@ def CleaveMapRowsToGpu
   }];
   let options = [
     Option<"threads", "threads", "unsigned", /*default=*/"256",
-           "Most threads per block (fewer for short rows)">
+           "Most threads per block (fewer for short rows)">,
+    Option<"sharedMemory", "shared-memory", "int64_t", /*default=*/"45056",
+           "Bytes of shared memory a block may keep rows in (44 KiB: under "
+           "the 48 KiB of static shared memory, with room for the "
+           "all-reduces' own)">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::arith::ArithDialect",
