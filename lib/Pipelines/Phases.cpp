@@ -84,7 +84,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   }
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
-           "cleave-fuse-elementwise, canonicalize, cse)";
+           "cleave-concat-halves-to-generic, cleave-fuse-elementwise, "
+           "canonicalize, cse, cleave-fuse-elementwise, canonicalize, cse)";
   case Phase::Bufferize:
     return "func.func(cleave-duplicate-shared-fills), "
            "cleave-outputs-to-arguments, eliminate-empty-tensors, "

@@ -1,10 +1,10 @@
 //===- FuseElementwise.cpp - Elementwise fusion that spares GEMMs ---------===//
 //
 // Runs upstream's elementwise fusion patterns with a control function: fuse a
-// producer only into its single user, and never into a named GEMM. An
-// elementwise op whose only use is an expand_shape read by another generic
-// (a bias add before the head split's transpose) is expanded through the
-// reshape first, so that the two fuse.
+// producer only into its consumer, when nothing else reads it, and never
+// into a named GEMM. Across a reshape between two generics (a bias add before
+// the head split's transpose, rotary embedding's rotate-half), one of the two
+// is expanded through the reshape first, so that they fuse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,28 +21,52 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+/// Whether every use of `op`'s results is in `user` (one or more operands).
+bool onlyUsedBy(Operation *op, Operation *user) {
+  return llvm::all_of(op->getUsers(), [&](Operation *u) { return u == user; });
+}
+
+bool allParallel(linalg::GenericOp op) {
+  return op.getNumParallelLoops() == op.getNumLoops();
+}
+
 struct FuseElementwisePass
     : cleave::impl::CleaveFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
+    // A producer only into its consumer when nothing else reads it (the
+    // consumer may read it through several operands), never a GEMM.
     linalg::ControlFusionFn control = [](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
       Operation *consumer = fused->getOwner();
-      if (!producer || !producer->hasOneUse())
+      if (!producer || !onlyUsedBy(producer, consumer))
         return false;
       return !isa<linalg::MatmulOp, linalg::BatchMatmulOp>(consumer) &&
              !isa<linalg::MatmulOp, linalg::BatchMatmulOp>(producer);
     };
-    // Only expand_shape(elementwise generic) read by one generic: the
-    // expansion exists to fuse the two.
+    // Reshapes between two generics that would otherwise fuse: an
+    // elementwise producer read only through an expand_shape that one
+    // generic reads is expanded (a bias add before the head split); a
+    // generic reading a collapse_shape of an elementwise producer read only
+    // there is expanded itself (rotary embedding's rotate-half, see
+    // cleave-concat-halves-to-generic).
     linalg::ControlFusionFn expandThrough = [](OpOperand *fused) {
-      auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
-      auto reshape = dyn_cast<tensor::ExpandShapeOp>(fused->getOwner());
-      if (!producer || !reshape || !producer->hasOneUse() ||
-          producer.getNumParallelLoops() != producer.getNumLoops() ||
-          !reshape->hasOneUse())
+      Operation *owner = fused->getOwner();
+      if (auto expand = dyn_cast<tensor::ExpandShapeOp>(owner)) {
+        auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
+        if (!producer || !allParallel(producer) ||
+            !onlyUsedBy(producer, expand) || expand->use_empty())
+          return false;
+        Operation *reader = *expand->getUsers().begin();
+        return isa<linalg::GenericOp>(reader) && onlyUsedBy(expand, reader);
+      }
+      auto collapse = fused->get().getDefiningOp<tensor::CollapseShapeOp>();
+      if (!collapse || !isa<linalg::GenericOp>(owner))
         return false;
-      return isa<linalg::GenericOp>(*reshape->getUsers().begin());
+      auto producer = collapse.getSrc().getDefiningOp<linalg::GenericOp>();
+      return producer && allParallel(producer) &&
+             onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, owner);
     };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);

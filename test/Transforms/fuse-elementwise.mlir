@@ -1,4 +1,5 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=ROTARY
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -73,4 +74,43 @@ func.func @bias_then_heads(%x: tensor<16x8xf32>, %w: tensor<8x32xf32>, %b: tenso
       linalg.yield %in : f32
   } -> tensor<4x16x8xf32>
   return %t : tensor<4x16x8xf32>
+}
+
+// Tests that a generic reading a collapse_shape of an elementwise generic
+// (rotate-half over a 4 x 2 x 8 view, as cleave-concat-halves-to-generic
+// leaves it, read by rotary's combine) is expanded to that view so the two
+// fuse: one generic reads x twice, once at the other half.
+// ROTARY: #[[OTHER:.*]] = affine_map<(d0, d1, d2) -> (d0, -d1 + 1, d2)>
+// CHECK-LABEL: func.func @rotary_combine
+// ROTARY-LABEL: func.func @rotary_combine
+// ROTARY: linalg.generic {indexing_maps = [#[[OTHER]],
+// ROTARY: arith.negf
+// ROTARY: arith.select
+// ROTARY: arith.mulf
+// ROTARY-NOT: linalg.generic
+#id3r = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#other = affine_map<(d0, d1, d2) -> (d0, -d1 + 1, d2)>
+#id2r = affine_map<(d0, d1) -> (d0, d1)>
+func.func @rotary_combine(%x: tensor<4x16xf32>, %sin: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %split = tensor.expand_shape %x [[0], [1, 2]] output_shape [4, 2, 8] : tensor<4x16xf32> into tensor<4x2x8xf32>
+  %e3 = tensor.empty() : tensor<4x2x8xf32>
+  %rot = linalg.generic {indexing_maps = [#other, #id3r], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%split : tensor<4x2x8xf32>) outs(%e3 : tensor<4x2x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    %s = linalg.index 1 : index
+    %c0 = arith.constant 0 : index
+    %first = arith.cmpi eq, %s, %c0 : index
+    %v = arith.select %first, %n, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x2x8xf32>
+  %flat = tensor.collapse_shape %rot [[0], [1, 2]] : tensor<4x2x8xf32> into tensor<4x16xf32>
+  %e2 = tensor.empty() : tensor<4x16xf32>
+  %r = linalg.generic {indexing_maps = [#id2r, #id2r, #id2r], iterator_types = ["parallel", "parallel"]}
+      ins(%flat, %sin : tensor<4x16xf32>, tensor<4x16xf32>) outs(%e2 : tensor<4x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
 }

@@ -186,6 +186,39 @@ def CleaveLowerPrecision
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveConcatHalvesToGeneric
+    : Pass<"cleave-concat-halves-to-generic", "mlir::func::FuncOp"> {
+  let summary = "A concatenation of a tensor's two halves becomes one "
+                "elementwise generic";
+  let description = [{
+    Rotary embeddings' rotate-half, `concat(-x[..., h:], x[..., :h])`, reaches
+    the fuse phase as two slices, a negation and a `tensor.concat`, which
+    bufferize into copies into subviews: kernels of their own, and a wall
+    that elementwise fusion cannot cross. With the split dimension viewed as
+    (2, h), output half `s` reads source half `a + s * (b - a)`, where the
+    operands are halves `a` and `b`: an affine map. So this pass rewrites
+    such a concatenation (two operands, each a unit-stride slice of the same
+    tensor's half, possibly through a one-input elementwise generic used
+    only there) into one generic over the (2, h) view that applies each
+    operand's op and selects by `s`, between an `expand_shape` and a
+    `collapse_shape`, ready to fuse with its producer and consumers.
+
+    Before:
+    ```mlir
+    %hi = tensor.extract_slice %x[0, 8] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+    %lo = tensor.extract_slice %x[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+    %neg = linalg.generic {...} ins(%hi) ... { arith.negf }
+    %r = tensor.concat dim(1) %neg, %lo : (...) -> tensor<4x16xf32>
+    ```
+    After: `%s = tensor.expand_shape %x [[0], [1, 2]] : ... into
+    tensor<4x2x8xf32>`, a generic reading `%s` at `(d0, 1 - d1, d2)` that
+    yields `select(d1 == 0, -x, x)`, and a `collapse_shape` back.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def CleaveFuseElementwise
     : Pass<"cleave-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Fuse elementwise linalg.generic producers into their consumers";

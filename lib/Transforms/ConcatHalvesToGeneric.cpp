@@ -1,0 +1,163 @@
+//===- ConcatHalvesToGeneric.cpp - Rotate-half as an elementwise op -------===//
+//
+// See Passes.td. A concatenation of the two halves of one tensor (each
+// possibly through a one-input elementwise generic, like rotary embedding's
+// negated upper half) becomes one generic over the tensor with its split
+// dimension viewed as (2, half): which half an output element reads is an
+// affine function of its index in the 2, so elementwise fusion can take the
+// generic in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVECONCATHALVESTOGENERIC
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// One operand of the concatenation: which half of the source it is, and
+/// the elementwise generic applied to it, if any.
+struct Half {
+  int64_t index = 0; // 0: the lower half of the source, 1: the upper
+  linalg::GenericOp body;
+  Value source;
+};
+
+/// A one-input, one-output generic with identity maps and parallel loops
+/// whose only use is the concatenation.
+bool isElementwiseOnly(linalg::GenericOp op) {
+  return op && op.getNumDpsInputs() == 1 && op.getNumDpsInits() == 1 &&
+         op.getNumParallelLoops() == op.getNumLoops() &&
+         llvm::all_of(op.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isIdentity(); }) &&
+         op->hasOneUse() && op.getRegion().front().getArgument(1).use_empty() &&
+         op.getRegion().front().getOps<linalg::IndexOp>().empty();
+}
+
+/// `operand` as a half of a tensor twice its size along `dim`.
+std::optional<Half> matchHalf(Value operand, int64_t dim) {
+  Half half;
+  auto generic = operand.getDefiningOp<linalg::GenericOp>();
+  if (isElementwiseOnly(generic)) {
+    half.body = generic;
+    operand = generic.getDpsInputs()[0];
+  }
+  auto slice = operand.getDefiningOp<tensor::ExtractSliceOp>();
+  if (!slice || !slice.hasUnitStride() || !slice.getSourceType().hasStaticShape())
+    return std::nullopt;
+  ArrayRef<int64_t> offsets = slice.getStaticOffsets();
+  ArrayRef<int64_t> sizes = slice.getStaticSizes();
+  ArrayRef<int64_t> full = slice.getSourceType().getShape();
+  if (slice.getResultType().getRank() != slice.getSourceType().getRank() ||
+      llvm::any_of(offsets, ShapedType::isDynamic) ||
+      llvm::any_of(sizes, ShapedType::isDynamic))
+    return std::nullopt;
+  for (size_t d = 0; d < full.size(); ++d) {
+    if (static_cast<int64_t>(d) == dim)
+      continue;
+    if (offsets[d] != 0 || sizes[d] != full[d])
+      return std::nullopt;
+  }
+  if (2 * sizes[dim] != full[dim] || offsets[dim] % sizes[dim] != 0)
+    return std::nullopt;
+  half.index = offsets[dim] / sizes[dim];
+  half.source = slice.getSource();
+  return half;
+}
+
+struct ConcatHalvesToGenericPass
+    : cleave::impl::CleaveConcatHalvesToGenericBase<ConcatHalvesToGenericPass> {
+  void runOnOperation() override {
+    SmallVector<tensor::ConcatOp> concats;
+    getOperation().walk([&](tensor::ConcatOp op) { concats.push_back(op); });
+    for (tensor::ConcatOp op : concats)
+      rewrite(op);
+  }
+
+  void rewrite(tensor::ConcatOp concat) {
+    if (concat.getInputs().size() != 2 || !concat.getResultType().hasStaticShape())
+      return;
+    int64_t dim = concat.getDim();
+    std::optional<Half> lo = matchHalf(concat.getInputs()[0], dim);
+    std::optional<Half> hi = matchHalf(concat.getInputs()[1], dim);
+    if (!lo || !hi || lo->source != hi->source)
+      return;
+    auto sourceType = cast<RankedTensorType>(lo->source.getType());
+    if (sourceType != concat.getResultType())
+      return;
+
+    // The split dimension as (2, half).
+    OpBuilder b(concat);
+    Location loc = concat.getLoc();
+    MLIRContext *ctx = &getContext();
+    int64_t rank = sourceType.getRank();
+    SmallVector<int64_t> shape(sourceType.getShape());
+    int64_t halfSize = shape[dim] / 2;
+    shape[dim] = halfSize;
+    shape.insert(shape.begin() + dim, 2);
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t d = 0, e = 0; d < rank; ++d) {
+      groups.push_back({e++});
+      if (d == dim)
+        groups.back().push_back(e++);
+    }
+    auto splitType = RankedTensorType::get(shape, sourceType.getElementType());
+    Value split =
+        tensor::ExpandShapeOp::create(b, loc, splitType, lo->source, groups);
+
+    // Output half s reads source half lo.index + s * (hi.index - lo.index).
+    SmallVector<AffineExpr> reads;
+    for (int64_t d = 0; d < rank + 1; ++d)
+      reads.push_back(getAffineDimExpr(d, ctx));
+    reads[dim] = getAffineConstantExpr(lo->index, ctx) +
+                 getAffineDimExpr(dim, ctx) * (hi->index - lo->index);
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank + 1, ctx);
+    AffineMap readMap = AffineMap::get(rank + 1, 0, reads, ctx);
+
+    Value init = tensor::EmptyOp::create(b, loc, shape,
+                                         sourceType.getElementType());
+    SmallVector<utils::IteratorType> parallel(rank + 1,
+                                              utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        b, loc, splitType, ValueRange{split}, ValueRange{init},
+        ArrayRef<AffineMap>{readMap, identity}, parallel,
+        [&](OpBuilder &bb, Location loc, ValueRange args) {
+          auto apply = [&](Half h) -> Value {
+            if (!h.body)
+              return args[0];
+            IRMapping map;
+            Block &body = h.body.getRegion().front();
+            map.map(body.getArgument(0), args[0]);
+            for (Operation &op : body.without_terminator())
+              bb.clone(op, map);
+            return map.lookupOrDefault(body.getTerminator()->getOperand(0));
+          };
+          Value first = apply(*lo), second = apply(*hi);
+          Value s = linalg::IndexOp::create(bb, loc, dim);
+          Value isFirst = arith::CmpIOp::create(
+              bb, loc, arith::CmpIPredicate::eq, s,
+              arith::ConstantIndexOp::create(bb, loc, 0));
+          linalg::YieldOp::create(
+              bb, loc,
+              ValueRange{arith::SelectOp::create(bb, loc, isFirst, first, second)});
+        });
+    Value result = tensor::CollapseShapeOp::create(
+        b, loc, concat.getResultType(), generic.getResult(0), groups);
+    concat.replaceAllUsesWith(result);
+    concat.erase();
+    for (Half h : {*lo, *hi})
+      if (h.body && h.body->use_empty())
+        h.body.erase();
+  }
+};
+
+} // namespace

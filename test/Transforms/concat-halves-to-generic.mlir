@@ -1,0 +1,47 @@
+// RUN: cleave-opt %s --split-input-file --cleave-concat-halves-to-generic | FileCheck %s
+
+// Tests that rotate-half, concat(-x[:, 8:], x[:, :8]), becomes one generic
+// over x viewed as 4 x 2 x 8: output half s reads source half 1 - s, negates
+// it for s = 0 and selects by s; the slices' negation is gone.
+// CHECK: #[[READ:.*]] = affine_map<(d0, d1, d2) -> (d0, -d1 + 1, d2)>
+// CHECK-LABEL: func.func @rotate_half
+// CHECK: %[[SPLIT:.*]] = tensor.expand_shape %arg0 {{\[}}[0], [1, 2]] output_shape [4, 2, 8] : tensor<4x16xf32> into tensor<4x2x8xf32>
+// CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[READ]], #{{.*}}]{{.*}} ins(%[[SPLIT]] : tensor<4x2x8xf32>)
+// CHECK: %[[NEG:.*]] = arith.negf
+// CHECK: %[[S:.*]] = linalg.index 1 : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[S]]
+// CHECK: arith.select %[[FIRST]], %[[NEG]], %{{.*}} : f32
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[G]] {{\[}}[0], [1, 2]] : tensor<4x2x8xf32> into tensor<4x16xf32>
+// CHECK: return %[[R]]
+// CHECK-NOT: tensor.concat
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @rotate_half(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %hi = tensor.extract_slice %x[0, 8] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+  %lo = tensor.extract_slice %x[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %neg = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%hi : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<4x8xf32>
+  %r = tensor.concat dim(1) %neg, %lo : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that halves of two different tensors, or pieces that are not halves,
+// stay a concatenation.
+// CHECK-LABEL: func.func @not_halves
+// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x4xf32>, tensor<4x4xf32>)
+func.func @not_halves(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x8xf32>) {
+  %a = tensor.extract_slice %x[0, 8] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+  %b = tensor.extract_slice %y[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+  %r = tensor.concat dim(1) %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  %c = tensor.extract_slice %z[0, 4] [4, 4] [1, 1] : tensor<4x16xf32> to tensor<4x4xf32>
+  %d = tensor.extract_slice %z[0, 0] [4, 4] [1, 1] : tensor<4x16xf32> to tensor<4x4xf32>
+  %s = tensor.concat dim(1) %c, %d : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  return %r, %s : tensor<4x16xf32>, tensor<4x8xf32>
+}
