@@ -194,28 +194,40 @@ struct CachedRow {
   Value root;
   MemRefType type;
   int64_t slice = 1; // elements per row
-  bool load = false; // the chain reads it before writing it: load it first
+  bool load = false; // see needsLoad: load the row first
   bool store = false; // read after the chain: store the row at the end
 };
 
-/// Whether the chain reads `root` before it first writes it.
-bool readBeforeWritten(const Chain &chain, Value root) {
+/// Whether `op` writes every element of its output `out`: the output's
+/// indexing map reaches each of its dimensions once, over its whole size.
+bool writesAll(linalg::GenericOp op, OpOperand &out) {
+  AffineMap map = op.getMatchingIndexingMap(&out);
+  return map.isProjectedPermutation() &&
+         map.getNumResults() ==
+             cast<MemRefType>(out.get().getType()).getRank();
+}
+
+/// Whether the row of `root` must be loaded from global memory before the
+/// chain: a member reads it before one writes all of it, or (when the row
+/// is stored back at the end, `stored`) no member writes all of it, so what
+/// the chain leaves alone must be what was there.
+bool needsLoad(const Chain &chain, Value root, bool stored) {
   for (linalg::GenericOp op : chain.members) {
     for (OpOperand *in : op.getDpsInputOperands())
       if (rootOf(in->get()) == root)
         return true;
-    bool writes = false;
+    bool whole = false;
     for (OpOperand &out : op.getDpsInitsMutable()) {
       if (rootOf(out.get()) != root)
         continue;
       if (!op.getMatchingBlockArgument(&out).use_empty())
         return true; // a reduction's initial value, or an update
-      writes = true;
+      whole |= writesAll(op, out);
     }
-    if (writes)
+    if (whole)
       return false;
   }
-  return false;
+  return stored;
 }
 
 /// Whether anything after `last` may read `root`: an argument always (the
@@ -345,8 +357,8 @@ struct MapRowsToGpuPass
         if (bytes + rowBytes > sharedMemory)
           continue;
         bytes += rowBytes;
-        row.load = readBeforeWritten(chain, root);
         row.store = liveAfter(root, chain.members.back());
+        row.load = needsLoad(chain, root, row.store);
         cached.push_back(row);
       }
     return cached;

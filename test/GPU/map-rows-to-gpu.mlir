@@ -144,3 +144,47 @@ func.func @no_rows(%x: memref<8x32xf32>, %cols: memref<32xf32>, %rows: memref<8x
   }
   return
 }
+
+// -----
+
+// Tests that an output row the chain writes only in part (the row sums into
+// column 0 of a 8 x 4 argument) is loaded into shared memory before the
+// members and stored back whole after them, so the other columns keep what
+// they held.
+// CHECK-LABEL: func.func @partial_row
+// CHECK: gpu.launch {{.*}} workgroup(%[[SUM:.*]] : memref<1xf32, #gpu.address_space<workgroup>>, %[[ROW:.*]] : memref<4xf32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%{{.*}}, %{{.*}}] : memref<8x4xf32>
+// CHECK: memref.store %[[OLD]], %[[ROW]][%[[I]]]
+// CHECK: gpu.barrier
+// CHECK: gpu.all_reduce add
+// CHECK: memref.store %{{.*}}, %[[ROW]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[ROW]]
+// CHECK: memref.store %{{.*}}, %arg1
+// CHECK: gpu.terminator
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#first = affine_map<(d0) -> (d0, 0)>
+func.func @partial_row(%x: memref<8x32xf32>, %out: memref<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<8xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> ()>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%zero : f32) outs(%sum : memref<8xf32>) {
+  ^bb0(%z: f32, %o: f32):
+    linalg.yield %z : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x32xf32>) outs(%sum : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, #first], iterator_types = ["parallel"]}
+      ins(%sum : memref<8xf32>) outs(%out : memref<8x4xf32>) {
+  ^bb0(%s: f32, %o: f32):
+    linalg.yield %s : f32
+  }
+  memref.dealloc %sum : memref<8xf32>
+  return
+}

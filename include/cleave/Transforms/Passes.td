@@ -445,7 +445,8 @@ def CleaveMapRowsToGpu
     The buffers the chain writes keep the block's row in shared memory (as
     many as fit in `shared-memory` bytes, in member order): members read and
     write the row there; it is loaded from global memory first only if the
-    chain reads it before writing it, and stored back at the end only if an
+    chain reads it before a member writes all of it (or, when it is stored
+    back, no member writes all of it), and stored back at the end only if an
     op after the chain (or the caller) may read it. A softmax then reads its
     scores once and writes its probabilities once.
 
