@@ -100,7 +100,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
       // plus libdevice, which Debian's MLIR cannot find by itself) and
       // ptxas to one cubin per kernel; host code to LLVM.
       return llvm::formatv(
-                 "func.func(cleave-copies-to-linalg), "
+                 "func.func(cleave-copies-to-linalg, "
+                 "cleave-gemm-writes-transposed), "
                  "cleave-linalg-to-blas{{target=cuda}, "
                  "func.func(cleave-approximate-math, "
                  "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
@@ -116,7 +117,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "reconcile-unrealized-casts, gpu-module-to-binary{{format=bin}",
                  options.gpuArch, options.libdevice)
           .str();
-    return std::string("func.func(cleave-copies-to-linalg), ") +
+    return std::string("func.func(cleave-copies-to-linalg, "
+                       "cleave-gemm-writes-transposed), ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu

@@ -366,6 +366,36 @@ def CleaveParallelizeOuterLoops
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
+def CleaveGemmWritesTransposed
+    : Pass<"cleave-gemm-writes-transposed", "mlir::func::FuncOp"> {
+  let summary = "A GEMM whose result is only copied, permuted, writes the "
+                "copy's destination through a transposed view";
+  let description = [{
+    Attention's head merge transposes the second batched GEMM's result
+    (heads, tokens, head size) into (tokens, heads, head size): a kernel,
+    and a trip through memory, that only moves data. A strided GEMM can
+    write that layout itself (batch stride: the head size; row stride: the
+    model width). On bufferized IR, when a `linalg.matmul` or
+    `linalg.batch_matmul` writes an allocation that only a permuted copy
+    reads (directly or through one `expand_shape`), besides its zero fill
+    and deallocation, the GEMM and the fill write the copy's destination
+    through `memref.transpose` (and the `collapse_shape` undoing the
+    expansion), and the copy and the allocation go. Nothing between the
+    fill and the copy may touch the destination; a destination allocated
+    after the GEMM is allocated before it instead.
+
+    Before:
+    ```mlir
+    linalg.batch_matmul ins(%p, %v : ...) outs(%c : memref<12x16x64xf32>)
+    %e = memref.expand_shape %c [[0, 1], [2], [3]] ... into memref<1x12x16x64xf32>
+    linalg.generic {maps (d0, d2, d1, d3), identity} ins(%e) outs(%t : memref<1x16x12x64xf32>)
+    ```
+    After: `linalg.batch_matmul ... outs(%w : memref<12x16x64xf32, strided<[64, 768, 1]>>)`
+    where `%w` collapses `memref.transpose %t (d0, d1, d2, d3) -> (d0, d2, d1, d3)`.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
   let summary = "Call the runtime's BLAS GEMMs for float32 matmuls on memrefs";
   let description = [{

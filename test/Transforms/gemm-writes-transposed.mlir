@@ -1,0 +1,66 @@
+// RUN: cleave-opt %s --split-input-file --cleave-gemm-writes-transposed | FileCheck %s
+
+// Tests that attention's head merge, a permuted copy of the second batched
+// GEMM's result, becomes the GEMM (and its zero fill, moved down to it)
+// writing the merged buffer through a transposed, collapsed view: batch
+// stride 64 (the head size), row stride 768 (the width). The copy, the
+// result's allocation and its deallocation go; the destination, allocated
+// after the GEMM, is allocated before it.
+// CHECK-LABEL: func.func @head_merge
+// CHECK: %[[DEST:.*]] = memref.alloc() : memref<1x16x12x64xf32>
+// CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3) : memref<1x16x12x64xf32> to memref<1x12x16x64xf32, strided<[12288, 64, 768, 1]>>
+// CHECK: %[[W:.*]] = memref.collapse_shape %[[T]] {{\[}}[0, 1], [2], [3]] : memref<1x12x16x64xf32, strided<[12288, 64, 768, 1]>> into memref<12x16x64xf32, strided<[64, 768, 1]>>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[W]] :
+// CHECK-NEXT: linalg.batch_matmul ins(%arg0, %arg1 : memref<12x16x16xf32>, memref<12x16x64xf32>) outs(%[[W]] :
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.dealloc
+// CHECK: return %[[DEST]]
+#to = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @head_merge(%p: memref<12x16x16xf32>, %v: memref<12x16x64xf32>, %other: memref<4xf32>) -> memref<1x16x12x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<12x16x64xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<12x16x64xf32>)
+  linalg.fill ins(%zero : f32) outs(%other : memref<4xf32>)
+  linalg.batch_matmul ins(%p, %v : memref<12x16x16xf32>, memref<12x16x64xf32>) outs(%c : memref<12x16x64xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2], [3]] output_shape [1, 12, 16, 64] : memref<12x16x64xf32> into memref<1x12x16x64xf32>
+  %t = memref.alloc() : memref<1x16x12x64xf32>
+  linalg.generic {indexing_maps = [#to, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%e : memref<1x12x16x64xf32>) outs(%t : memref<1x16x12x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %c : memref<12x16x64xf32>
+  return %t : memref<1x16x12x64xf32>
+}
+
+// -----
+
+// Tests that the fold does not happen when something reads the GEMM's result
+// besides the copy, or when the destination is read between the GEMM and the
+// copy (the GEMM would overwrite it too early).
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: memref.transpose
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+#to2 = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+#id2 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @kept(%a: memref<4x8x8xf32>, %b: memref<4x8x8xf32>, %t: memref<8x4x8xf32>, %u: memref<8x4x8xf32>, %s: memref<8x4x8xf32>, %s2: memref<4x8x8xf32>) {
+  %c = memref.alloc() : memref<4x8x8xf32>
+  linalg.batch_matmul ins(%a, %b : memref<4x8x8xf32>, memref<4x8x8xf32>) outs(%c : memref<4x8x8xf32>)
+  memref.copy %t, %s : memref<8x4x8xf32> to memref<8x4x8xf32>
+  linalg.generic {indexing_maps = [#to2, #id2], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%c : memref<4x8x8xf32>) outs(%t : memref<8x4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  %d = memref.alloc() : memref<4x8x8xf32>
+  linalg.batch_matmul ins(%a, %b : memref<4x8x8xf32>, memref<4x8x8xf32>) outs(%d : memref<4x8x8xf32>)
+  linalg.generic {indexing_maps = [#to2, #id2], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%d : memref<4x8x8xf32>) outs(%u : memref<8x4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.copy %d, %s2 : memref<4x8x8xf32> to memref<4x8x8xf32>
+  return
+}
