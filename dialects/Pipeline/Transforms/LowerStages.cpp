@@ -104,7 +104,7 @@ private:
 LogicalResult Lowering::analyse() {
   int64_t count = stages.size();
   for (auto [s, stage] : llvm::enumerate(stages))
-    if (stage.getIndex() != static_cast<int64_t>(s))
+    if (static_cast<int64_t>(stage.getIndex()) != static_cast<int64_t>(s))
       return stage.emitOpError("is stage ")
              << stage.getIndex() << " but stage " << s
              << " is expected here: stages must be numbered 0, 1, ... in order";
