@@ -10,6 +10,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "GpuKernelBuilder.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -23,12 +25,9 @@ namespace cleave {
 } // namespace cleave
 
 using namespace mlir;
+using cleave::gpu_kernel::index;
 
 namespace {
-
-Value index(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
 
 /// `kind` applied to two floats.
 Value combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,

@@ -118,6 +118,8 @@ struct GemmWritesTransposedPass
     Value destRoot = dest;
     while (auto view = destRoot.getDefiningOp<ViewLikeOpInterface>())
       destRoot = view.getViewSource();
+    if (destRoot == result)
+      return; // a copy within the buffer itself
     for (Value alias : withViews(destRoot))
       for (Operation *user : alias.getUsers())
         if (!isa<ViewLikeOpInterface>(user) && between(user, first, copy))
