@@ -122,7 +122,18 @@ def prepare(kit, target, prefill_layers):
     from check_model import make_inputs, round_gemm_operands
     from gpt2_stack import make_stack
 
+    # A kit is rebuilt whole: a folder an earlier prepare made (it has the
+    # marker, or the finished kit's cases.json) goes, even one it left half
+    # done; any other non-empty folder is not ours to delete.
+    marker = os.path.join(kit, ".gpu-kit")
+    if os.path.isdir(kit) and os.listdir(kit):
+        if not (os.path.exists(marker) or
+                os.path.exists(os.path.join(kit, "cases.json"))):
+            sys.exit(f"gpu_kit: '{kit}' exists and is not a kit; give an empty "
+                     "or new folder")
+        shutil.rmtree(kit)
     os.makedirs(kit, exist_ok=True)
+    open(marker, "w").close()
     cases = []
     for name, model_file, shapes, options, precision in CASES:
         print(f"gpu_kit: {name}", flush=True)
