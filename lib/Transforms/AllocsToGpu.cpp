@@ -6,6 +6,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "BufferViews.h"
+
 #include "cleave/Runtime/Abi.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -118,9 +120,7 @@ struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
     // downloads them), so host code must not touch them.
     for (Operation *op : hostAccesses)
       for (Value operand : op->getOperands()) {
-        while (auto view = operand.getDefiningOp<ViewLikeOpInterface>())
-          operand = view.getViewSource();
-        auto arg = dyn_cast<BlockArgument>(operand);
+        auto arg = dyn_cast<BlockArgument>(cleave::viewedBuffer(operand));
         if (!arg || !isa<MemRefType>(arg.getType()) ||
             arg.getOwner() != &getOperation().getBody().front())
           continue;

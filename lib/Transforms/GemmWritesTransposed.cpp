@@ -8,6 +8,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "BufferViews.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -43,17 +45,6 @@ bool between(Operation *op, Operation *first, Operation *last) {
   return here && first->isBeforeInBlock(here) && here->isBeforeInBlock(last);
 }
 
-/// `v` and every view of it, transitively.
-SmallVector<Value> withViews(Value v) {
-  SmallVector<Value> all{v};
-  for (size_t i = 0; i < all.size(); ++i)
-    for (Operation *user : all[i].getUsers())
-      if (auto view = dyn_cast<ViewLikeOpInterface>(user))
-        if (view.getViewSource() == all[i])
-          all.push_back(view->getResult(0));
-  return all;
-}
-
 struct GemmWritesTransposedPass
     : cleave::impl::CleaveGemmWritesTransposedBase<GemmWritesTransposedPass> {
   void runOnOperation() override {
@@ -78,7 +69,7 @@ struct GemmWritesTransposedPass
     linalg::LinalgOp gemm;
     linalg::FillOp fill;
     SmallVector<Operation *> deallocs;
-    for (Value alias : withViews(result))
+    for (Value alias : cleave::viewsOf(result))
       for (Operation *user : alias.getUsers()) {
         if (user == copy || isa<ViewLikeOpInterface>(user))
           continue;
@@ -115,12 +106,10 @@ struct GemmWritesTransposedPass
     // The copy's destination is now written at `first`: nothing between may
     // touch it, and it must exist there.
     Value dest = copy.getDpsInits()[0];
-    Value destRoot = dest;
-    while (auto view = destRoot.getDefiningOp<ViewLikeOpInterface>())
-      destRoot = view.getViewSource();
+    Value destRoot = cleave::viewedBuffer(dest);
     if (destRoot == result)
       return; // a copy within the buffer itself
-    for (Value alias : withViews(destRoot))
+    for (Value alias : cleave::viewsOf(destRoot))
       for (Operation *user : alias.getUsers())
         if (!isa<ViewLikeOpInterface>(user) && between(user, first, copy))
           return;

@@ -11,6 +11,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "BufferViews.h"
+
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/RuntimeNames.h"
@@ -69,19 +71,6 @@ func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
   return f;
 }
 
-/// Every view of the buffer `v` views, and the buffer itself.
-SmallVector<Value> aliases(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  SmallVector<Value> all{v};
-  for (size_t i = 0; i < all.size(); ++i)
-    for (Operation *user : all[i].getUsers())
-      if (auto view = dyn_cast<ViewLikeOpInterface>(user))
-        if (view.getViewSource() == all[i])
-          all.push_back(view->getResult(0));
-  return all;
-}
-
 /// The zero fill of `op`'s output earlier in its block, when nothing between
 /// them touches that buffer: the GEMM can overwrite (beta = 0) and the fill
 /// can go.
@@ -96,7 +85,7 @@ linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
         fill = f;
   if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
     return nullptr;
-  for (Value alias : aliases(c))
+  for (Value alias : cleave::viewsOf(cleave::viewedBuffer(c)))
     for (Operation *user : alias.getUsers()) {
       Operation *here = block->findAncestorOpInBlock(*user);
       if (user == fill || user == op || isa<ViewLikeOpInterface>(user) || !here)

@@ -8,6 +8,7 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "BufferViews.h"
 #include "GpuKernelBuilder.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -180,13 +181,6 @@ struct Chain {
   SmallVector<int64_t> rows;
 };
 
-/// The buffer `v` is a view of (itself if none).
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// A buffer the chain writes, kept in shared memory for the block's row: the
 /// members read and write the row there, and global memory sees it only
 /// where it must.
@@ -214,11 +208,11 @@ bool writesAll(linalg::GenericOp op, OpOperand &out) {
 bool needsLoad(const Chain &chain, Value root, bool stored) {
   for (linalg::GenericOp op : chain.members) {
     for (OpOperand *in : op.getDpsInputOperands())
-      if (rootOf(in->get()) == root)
+      if (cleave::viewedBuffer(in->get()) == root)
         return true;
     bool whole = false;
     for (OpOperand &out : op.getDpsInitsMutable()) {
-      if (rootOf(out.get()) != root)
+      if (cleave::viewedBuffer(out.get()) != root)
         continue;
       if (!op.getMatchingBlockArgument(&out).use_empty())
         return true; // a reduction's initial value, or an update
@@ -236,15 +230,9 @@ bool needsLoad(const Chain &chain, Value root, bool stored) {
 bool liveAfter(Value root, Operation *last) {
   if (!root.getDefiningOp<memref::AllocOp>())
     return true;
-  SmallVector<Value> aliases{root};
-  for (size_t i = 0; i < aliases.size(); ++i)
-    for (Operation *user : aliases[i].getUsers()) {
-      if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
-        if (view.getViewSource() == aliases[i])
-          aliases.push_back(view->getResult(0));
-        continue;
-      }
-      if (isa<memref::DeallocOp>(user))
+  for (Value alias : cleave::viewsOf(root))
+    for (Operation *user : alias.getUsers()) {
+      if (isa<ViewLikeOpInterface, memref::DeallocOp>(user))
         continue;
       Operation *here = last->getBlock()->findAncestorOpInBlock(*user);
       if (!here || last->isBeforeInBlock(here))
@@ -274,7 +262,7 @@ struct RowMemory : Memory {
 
   Value load(OpBuilder &b, Location loc, Value memref,
              ValueRange indices) const override {
-    if (Value row = shared.lookup(rootOf(memref)))
+    if (Value row = shared.lookup(cleave::viewedBuffer(memref)))
       return memref::LoadOp::create(b, loc, row,
                                     sharedIndex(b, loc, memref, indices));
     return Memory::load(b, loc, memref, indices);
@@ -282,7 +270,7 @@ struct RowMemory : Memory {
 
   void store(OpBuilder &b, Location loc, Value value, Value memref,
              ValueRange indices) const override {
-    if (Value row = shared.lookup(rootOf(memref)))
+    if (Value row = shared.lookup(cleave::viewedBuffer(memref)))
       Memory::store(b, loc, value, row, sharedIndex(b, loc, memref, indices));
     else
       Memory::store(b, loc, value, memref, indices);
@@ -341,7 +329,7 @@ struct MapRowsToGpuPass
     DenseSet<Value> seen;
     for (linalg::GenericOp op : chain.members)
       for (OpOperand &out : op.getDpsInitsMutable()) {
-        Value root = rootOf(out.get());
+        Value root = cleave::viewedBuffer(out.get());
         if (!seen.insert(root).second)
           continue;
         auto type = dyn_cast<MemRefType>(root.getType());
