@@ -39,6 +39,15 @@ inline float halfToFloat(uint16_t h) {
   return f;
 }
 
+/// `value >> shift` (shift >= 1), rounded to nearest, ties to even. A
+/// carry out of the kept bits is wanted: it moves a float16 to the next
+/// exponent (or from subnormal to normal).
+inline uint32_t shiftRoundingToEven(uint32_t value, uint32_t shift) {
+  uint32_t kept = value >> shift;
+  uint32_t rest = value & ((1u << shift) - 1), mid = 1u << (shift - 1);
+  return kept + (rest > mid || (rest == mid && (kept & 1)));
+}
+
 inline uint16_t floatToHalf(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
@@ -49,23 +58,10 @@ inline uint16_t floatToHalf(float f) {
     return sign | 0x7c00u | (man ? 0x200 : 0);
   if (exp >= 31)
     return sign | 0x7c00u;
-  if (exp <= 0) {
-    if (exp < -10)
-      return sign;
-    man |= 0x800000;
-    uint32_t shift = 14 - exp;
-    uint32_t half = man >> shift;
-    uint32_t rest = man & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1)))
-      ++half;
-    return sign | half;
-  }
-  uint32_t half = sign | (exp << 10) | (man >> 13);
-  uint32_t rest = man & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
-    ++half;
-  return half;
+  if (exp <= 0) // a float16 subnormal, or zero
+    return exp < -10 ? sign
+                     : sign | shiftRoundingToEven(man | 0x800000, 14 - exp);
+  return sign | ((uint32_t(exp) << 10) + shiftRoundingToEven(man, 13));
 }
 
 inline float bf16ToFloat(uint16_t h) {
