@@ -105,7 +105,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "cleave-linalg-to-blas{{target=cuda}, "
                  "func.func(cleave-approximate-math, "
                  "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
-                 "cleave-map-to-gpu, "
+                 "cleave-map-to-gpu, canonicalize, "
                  "cleave-allocs-to-gpu, canonicalize, cse), "
                  "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
                  "convert-func-to-llvm, expand-strided-metadata, "
@@ -123,7 +123,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu
                 ? "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
-                  "cleave-map-to-gpu, cleave-emulate-gpu-kernels), "
+                  "cleave-map-to-gpu, canonicalize, cleave-emulate-gpu-kernels), "
                 : "convert-linalg-to-parallel-loops, "
                   "cleave-parallelize-outer-loops), ") +
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
