@@ -119,10 +119,8 @@ bool fitsRows(linalg::GenericOp op, ArrayRef<int64_t> rows) {
 }
 
 /// The rows of a reduction that can seed a chain: its leading parallel
-/// loops, when all the others reduce.
+/// loops, when all the others reduce (fitsRows checks the combiner).
 std::optional<SmallVector<int64_t>> seedRows(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || !findCombiner(op))
-    return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   size_t r = 0;
@@ -452,7 +450,6 @@ struct MapRowsToGpuPass
                   ArrayRef<Value> row, Value thread, int64_t t,
                   const Memory &memory) {
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> inner(ranges.begin() + row.size(), ranges.end());
     int64_t points = 1;
     for (int64_t s : inner)
@@ -462,10 +459,7 @@ struct MapRowsToGpuPass
       llvm::append_range(point, delinearize(lb, loc, linear, inner));
       return point;
     };
-    std::optional<Combiner> c = findCombiner(op);
-    if (!c || llvm::all_of(iterators, [](utils::IteratorType it) {
-          return it == utils::IteratorType::parallel;
-        })) {
+    if (op.getNumParallelLoops() == op.getNumLoops()) {
       scf::ForOp::create(b, loc, thread, index(b, loc, points), index(b, loc, t),
                          ValueRange{},
                          [&](OpBuilder &lb, Location loc, Value i, ValueRange) {
@@ -478,13 +472,14 @@ struct MapRowsToGpuPass
                          });
       return;
     }
-    // The other parallel loops have one point, so the row's reduced points
-    // are its points, in the same order.
+    // A reduction (fitsRows found its combiner), whose other parallel loops
+    // have one point: the row's reduced points are its points, in order.
+    Combiner c = *findCombiner(op);
     Value total =
-        reduceAcrossBlock(b, loc, op, *c, thread, t, points, pointAt, memory);
+        reduceAcrossBlock(b, loc, op, c, thread, t, points, pointAt, memory);
     SmallVector<Value> start(row.begin(), row.end());
     start.append(inner.size(), index(b, loc, 0));
-    storeCombined(b, loc, op, *c, thread, start, total, memory);
+    storeCombined(b, loc, op, c, thread, start, total, memory);
   }
 };
 
