@@ -96,65 +96,51 @@ struct GemmWritesTransposedPass
         (fill && (fill->getBlock() != gemm->getBlock() ||
                   !fill->isBeforeInBlock(gemm))))
       return;
-    // Nothing but the GEMM touches the buffer after its fill: the fill can
-    // come down to the GEMM, so the destination is written no earlier than
-    // it must be.
-    if (fill)
-      fill->moveBefore(gemm);
-    Operation *first = fill ? fill.getOperation() : gemm.getOperation();
-
-    // The copy's destination is now written at `first`: nothing between may
-    // touch it, and it must exist there.
+    // Everything is checked before anything changes. The fill will come
+    // down to the GEMM (nothing else touches the buffer in between), so the
+    // destination is written from the GEMM on: nothing between it and the
+    // copy may touch the destination, and the destination must exist at the
+    // fill or the GEMM, whichever comes first once the fill has moved.
     Value dest = copy.getDpsInits()[0];
     Value destRoot = cleave::viewedBuffer(dest);
     if (destRoot == result)
       return; // a copy within the buffer itself
     for (Value alias : cleave::viewsOf(destRoot))
       for (Operation *user : alias.getUsers())
-        if (!isa<ViewLikeOpInterface>(user) && between(user, first, copy))
+        if (!isa<ViewLikeOpInterface>(user) &&
+            (user == gemm.getOperation() || between(user, gemm, copy)))
           return;
-    Operation *destDef = dest.getDefiningOp();
-    if (destDef && destDef->getBlock() == first->getBlock() &&
-        first->isBeforeInBlock(destDef)) {
-      // Only a plain allocation (and views of one) may move up.
-      SmallVector<Operation *> chain;
-      for (Operation *op = destDef; op; ) {
-        chain.push_back(op);
-        if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
-          break;
-        auto view = dyn_cast<ViewLikeOpInterface>(op);
-        if (!view)
-          return;
-        op = view.getViewSource().getDefiningOp();
-        if (op && !(op->getBlock() == first->getBlock() &&
-                    first->isBeforeInBlock(op)))
-          op = nullptr; // already above
-      }
-      for (Operation *op : llvm::reverse(chain))
-        op->moveBefore(first);
-    }
+    FailureOr<SmallVector<Operation *>> toHoist = definitionsAfter(dest, gemm);
+    if (failed(toHoist))
+      return;
 
     // The view of the destination in the read buffer's shape: element j of
-    // the read buffer went to destination index (out o in^-1)(j).
+    // the read buffer went to destination index (out o in^-1)(j). Built
+    // first at the copy, where the destination exists, to see whether the
+    // expansion can be undone on it.
     AffineMap in = copy.getMatchingIndexingMap(copy.getDpsInputOperand(0));
     AffineMap out = copy.getMatchingIndexingMap(copy.getDpsInitOperand(0));
-    AffineMap toDest = out.compose(inversePermutation(in));
-    OpBuilder b(first);
+    AffineMapAttr transpose = AffineMapAttr::get(
+        inversePermutation(out.compose(inversePermutation(in))));
+    OpBuilder b(copy);
     Location loc = copy.getLoc();
-    Value view = memref::TransposeOp::create(
-        b, loc, dest, AffineMapAttr::get(inversePermutation(toDest)));
-    if (expand) {
-      auto viewType = cast<MemRefType>(view.getType());
-      if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
-              viewType, expand.getReassociationIndices()))
-        return eraseIfUnused(view);
+    auto probe = memref::TransposeOp::create(b, loc, dest, transpose);
+    auto viewType = cast<MemRefType>(probe.getType());
+    probe->erase();
+    if (expand && !memref::CollapseShapeOp::isGuaranteedCollapsible(
+                      viewType, expand.getReassociationIndices()))
+      return;
+
+    if (fill)
+      fill->moveBefore(gemm);
+    Operation *first = fill ? fill.getOperation() : gemm.getOperation();
+    for (Operation *op : *toHoist)
+      op->moveBefore(first);
+    b.setInsertionPoint(first);
+    Value view = memref::TransposeOp::create(b, loc, dest, transpose);
+    if (expand)
       view = memref::CollapseShapeOp::create(b, loc, view,
                                              expand.getReassociationIndices());
-    }
-    if (cast<MemRefType>(view.getType()).getShape() !=
-        cast<MemRefType>(result.getType()).getShape())
-      return eraseIfUnused(view);
-
     gemm.getDpsInitsMutable()[0].set(view);
     if (fill)
       fill.getDpsInitsMutable()[0].set(view);
@@ -167,17 +153,25 @@ struct GemmWritesTransposedPass
       alloc->erase();
   }
 
-  /// Removes a view built for a fold that did not happen, and the views it
-  /// was built from.
-  void eraseIfUnused(Value v) {
-    while (v && v.use_empty()) {
-      Operation *def = v.getDefiningOp();
-      auto view = dyn_cast_or_null<ViewLikeOpInterface>(def);
+  /// The ops defining `dest` that come after `point` in its block, in
+  /// program order, to move above it: a plain allocation and views of it.
+  /// Failure if anything else defines it there.
+  FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
+                                                       Operation *point) {
+    SmallVector<Operation *> defs;
+    for (Operation *op = dest.getDefiningOp();
+         op && op->getBlock() == point->getBlock() &&
+         point->isBeforeInBlock(op);) {
+      defs.push_back(op);
+      if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
+        break;
+      auto view = dyn_cast<ViewLikeOpInterface>(op);
       if (!view)
-        return;
-      v = view.getViewSource();
-      def->erase();
+        return failure();
+      op = view.getViewSource().getDefiningOp();
     }
+    std::reverse(defs.begin(), defs.end());
+    return defs;
   }
 };
 
