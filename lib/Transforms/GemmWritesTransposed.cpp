@@ -9,6 +9,7 @@
 #include "cleave/Transforms/Passes.h"
 
 #include "BufferViews.h"
+#include "Gemms.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -23,20 +24,10 @@ using namespace mlir;
 
 namespace {
 
-/// A generic that only copies its one input into its one output, each read
-/// and written through a permutation.
-bool isPermutedCopy(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 1 ||
-      op.getNumDpsInits() != 1 ||
-      op.getNumParallelLoops() != op.getNumLoops() ||
-      !isa<MemRefType>(op.getDpsInputs()[0].getType()))
-    return false;
-  Block &body = op.getRegion().front();
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  return body.getOperations().size() == 1 &&
-         yield.getOperand(0) == body.getArgument(0) &&
-         llvm::all_of(op.getIndexingMapsArray(),
-                      [](AffineMap m) { return m.isPermutation(); });
+/// A transpose between buffers.
+bool isBufferTranspose(linalg::GenericOp op) {
+  return op.hasPureBufferSemantics() && cleave::isPermutedCopy(op) &&
+         isa<MemRefType>(op.getDpsInputs()[0].getType());
 }
 
 /// Whether `op` lies strictly between `first` and `last` in their block.
@@ -50,7 +41,7 @@ struct GemmWritesTransposedPass
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> copies;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (isPermutedCopy(op))
+      if (isBufferTranspose(op))
         copies.push_back(op);
     });
     for (linalg::GenericOp copy : copies)
@@ -78,8 +69,7 @@ struct GemmWritesTransposedPass
           continue;
         }
         auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
-        if (alias == result && linalgOp &&
-            isa<linalg::MatmulOp, linalg::BatchMatmulOp>(user) && !gemm &&
+        if (alias == result && linalgOp && cleave::isGemm(user) && !gemm &&
             linalgOp.getDpsInits()[0] == result) {
           gemm = linalgOp;
           continue;

@@ -1,19 +1,24 @@
 //===- LinalgToBlas.cpp - GEMMs to the runtime's BLAS calls ---------------===//
 //
-// On bufferized IR, replaces linalg.matmul / linalg.batch_matmul whose
-// operands have contiguous rows by calls into the runtime: float32 ones by
-// cleave_rt_sgemm[_batched], those on 16-bit operands with a float32 result
-// (--precision) by cleave_rt_gemm_<bf16|f16>[_batched]. A zero fill of the
-// result earlier in the block, with nothing between touching the buffer, is
-// folded into the call as beta = 0.
+// On bufferized IR, replaces GEMMs (Gemms.h: named matmuls, and generics
+// with a GEMM's body) by calls into the runtime: float32 ones by
+// cleave_rt_sgemm, those on 16-bit operands with a float32 result
+// (--precision) by cleave_rt_gemm_<bf16|f16>. Each operand's strides along
+// the GEMM's loops come from its memref type, so an operand read in place
+// through a permutation (a head's slice of a projection, K read as K^T)
+// needs no copy. The last write of the result before the GEMM, when nothing
+// between touches the buffer, folds into the call: a zero fill as beta = 0,
+// a broadcast of a vector over the result's rows as the call's bias.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
 
 #include "BufferViews.h"
+#include "Gemms.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Runtime/GemmLayout.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/RuntimeNames.h"
 
@@ -30,32 +35,104 @@ using namespace mlir;
 
 namespace {
 
-/// Base pointer (as index), offset and strides of a strided memref.
-struct StridedOperand {
-  Value base, offset;
-  SmallVector<Value> strides;
-};
-
-/// Whether BLAS can read `memref`: rows of `element` with unit inner stride.
-bool isBlasOperand(Value memref, Type element) {
-  auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type || type.getElementType() != element)
-    return false;
+/// An operand's element strides along each loop of its GEMM (0 for a loop
+/// its map skips), from its memref type; none when they are not static.
+std::optional<SmallVector<int64_t>> loopStrides(linalg::LinalgOp op,
+                                                OpOperand &operand) {
+  auto type = dyn_cast<MemRefType>(operand.get().getType());
   SmallVector<int64_t> strides;
   int64_t offset;
-  return succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
+  if (!type || failed(type.getStridesAndOffset(strides, offset)) ||
+      llvm::any_of(strides, ShapedType::isDynamic))
+    return std::nullopt;
+  SmallVector<int64_t> byLoop(op.getNumLoops(), 0);
+  for (auto [position, expr] :
+       llvm::enumerate(op.getMatchingIndexingMap(&operand).getResults()))
+    byLoop[cast<AffineDimExpr>(expr).getPosition()] = strides[position];
+  return byLoop;
 }
 
-/// The base pointer, offset and strides of a memref isBlasOperand accepts.
-StridedOperand describe(OpBuilder &b, Location loc, Value memref) {
+/// What a call passes for one GEMM: the outer and inner batch counts and,
+/// for A, B and C, the strides along the outer batch, the inner batch, the
+/// rows and the columns.
+struct CallShape {
+  int64_t outer = 1, batch = 1, m, n, k;
+  std::array<std::array<int64_t, 4>, 3> strides;
+};
+
+/// The call shape of `op`, or none when BLAS cannot run it: more than two
+/// batch loops that do not merge, or an operand without a unit stride.
+std::optional<CallShape> callShape(linalg::LinalgOp op,
+                                   const cleave::GemmLoops &loops) {
+  SmallVector<int64_t> sizes = op.getStaticLoopRanges();
+  std::array<SmallVector<int64_t>, 3> strides;
+  for (auto [i, operand] : llvm::enumerate(op->getOpOperands())) {
+    std::optional<SmallVector<int64_t>> s = loopStrides(op, operand);
+    if (!s)
+      return std::nullopt;
+    strides[i] = *s;
+  }
+  // Batch loops of more than one step, outermost (largest C stride) first;
+  // a loop merges into the one before it where, in every operand, a step of
+  // the outer one is a whole run of the inner one.
+  SmallVector<unsigned> batch;
+  for (unsigned loop : loops.batch)
+    if (sizes[loop] != 1)
+      batch.push_back(loop);
+  llvm::stable_sort(batch, [&](unsigned x, unsigned y) {
+    return strides[2][x] > strides[2][y];
+  });
+  SmallVector<std::pair<int64_t, std::array<int64_t, 3>>> merged;
+  for (unsigned loop : batch) {
+    std::array<int64_t, 3> step = {strides[0][loop], strides[1][loop],
+                                   strides[2][loop]};
+    if (!merged.empty()) {
+      auto &[size, outer] = merged.back();
+      if (llvm::all_of(llvm::seq(0, 3), [&](int i) {
+            return outer[i] == step[i] * sizes[loop];
+          })) {
+        size *= sizes[loop];
+        outer = step;
+        continue;
+      }
+    }
+    merged.push_back({sizes[loop], step});
+  }
+  if (merged.size() > 2)
+    return std::nullopt;
+  while (merged.size() < 2)
+    merged.insert(merged.begin(), {1, {0, 0, 0}});
+
+  CallShape shape;
+  shape.outer = merged[0].first;
+  shape.batch = merged[1].first;
+  shape.m = sizes[loops.m];
+  shape.n = sizes[loops.n];
+  shape.k = sizes[loops.k];
+  std::array<std::pair<unsigned, unsigned>, 3> matrix = {
+      {{loops.m, loops.k}, {loops.k, loops.n}, {loops.m, loops.n}}};
+  std::array<std::pair<int64_t, int64_t>, 3> extent = {
+      {{shape.m, shape.k}, {shape.k, shape.n}, {shape.m, shape.n}}};
+  for (int i = 0; i < 3; ++i) {
+    auto [row, col] = matrix[i];
+    shape.strides[i] = {merged[0].second[i], merged[1].second[i],
+                        strides[i][row], strides[i][col]};
+    std::optional<cleave::rt::MatrixLayout> layout = cleave::rt::matrixLayout(
+        extent[i].first, extent[i].second, strides[i][row], strides[i][col]);
+    if (!layout || (i == 2 && layout->transposed))
+      return std::nullopt; // C must be row-major
+    if (i == 2)
+      shape.strides[i][2] = layout->ld;
+  }
+  return shape;
+}
+
+/// Base pointer (as index) and element offset of a memref.
+std::pair<Value, Value> baseAndOffset(OpBuilder &b, Location loc, Value memref) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  StridedOperand result;
-  result.base = memref::ExtractAlignedPointerAsIndexOp::create(
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(
       b, loc, meta.getBaseBuffer());
-  result.offset = meta.getOffset();
-  result.strides.assign(meta.getStrides().begin(), meta.getStrides().end());
-  return result;
+  return {base, meta.getOffset()};
 }
 
 func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
@@ -71,29 +148,66 @@ func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
   return f;
 }
 
-/// The zero fill of `op`'s output earlier in its block, when nothing between
-/// them touches that buffer: the GEMM can overwrite (beta = 0) and the fill
-/// can go.
-linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
+/// The last op before `op` in its block that writes `op`'s output as its
+/// own output (a fill, a generic), when nothing between them touches that
+/// buffer: what it writes is what the GEMM adds its product to.
+linalg::LinalgOp initWriter(linalg::LinalgOp op) {
   Value c = op.getDpsInits()[0];
   Block *block = op->getBlock();
-  linalg::FillOp fill;
+  linalg::LinalgOp writer;
   for (Operation *user : c.getUsers())
-    if (auto f = dyn_cast<linalg::FillOp>(user))
-      if (f.getOutputs()[0] == c && f->getBlock() == block &&
-          f->isBeforeInBlock(op) && (!fill || fill->isBeforeInBlock(f)))
-        fill = f;
-  if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+    if (auto w = dyn_cast<linalg::LinalgOp>(user))
+      if (w != op && w->getBlock() == block && w->isBeforeInBlock(op) &&
+          w.getNumDpsInits() == 1 && w.getDpsInits()[0] == c &&
+          (!writer || writer->isBeforeInBlock(w)))
+        writer = w;
+  if (!writer)
     return nullptr;
   for (Value alias : cleave::viewsOf(cleave::viewedBuffer(c)))
     for (Operation *user : alias.getUsers()) {
       Operation *here = block->findAncestorOpInBlock(*user);
-      if (user == fill || user == op || isa<ViewLikeOpInterface>(user) || !here)
+      if (user == writer || user == op || isa<ViewLikeOpInterface>(user) ||
+          !here)
         continue;
-      if (fill->isBeforeInBlock(here) && here->isBeforeInBlock(op))
+      if (writer->isBeforeInBlock(here) && here->isBeforeInBlock(op))
         return nullptr;
     }
-  return fill;
+  return writer;
+}
+
+bool isZeroFill(linalg::LinalgOp writer) {
+  auto fill = dyn_cast<linalg::FillOp>(writer.getOperation());
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+/// The float32 vector `writer` broadcasts over the rows of `gemm`'s output
+/// (a bias), or null: a generic that copies a contiguous vector along the
+/// GEMM's N loop into every element.
+Value broadcastBias(linalg::LinalgOp writer, linalg::LinalgOp gemm,
+                    const cleave::GemmLoops &loops) {
+  auto generic = dyn_cast<linalg::GenericOp>(writer.getOperation());
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops())
+    return nullptr;
+  Block &body = generic.getRegion().front();
+  Value vector = generic.getDpsInputs()[0];
+  auto type = dyn_cast<MemRefType>(vector.getType());
+  if (body.getOperations().size() != 1 ||
+      body.getTerminator()->getOperand(0) != body.getArgument(0) || !type ||
+      type.getRank() != 1 || !type.getElementType().isF32() ||
+      !type.isLastDimUnitStride())
+    return nullptr;
+  AffineMap in = generic.getMatchingIndexingMap(generic.getDpsInputOperand(0));
+  AffineMap out = generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  AffineMap gemmOut = gemm.getMatchingIndexingMap(gemm.getDpsInitOperand(0));
+  if (!out.isPermutation() || in.getNumResults() != 1)
+    return nullptr;
+  // The output dimension the vector runs along must be the GEMM's N.
+  std::optional<unsigned> position = out.getResultPosition(in.getResult(0));
+  if (!position)
+    return nullptr;
+  auto dim = dyn_cast<AffineDimExpr>(gemmOut.getResult(*position));
+  return dim && dim.getPosition() == loops.n ? vector : nullptr;
 }
 
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
@@ -111,64 +225,63 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     ModuleOp module = getOperation();
     SmallVector<linalg::LinalgOp> gemms;
     module.walk([&](linalg::LinalgOp op) {
-      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) &&
-          op.hasPureBufferSemantics())
+      if (op.hasPureBufferSemantics() && cleave::isGemm(op))
         gemms.push_back(op);
     });
-    for (linalg::LinalgOp op : gemms) {
-      // Only the plain forms: no transposed or broadcast indexing maps.
-      if (auto mm = dyn_cast<linalg::MatmulOp>(op.getOperation())) {
-        if (mm.getIndexingMapsArray() !=
-            linalg::MatmulOp::getDefaultIndexingMaps(&getContext()))
-          continue;
-      } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op.getOperation())) {
-        if (bmm.getIndexingMapsArray() !=
-            linalg::BatchMatmulOp::getDefaultIndexingMaps(&getContext()))
-          continue;
-      }
-      Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
-            c = op.getDpsInits()[0];
-      // float32 operands, or 16-bit ones (--precision) into a float32 result.
-      Type operands = cast<MemRefType>(a.getType()).getElementType();
-      Type f32 = Float32Type::get(&getContext());
-      if (!(operands.isF32() || operands.isBF16() || operands.isF16()) ||
-          !isBlasOperand(a, operands) || !isBlasOperand(bm, operands) ||
-          !isBlasOperand(c, f32))
-        continue;
-      linalg::FillOp fill = zeroFillBefore(op);
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      StridedOperand da = describe(b, loc, a), db = describe(b, loc, bm),
-                     dc = describe(b, loc, c);
-      bool batched = isa<linalg::BatchMatmulOp>(op.getOperation());
-      auto dim = [&](Value v, int64_t d) -> Value {
-        return memref::DimOp::create(b, loc, v, d);
-      };
-      int64_t r = batched ? 1 : 0;
-      SmallVector<Value> args;
-      if (batched)
-        args.push_back(dim(c, 0));
-      args.append({dim(c, r), dim(c, r + 1), dim(a, r + 1)});
-      for (StridedOperand *d : {&da, &db, &dc}) {
-        args.append({d->base, d->offset});
-        if (batched)
-          args.push_back(d->strides[0]);
-        args.push_back(d->strides[r]);
-      }
-      args.push_back(arith::ConstantOp::create(
-          b, loc, b.getF32FloatAttr(fill ? 0.0f : 1.0f)));
-      std::string name =
-          operands.isF32() ? std::string(CLEAVE_ABI_SGEMM)
-                           : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
-      if (batched)
-        name += "_batched";
-      name = cleave::runtimeFunction(name, target);
-      func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
-      func::CallOp::create(b, loc, callee, args);
-      op->erase();
-      if (fill)
-        fill.erase();
+    for (linalg::LinalgOp op : gemms)
+      lower(module, op);
+  }
+
+  void lower(ModuleOp module, linalg::LinalgOp op) {
+    cleave::GemmLoops loops = *cleave::gemmLoops(op);
+    Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
+          c = op.getDpsInits()[0];
+    // float32 operands, or 16-bit ones (--precision) into a float32 result.
+    Type operands = cast<MemRefType>(a.getType()).getElementType();
+    if (!(operands.isF32() || operands.isBF16() || operands.isF16()) ||
+        cast<MemRefType>(bm.getType()).getElementType() != operands ||
+        !cast<MemRefType>(c.getType()).getElementType().isF32())
+      return;
+    std::optional<CallShape> shape = callShape(op, loops);
+    if (!shape)
+      return;
+    linalg::LinalgOp writer = initWriter(op);
+    Value bias = writer ? broadcastBias(writer, op, loops) : Value();
+    bool overwrite = bias || (writer && isZeroFill(writer));
+
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto index = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, loc, v);
+    };
+    SmallVector<Value> args = {index(shape->outer), index(shape->batch),
+                               index(shape->m), index(shape->n),
+                               index(shape->k)};
+    std::array<Value, 3> matrices = {a, bm, c};
+    for (auto [i, operand] : llvm::enumerate(matrices)) {
+      auto [base, offset] = baseAndOffset(b, loc, operand);
+      args.append({base, offset});
+      // C passes its row stride only: its columns are contiguous.
+      for (int64_t stride : ArrayRef(shape->strides[i]).take_front(i == 2 ? 3 : 4))
+        args.push_back(index(stride));
     }
+    if (bias) {
+      auto [base, offset] = baseAndOffset(b, loc, bias);
+      args.append({base, offset});
+    } else {
+      args.append({index(0), index(0)});
+    }
+    args.push_back(arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(overwrite ? 0.0f : 1.0f)));
+    std::string name = operands.isF32()
+                           ? std::string(CLEAVE_ABI_SGEMM)
+                           : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
+    name = cleave::runtimeFunction(name, target);
+    func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
+    func::CallOp::create(b, loc, callee, args);
+    op->erase();
+    if (overwrite)
+      writer->erase();
   }
 };
 } // namespace

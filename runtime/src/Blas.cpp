@@ -1,63 +1,106 @@
 //===- Blas.cpp - GEMM entry points on OpenBLAS ---------------------------===//
 //
-// Implements the cleave_rt_sgemm* calls that emitted code makes for float32
-// matmuls (see Abi.h), on OpenBLAS's cblas_sgemm, and the 16-bit operand
-// GEMMs of --precision by widening the operands to float32 first: a CPU
-// program with 16-bit GEMMs exists to check the numerics of the narrowing,
-// not for speed.
+// Implements the cleave_rt_sgemm and cleave_rt_gemm_<bf16|f16> calls that
+// emitted code makes for GEMMs (see Abi.h) on OpenBLAS's cblas_sgemm. The
+// 16-bit operand GEMMs of --precision widen the operands to float32 first: a
+// CPU program with 16-bit GEMMs exists to check the numerics of the
+// narrowing, not for speed. A bias is written into C before the product is
+// added to it.
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Runtime/Abi.h"
+#include "GemmCall.h"
+
 #include "cleave/Runtime/Float16.h"
 
 #include <cblas.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 using namespace cleave::rt;
 
 namespace {
 
-/// One row-major GEMM, C = A * B + beta * C, operands at element offsets.
-void sgemm(CLEAVE_ABI_GEMM_PARAMS) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
-              reinterpret_cast<const float *>(a) + offsetA, lda,
-              reinterpret_cast<const float *>(b) + offsetB, ldb, beta,
-              reinterpret_cast<float *>(c) + offsetC, ldc);
+/// Element (r, c) of a matrix laid out as `layout`, from its start.
+int64_t elementAt(const MatrixLayout &layout, int64_t r, int64_t c) {
+  return layout.transposed ? r + c * layout.ld : r * layout.ld + c;
 }
 
-/// `rows` x `cols` 16-bit elements, rows `ld` apart, widened and packed.
+/// C = bias (broadcast over rows) + beta * C, so that the GEMM then adds its
+/// product with beta = 1.
+void addBias(float *c, int64_t m, int64_t n, int64_t ldc, const float *bias,
+             float beta) {
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      c[r * ldc + j] = bias[j] + (beta == 0.0f ? 0.0f : beta * c[r * ldc + j]);
+}
+
+/// A `rows` x `cols` 16-bit matrix widened into a packed row-major one.
 template <float (*Widen)(uint16_t)>
-std::vector<float> widen(intptr_t base, int64_t offset, int64_t rows,
-                         int64_t cols, int64_t ld) {
-  const uint16_t *p = reinterpret_cast<const uint16_t *>(base) + offset;
+std::vector<float> widen(const uint16_t *p, int64_t rows, int64_t cols,
+                         const MatrixLayout &layout) {
   std::vector<float> out(rows * cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = Widen(p[r * ld + c]);
+      out[r * cols + c] = Widen(p[elementAt(layout, r, c)]);
   return out;
 }
 
-/// The same with 16-bit A and B, widened to float32 first.
-template <float (*Widen)(uint16_t)>
-void gemm16(CLEAVE_ABI_GEMM_PARAMS) {
-  std::vector<float> wa = widen<Widen>(a, offsetA, m, k, lda);
-  std::vector<float> wb = widen<Widen>(b, offsetB, k, n, ldb);
-  sgemm(m, n, k, reinterpret_cast<intptr_t>(wa.data()), 0, k,
-        reinterpret_cast<intptr_t>(wb.data()), 0, n, c, offsetC, ldc, beta);
+CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
+  return layout.transposed ? CblasTrans : CblasNoTrans;
 }
 
-/// The batched form over one of the above.
-template <void (*One)(CLEAVE_ABI_GEMM_PARAMS)>
-void batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {
-  for (int64_t i = 0; i < batch; ++i)
-    One(m, n, k, a, offsetA + i * batchStrideA, lda, b,
-        offsetB + i * batchStrideB, ldb, c, offsetC + i * batchStrideC, ldc, beta);
+/// Every GEMM of the call, one cblas_sgemm each; `Element` is A's and B's
+/// storage (float, or uint16_t widened by `Widen`).
+template <typename Element, float (*Widen)(uint16_t)>
+void run(CLEAVE_ABI_GEMM_PARAMS) {
+  GemmCall g;
+  try {
+    g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+  } catch (const RuntimeError &e) {
+    std::fprintf(stderr, "cleave-run: error: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  const Element *pa = reinterpret_cast<const Element *>(a);
+  const Element *pb = reinterpret_cast<const Element *>(b);
+  float *pc = reinterpret_cast<float *>(c);
+  const float *pbias = reinterpret_cast<const float *>(bias);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t i = 0; i < g.batch; ++i) {
+      float *ci = pc + g.c.at(o) + i * g.c.batchStride;
+      float beta = g.beta;
+      if (g.bias) {
+        addBias(ci, m, n, g.c.layout.ld, pbias + g.offsetBias, beta);
+        beta = 1.0f;
+      }
+      const Element *ai = pa + g.a.at(o) + i * g.a.batchStride;
+      const Element *bi = pb + g.b.at(o) + i * g.b.batchStride;
+      if constexpr (std::is_same_v<Element, float>) {
+        cblas_sgemm(CblasRowMajor, trans(g.a.layout), trans(g.b.layout), m, n,
+                    k, 1.0f, ai, g.a.layout.ld, bi, g.b.layout.ld, beta, ci,
+                    g.c.layout.ld);
+      } else {
+        std::vector<float> wa = widen<Widen>(ai, m, k, g.a.layout);
+        std::vector<float> wb = widen<Widen>(bi, k, n, g.b.layout);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                    wa.data(), k, wb.data(), n, beta, ci, g.c.layout.ld);
+      }
+    }
 }
 
 } // namespace
 
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_sgemm, batched<sgemm>)
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_gemm_bf16, batched<gemm16<bf16ToFloat>>)
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_gemm_f16, batched<gemm16<halfToFloat>>)
+extern "C" {
+void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS) {
+  run<float, nullptr>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS) {
+  run<uint16_t, bf16ToFloat>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS) {
+  run<uint16_t, halfToFloat>(CLEAVE_ABI_GEMM_ARGS);
+}
+}

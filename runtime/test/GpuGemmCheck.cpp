@@ -4,7 +4,9 @@
 //  1. numerics: float32, float16 and bfloat16 GEMMs of awkward and transformer
 //     shapes against a float64 reference computed here from the same
 //     (rounded) inputs, on sampled rows;
-//     and the ABI's batched entry on rows that are not packed;
+//     and the ABI's entry on the layouts compiled code passes: rows that are
+//     not packed, B stored transposed, an outer loop of strided batches,
+//     a bias epilogue;
 //  2. errors: a GEMM on a pointer that is not device memory must fail with a
 //     message naming the call, the rank and the device;
 //  3. speed: the GEMMs of one GPT-2-medium-shaped layer (d_model 1024, MLP
@@ -131,42 +133,50 @@ bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
   return ok;
 }
 
-/// The ABI entry emitted code calls, batched and with padded rows: 3 GEMMs
-/// of A[64 x 32] (rows 40 apart, so not packed) by B[32 x 48], float32.
-bool checkBatchedAbi() {
-  const int64_t batch = 3, m = 64, n = 48, k = 32, lda = 40;
+/// The ABI entry emitted code calls, with every layout it may be given:
+/// 2 x 3 GEMMs (an outer loop around a strided batch) of A[64 x 32], rows
+/// 40 apart, by B[32 x 48] stored transposed (columns 36 apart, as
+/// attention reads K in place), plus a bias over C's columns, float32.
+bool checkAbi() {
+  const int64_t outer = 2, batch = 3, m = 64, n = 48, k = 32, lda = 40, ldb = 36;
+  const int64_t count = outer * batch;
   std::mt19937 rng(3);
-  HostMatrix a = randomMatrix(GemmType::F32, batch * m * lda, rng);
-  HostMatrix b = randomMatrix(GemmType::F32, batch * k * n, rng);
-  void *da, *db, *dc;
+  HostMatrix a = randomMatrix(GemmType::F32, count * m * lda, rng);
+  HostMatrix b = randomMatrix(GemmType::F32, count * n * ldb, rng);
+  HostMatrix bias = randomMatrix(GemmType::F32, n, rng);
+  void *da, *db, *dc, *dbias;
   check(cudaMalloc(&da, a.bytes.size()), "cudaMalloc");
   check(cudaMalloc(&db, b.bytes.size()), "cudaMalloc");
-  check(cudaMalloc(&dc, batch * m * n * 4), "cudaMalloc");
+  check(cudaMalloc(&dc, count * m * n * 4), "cudaMalloc");
+  check(cudaMalloc(&dbias, bias.bytes.size()), "cudaMalloc");
   check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  cleave_rt_cuda_sgemm_batched(batch, m, n, k, reinterpret_cast<intptr_t>(da), 0,
-                               m * lda, lda, reinterpret_cast<intptr_t>(db), 0,
-                               k * n, n, reinterpret_cast<intptr_t>(dc), 0, m * n,
-                               n, 0.0f);
+  check(cudaMemcpy(dbias, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  auto at = [](void *p) { return reinterpret_cast<intptr_t>(p); };
+  // Element (r, c) of B in GEMM (o, i): r + c * ldb, so row stride 1.
+  cleave_rt_cuda_sgemm(outer, batch, m, n, k, at(da), 0, batch * m * lda, m * lda,
+                       lda, 1, at(db), 0, batch * n * ldb, n * ldb, 1, ldb, at(dc),
+                       0, batch * m * n, m * n, n, at(dbias), 0, 0.0f);
   check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
-  std::vector<char> c(batch * m * n * 4);
+  std::vector<char> c(count * m * n * 4);
   check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dc);
+  for (void *p : {da, db, dc, dbias})
+    cudaFree(p);
   double worst = 0;
-  for (int64_t q = 0; q < batch; ++q)
+  for (int64_t q = 0; q < count; ++q)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double ref = 0;
+        double ref = bias.values[j];
         for (int64_t p = 0; p < k; ++p)
-          ref += a.values[q * m * lda + i * lda + p] * b.values[q * k * n + p * n + j];
+          ref += a.values[q * m * lda + i * lda + p] * b.values[q * n * ldb + p + j * ldb];
         double got = valueAt(GemmType::F32, c, q * m * n + i * n + j);
         worst = std::max(worst, std::abs(got - ref) / (1 + std::abs(ref)));
       }
   bool ok = worst <= 1e-5;
-  std::printf("cleave_rt_cuda_sgemm_batched, 3 x 64x32 (rows 40 apart) x 32x48: "
-              "worst relative error %.2e: %s\n", worst, ok ? "ok" : "WRONG");
+  std::printf("cleave_rt_cuda_sgemm, 2 x 3 x 64x32 (rows 40 apart) x 32x48 (stored "
+              "transposed) + bias: worst relative error %.2e: %s\n",
+              worst, ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -247,7 +257,7 @@ int run(int argc, char **argv) {
     ok &= checkGemm(gemm, type, 257, 1024, 513);
     ok &= checkGemm(gemm, type, 1024, 3072, 1024);
   }
-  ok &= checkBatchedAbi();
+  ok &= checkAbi();
 
   const int64_t tokens = 8 * 1024, d = 1024, ffn = 4096;
   double layer = timeBf16(gemm, stream,

@@ -1,14 +1,22 @@
-// RUN: cleave-opt %s --cleave-linalg-to-blas | FileCheck %s
+// RUN: cleave-opt %s --cleave-linalg-to-blas --canonicalize --cse | FileCheck %s
+
+// The call's arguments (Abi.h): outer, batch, m, n, k; A's base, offset,
+// outer, batch, row and column strides; B's the same; C's base, offset,
+// outer and batch strides and row stride; the bias's base and offset (0, 0
+// for none); beta.
 
 // Tests that a float32 GEMM after a zero fill becomes one runtime call with
-// beta = 0 (the fill is dropped), and a batched one a batched call.
-// CHECK: func.func private @cleave_rt_sgemm(index, index, index, index, index, index, index, index, index, index, index, index, f32)
+// beta = 0 (the fill is dropped), A and B row-major.
+// CHECK: func.func private @cleave_rt_sgemm(index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, f32)
 // CHECK-LABEL: func.func @gemm
 // CHECK-NOT: linalg.fill
-// CHECK: arith.constant 0.000000e+00 : f32
-// CHECK-NOT: linalg.fill
-// CHECK: %[[BETA:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: call @cleave_rt_sgemm({{.*}}, %[[BETA]])
+// CHECK: memref.extract_strided_metadata %arg0
+// CHECK-NEXT: %[[A:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: memref.extract_strided_metadata %arg1
+// CHECK-NEXT: %[[B:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: memref.extract_strided_metadata %arg2
+// CHECK-NEXT: %[[C:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: call @cleave_rt_sgemm(%c1, %c1, %c4, %c16, %c8, %[[A]], %c0, %c0, %c0, %c8, %c1, %[[B]], %c0, %c0, %c0, %c16, %c1, %[[C]], %c0, %c0, %c0, %c16, %c0, %c0, %cst)
 // CHECK-NOT: linalg.matmul
 func.func @gemm(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -21,10 +29,9 @@ func.func @gemm(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>)
 // between touches the buffer, and stays when something reads it (through a
 // view) in between.
 // CHECK-LABEL: func.func @fill_earlier
-// CHECK-NOT: linalg.fill
-// CHECK: memref.alloc
-// CHECK: %[[BETA0:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: call @cleave_rt_sgemm({{.*}}, %[[BETA0]])
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT: linalg.fill ins(%{{.*}} outs(%arg2
+// CHECK: call @cleave_rt_sgemm({{.*}}, %[[ZERO]])
 func.func @fill_earlier(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
@@ -36,10 +43,10 @@ func.func @fill_earlier(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x
 }
 
 // CHECK-LABEL: func.func @fill_read_between
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK: linalg.fill
 // CHECK: memref.copy
-// CHECK: %[[BETA1:.*]] = arith.constant 1.000000e+00 : f32
-// CHECK-NEXT: call @cleave_rt_sgemm({{.*}}, %[[BETA1]])
+// CHECK: call @cleave_rt_sgemm({{.*}}, %[[ONE]])
 func.func @fill_read_between(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %d: memref<64xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
@@ -49,19 +56,98 @@ func.func @fill_read_between(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memr
   return
 }
 
+// Tests that a batch_matmul is one strided batch (outer 1, batch 2), beta 1
+// without a fill.
 // CHECK-LABEL: func.func @batched
-// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
-// CHECK-NEXT: call @cleave_rt_sgemm_batched({{.*}}, %[[ONE]])
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: call @cleave_rt_sgemm(%c1, %c2, %c4, %c16, %c8, %{{.*}}, %c0, %c0, %c32, %c8, %c1, %{{.*}}, %c0, %c0, %c128, %c16, %c1, %{{.*}}, %c0, %c0, %c64, %c16, %c0, %c0, %[[ONE]])
 func.func @batched(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x4x16xf32>) {
   linalg.batch_matmul ins(%a, %b : memref<2x4x8xf32>, memref<2x8x16xf32>) outs(%c : memref<2x4x16xf32>)
   return
 }
 
-// A float16 GEMM stays for the loop lowering.
-// CHECK-LABEL: func.func @half
+// Tests attention's first GEMM reading Q and K in place from the
+// projections' (batch, tokens, heads, head size) buffers: a GEMM generic
+// over (b, h, m, n, k). b and h do not merge (a token's heads are 64 apart,
+// a batch's 12288), so b is the outer loop (2) and h the strided batch
+// (12); A is row-major (rows 768 apart), B = K^T is read transposed (row
+// stride 1, columns 768 apart); C is packed.
+// CHECK-LABEL: func.func @scores_in_place
+// CHECK: call @cleave_rt_sgemm(%c2, %c12, %c16, %c16, %c64, %{{.*}}, %c0, %c12288, %c64, %c768, %c1, %{{.*}}, %c0, %c12288, %c64, %c1, %c768, %{{.*}}, %c0, %c3072, %c256, %c16, %c0, %c0, %{{.*}})
+// CHECK-NOT: linalg.generic
+func.func @scores_in_place(%q: memref<2x16x12x64xf32>, %k: memref<2x16x12x64xf32>, %s: memref<2x12x16x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, m, h, k)>,
+                                   affine_map<(b, h, m, n, k) -> (b, n, h, k)>,
+                                   affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<2x16x12x64xf32>, memref<2x16x12x64xf32>) outs(%s : memref<2x12x16x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// Tests that a bias broadcast over the result's rows folds into the call
+// (its base and offset; beta 0) and the broadcast goes.
+// CHECK-LABEL: func.func @bias
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT: linalg.generic
+// CHECK: memref.extract_strided_metadata %arg3
+// CHECK-NEXT: %[[BIAS:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: call @cleave_rt_sgemm(%c1, %c1, %c4, %c16, %c8, {{.*}}, %c16, %[[BIAS]], %c0, %[[ZERO]])
+func.func @bias(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %v: memref<16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// Tests that a vector broadcast along the columns (one value per row) is
+// no bias: it stays, and the GEMM adds to it (beta 1, no bias).
+// CHECK-LABEL: func.func @row_vector
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: linalg.generic
+// CHECK: call @cleave_rt_sgemm({{.*}}, %c0, %c0, %[[ONE]])
+func.func @row_vector(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %v: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<4xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// Tests what stays for the loop lowering: an operand with no unit stride
+// (BLAS cannot read it), a generic that multiplies and adds but exponentiates
+// first (no GEMM body), and a float16 GEMM.
+// CHECK-LABEL: func.func @not_blas
+// CHECK-NOT: call
 // CHECK: linalg.matmul
-func.func @half(%a: memref<4x8xf16>, %b: memref<8x16xf16>, %c: memref<4x16xf16>) {
-  linalg.matmul ins(%a, %b : memref<4x8xf16>, memref<8x16xf16>) outs(%c : memref<4x16xf16>)
+// CHECK: linalg.generic
+// CHECK: math.exp
+// CHECK: linalg.matmul
+func.func @not_blas(%a: memref<4x8xf32, strided<[16, 2]>>, %b: memref<8x16xf32>, %c: memref<4x16xf32>,
+                    %x: memref<4x8xf32>, %h: memref<4x8xf16>, %hb: memref<8x16xf16>, %hc: memref<4x16xf16>) {
+  linalg.matmul ins(%a, %b : memref<4x8xf32, strided<[16, 2]>>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>,
+                                   affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%u: f32, %y: f32, %acc: f32):
+    %e = math.exp %u : f32
+    %p = arith.mulf %e, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  linalg.matmul ins(%h, %hb : memref<4x8xf16>, memref<8x16xf16>) outs(%hc : memref<4x16xf16>)
   return
 }
 
@@ -79,9 +165,9 @@ func.func @bf16_operands(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %c: memref
 }
 
 // CHECK-LABEL: func.func @f16_operands_batched
-// CHECK: call @cleave_rt_gemm_f16_batched(
+// CHECK: call @cleave_rt_gemm_f16(%c1, %c2,
 // CUDA-LABEL: func.func @f16_operands_batched
-// CUDA: call @cleave_rt_cuda_gemm_f16_batched(
+// CUDA: call @cleave_rt_cuda_gemm_f16(
 func.func @f16_operands_batched(%a: memref<2x4x8xf16>, %b: memref<2x8x16xf16>, %c: memref<2x4x16xf32>) {
   linalg.batch_matmul ins(%a, %b : memref<2x4x8xf16>, memref<2x8x16xf16>) outs(%c : memref<2x4x16xf32>)
   return

@@ -61,11 +61,12 @@ void finishCollectives();
 enum class GemmType { F32, F16, BF16 };
 inline size_t elementBytes(GemmType type) { return type == GemmType::F32 ? 4 : 2; }
 
-/// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = A[m x k] *
-/// B[k x n] + beta * C, operands of one element type, float32 accumulation
-/// and scaling, optionally strided and batched. Each shape's layouts and
-/// algorithm are chosen once (cuBLASLt's heuristic) and reused; the
-/// workspace is allocated once.
+/// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = op(A)[m x k] *
+/// op(B)[k x n] + bias + beta * C, A and B of one element type (op: read
+/// as stored, or transposed), float32 accumulation and scaling, optionally
+/// strided and batched. Each shape's layouts and algorithm are chosen once
+/// (cuBLASLt's heuristic, told how aligned the operands are) and reused;
+/// the workspace is allocated once.
 class Gemm {
 public:
   explicit Gemm(cudaStream_t stream);
@@ -73,37 +74,49 @@ public:
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
 
+  /// A stored row-major (rows `lda` apart) or, transposed, column-major
+  /// (columns `lda` apart); B the same; C row-major. `batch` GEMMs, operand
+  /// X of GEMM i at `i * strideX` elements from the first.
+  struct Shape {
+    int64_t m, n, k;
+    bool transA = false, transB = false;
+    int64_t lda = 0, ldb = 0, ldc = 0;
+    int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
+    /// Whether a float32 bias vector of n elements is added to every row.
+    bool bias = false;
+  };
+
   /// Packed operands.
   void run(GemmType type, int64_t m, int64_t n, int64_t k, const void *a,
            const void *b, void *c, float beta = 0.0f) {
-    run(type, {m, n, k, k, n, n, 1, 0, 0, 0}, a, b, c, beta);
-  }
-
-  /// Rows `ld*` elements apart; `batch` GEMMs, operand j of batch i at
-  /// `i * stride*` elements from the first.
-  struct Shape {
-    int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC;
-    std::array<int64_t, 10> key() const {
-      return {m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC};
-    }
-  };
-  void run(GemmType type, const Shape &shape, const void *a, const void *b,
-           void *c, float beta = 0.0f) {
+    Shape shape{m, n, k};
+    shape.lda = k;
+    shape.ldb = n;
+    shape.ldc = n;
     run(type, type, shape, a, b, c, beta);
   }
-  /// A and B of `inType`, C of `outType` (16-bit operands, float32 result).
+  /// A and B of `inType`, C of `outType` (16-bit operands, float32 result);
+  /// `bias` when shape.bias.
   void run(GemmType inType, GemmType outType, const Shape &shape, const void *a,
-           const void *b, void *c, float beta);
+           const void *b, void *c, float beta, const float *bias = nullptr);
 
 private:
   struct Plan;
-  Plan &planFor(GemmType inType, GemmType outType, const Shape &shape);
+  /// How aligned (bytes) A's, B's and C's matrices are.
+  struct Alignments {
+    uint32_t a, b, c;
+  };
+  /// The types, the shape, the alignments and the bias's alignment.
+  using Key = std::array<int64_t, 18>;
+  Plan &planFor(const Key &key, GemmType inType, GemmType outType,
+                const Shape &shape, const Alignments &aligned,
+                const float *bias);
 
   cudaStream_t stream;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32u << 20;
-  std::map<std::tuple<GemmType, GemmType, std::array<int64_t, 10>>, Plan *> plans;
+  std::map<Key, Plan *> plans;
 };
 
 } // namespace cleave::rt::cuda

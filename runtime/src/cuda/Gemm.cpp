@@ -2,13 +2,17 @@
 //
 // cuBLASLt is column-major. A row-major X[r x c] is the column-major X^T
 // with leading dimension c, so C = A * B is computed as C^T = B^T * A^T:
-// cuBLASLt's first operand is B (n x k, ld n), its second A (k x m, ld k),
-// its result C (n x m, ld n), with no transposes.
+// cuBLASLt's first operand is B, its second A, its result C (n x m, ld ldc).
+// B stored row-major is, column-major, B^T (n x k) as needed; stored
+// column-major (transposed) it is B (k x n) and cuBLASLt transposes it. A
+// likewise. A bias over C's columns is, column-major, a bias over rows:
+// cuBLASLt's bias epilogue.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Cuda.h"
 
+#include "../GemmCall.h"
 #include "../Runtime.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -97,9 +101,29 @@ Gemm::~Gemm() {
     cublasLtDestroy(handle);
 }
 
-Gemm::Plan &Gemm::planFor(GemmType inType, GemmType outType,
-                          const Shape &shape) {
-  auto key = std::make_tuple(inType, outType, shape.key());
+namespace {
+
+/// The largest power of two, at most 256, that divides `pointer` and each
+/// of `strides` bytes: the alignment every matrix of a batch has.
+uint32_t alignment(const void *pointer, std::initializer_list<int64_t> strides) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(pointer) | 256;
+  for (int64_t stride : strides)
+    bits |= static_cast<uint64_t>(stride);
+  return static_cast<uint32_t>(bits & -bits);
+}
+
+template <typename T>
+void setAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                  const T &value) {
+  check(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+        "cublasLtMatmulDescSetAttribute");
+}
+
+} // namespace
+
+Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
+                          const Shape &shape, const Alignments &aligned,
+                          const float *bias) {
   if (auto it = plans.find(key); it != plans.end())
     return *it->second;
   auto *plan = new Plan();
@@ -107,7 +131,18 @@ Gemm::Plan &Gemm::planFor(GemmType inType, GemmType outType,
   cudaDataType_t in = dataType(inType), out = dataType(outType);
   check(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
-  // Column-major views of the row-major operands (see the file comment).
+  // cuBLASLt's A is our B and its B our A (see the file comment).
+  cublasOperation_t transB = shape.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    transA = shape.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, transB);
+  setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, transA);
+  if (shape.bias) {
+    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    // The heuristic reads the pointer's alignment from it.
+    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                 static_cast<const void *>(bias));
+  }
+  // Column-major layouts of the operands as stored (see the file comment).
   auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType_t t, int64_t rows,
                     int64_t cols, int64_t ld, int64_t stride) {
     check(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld),
@@ -123,15 +158,30 @@ Gemm::Plan &Gemm::planFor(GemmType inType, GemmType outType,
               sizeof(stride)),
           "cublasLtMatrixLayoutSetAttribute");
   };
-  layout(plan->a, in, shape.n, shape.k, shape.ldb, shape.strideB);
-  layout(plan->b, in, shape.k, shape.m, shape.lda, shape.strideA);
+  if (shape.transB)
+    layout(plan->a, in, shape.k, shape.n, shape.ldb, shape.strideB);
+  else
+    layout(plan->a, in, shape.n, shape.k, shape.ldb, shape.strideB);
+  if (shape.transA)
+    layout(plan->b, in, shape.m, shape.k, shape.lda, shape.strideA);
+  else
+    layout(plan->b, in, shape.k, shape.m, shape.lda, shape.strideA);
   layout(plan->c, out, shape.n, shape.m, shape.ldc, shape.strideC);
+
   cublasLtMatmulPreference_t preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-  check(cublasLtMatmulPreferenceSetAttribute(
-            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
-            sizeof(workspaceBytes)),
-        "cublasLtMatmulPreferenceSetAttribute");
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, auto value) {
+    check(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value,
+                                               sizeof(value)),
+          "cublasLtMatmulPreferenceSetAttribute");
+  };
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspaceBytes);
+  // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; a
+  // head's slice of a projection, read in place, is less aligned.
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aligned.b);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, aligned.a);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, aligned.c);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, aligned.c);
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
@@ -149,8 +199,21 @@ Gemm::Plan &Gemm::planFor(GemmType inType, GemmType outType,
 }
 
 void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
-               const void *a, const void *b, void *c, float beta) {
-  Plan &plan = planFor(inType, outType, shape);
+               const void *a, const void *b, void *c, float beta,
+               const float *bias) {
+  int64_t in = elementBytes(inType), out = elementBytes(outType);
+  Alignments aligned{alignment(a, {shape.strideA * in, shape.lda * in}),
+                     alignment(b, {shape.strideB * in, shape.ldb * in}),
+                     alignment(c, {shape.strideC * out, shape.ldc * out})};
+  Key key = {static_cast<int64_t>(inType), static_cast<int64_t>(outType),
+             shape.m, shape.n, shape.k, shape.transA, shape.transB, shape.lda,
+             shape.ldb, shape.ldc, shape.batch, shape.strideA, shape.strideB,
+             shape.strideC, aligned.a, aligned.b, aligned.c,
+             shape.bias ? alignment(bias, {}) : 0};
+  Plan &plan = planFor(key, inType, outType, shape, aligned, bias);
+  if (shape.bias)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                 static_cast<const void *>(bias));
   float alpha = 1.0f;
   check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
                        plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
@@ -179,25 +242,46 @@ Gemm &cuda::processGemm() {
 
 namespace {
 
-/// The GEMM entry points (Abi.h) for A and B of `InType`: one cuBLASLt call,
-/// strided and batched.
-template <GemmType InType> void gemmEntry(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {
+/// The GEMM entry points (Abi.h) for A and B of `InType`: one strided,
+/// batched cuBLASLt call for each of the call's `outer` GEMM batches.
+template <GemmType InType> void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
   size_t bytes = elementBytes(InType);
   orExit([&] {
-    processGemm().run(InType, GemmType::F32,
-                      {m, n, k, lda, ldb, ldc, batch, batchStrideA, batchStrideB,
-                       batchStrideC},
-                      reinterpret_cast<const char *>(a) + offsetA * bytes,
-                      reinterpret_cast<const char *>(b) + offsetB * bytes,
-                      reinterpret_cast<float *>(c) + offsetC, beta);
+    GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+    Gemm::Shape shape{m, n, k};
+    shape.transA = g.a.layout.transposed;
+    shape.transB = g.b.layout.transposed;
+    shape.lda = g.a.layout.ld;
+    shape.ldb = g.b.layout.ld;
+    shape.ldc = g.c.layout.ld;
+    shape.batch = batch;
+    shape.strideA = g.a.batchStride;
+    shape.strideB = g.b.batchStride;
+    shape.strideC = g.c.batchStride;
+    shape.bias = g.bias;
+    const float *biasAt =
+        g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
+    for (int64_t o = 0; o < outer; ++o)
+      processGemm().run(InType, GemmType::F32, shape,
+                        reinterpret_cast<const char *>(a) + g.a.at(o) * bytes,
+                        reinterpret_cast<const char *>(b) + g.b.at(o) * bytes,
+                        reinterpret_cast<float *>(c) + g.c.at(o), beta, biasAt);
   });
 }
 
 } // namespace
 
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_sgemm, gemmEntry<GemmType::F32>)
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_gemm_bf16, gemmEntry<GemmType::BF16>)
-CLEAVE_ABI_DEFINE_GEMMS(cleave_rt_cuda_gemm_f16, gemmEntry<GemmType::F16>)
+extern "C" {
+void cleave_rt_cuda_sgemm(CLEAVE_ABI_GEMM_PARAMS) {
+  gemmEntry<GemmType::F32>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_cuda_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS) {
+  gemmEntry<GemmType::BF16>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_cuda_gemm_f16(CLEAVE_ABI_GEMM_PARAMS) {
+  gemmEntry<GemmType::F16>(CLEAVE_ABI_GEMM_ARGS);
+}
+}
 
 void cuda::freeBuffer(void *p) {
   cudaPointerAttributes attributes;

@@ -43,7 +43,7 @@
 
 #include <stdint.h>
 
-#define CLEAVE_ABI_VERSION 2
+#define CLEAVE_ABI_VERSION 3
 
 /* Symbols of the compiled model. */
 #define CLEAVE_ABI_MODEL_DESC "cleave_model_desc"
@@ -51,10 +51,8 @@
 
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
-#define CLEAVE_ABI_SGEMM_BATCHED "cleave_rt_sgemm_batched"
 /* GEMMs on 16-bit operands with a float32 result (--precision): this name,
- * then the operands' dtype (bf16, f16), then "_batched" for the batched
- * form. */
+ * then the operands' dtype (bf16, f16). */
 #define CLEAVE_ABI_GEMM "cleave_rt_gemm_"
 /* Only in libcleave_rt_cuda. */
 #define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
@@ -70,7 +68,7 @@
 /* A CUDA program's GEMMs and collectives (device buffers, the process's
  * stream; in libcleave_rt_cuda): the names above with the CUDA prefix in
  * place of the CPU one, e.g. cleave_rt_cuda_sgemm,
- * cleave_rt_cuda_gemm_bf16_batched, cleave_rt_cuda_all_reduce_f32. */
+ * cleave_rt_cuda_gemm_bf16, cleave_rt_cuda_all_reduce_f32. */
 #define CLEAVE_ABI_PREFIX "cleave_rt_"
 #define CLEAVE_ABI_CUDA_PREFIX "cleave_rt_cuda_"
 
@@ -87,50 +85,49 @@ extern "C" {
 extern const char cleave_model_desc[];
 void cleave_model_run(void **buffers);
 
-/* GEMMs: C[m x n] = A[m x k] * B[k x n] + beta * C, row-major, C float32.
- * Each operand is an aligned base pointer (passed as an integer), an element
- * offset and a leading dimension (row stride in elements). The batched form
- * makes `batch` independent GEMMs; operand i of batch j starts at
- * offset + j * batchStride.
+/* GEMMs. For o < outer and i < batch, GEMM (o, i) computes
  *
- *   cleave_rt_sgemm[_batched]         A and B float32 (OpenBLAS)
- *   cleave_rt_gemm_<bf16|f16>[_batched]
- *                                     A and B 16-bit, products accumulated
- *                                     in float32 (--precision; widened onto
- *                                     OpenBLAS, for numerics only)
- *   cleave_rt_cuda_...                the same on device memory through
- *                                     cuBLASLt (float32: TF32 not enabled) */
+ *   C[m x n] = A[m x k] * B[k x n] + bias + beta * C
+ *
+ * with float32 accumulation and a float32 C. Element (r, c) of operand X in
+ * GEMM (o, i) is at element
+ *
+ *   offsetX + o * outerStrideX + i * batchStrideX + r * rowStrideX + c * colStrideX
+ *
+ * of the buffer at X (an aligned base pointer passed as an integer). A and B
+ * may each be row-major (colStride 1, rows rowStride apart) or column-major
+ * (rowStride 1): BLAS reads the latter transposed (GemmLayout.h has the
+ * rule, shared with the compiler). C is row-major, rows ldc apart. `bias` is
+ * 0, or a float32 vector of n elements at element offsetBias, added to every
+ * row (a cuBLASLt bias epilogue). Strided batches run in one BLAS call;
+ * the outer loop (two batch dimensions that do not merge, like attention's
+ * batch and heads read in place) makes one call per o.
+ *
+ *   cleave_rt_sgemm            A and B float32 (OpenBLAS)
+ *   cleave_rt_gemm_<bf16|f16>  A and B 16-bit (--precision; widened onto
+ *                              OpenBLAS, for numerics only)
+ *   cleave_rt_cuda_...         the same on device memory through cuBLASLt
+ *                              (float32: TF32 not enabled) */
 #define CLEAVE_ABI_GEMM_PARAMS                                                  \
-  int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA, int64_t lda,   \
-      intptr_t b, int64_t offsetB, int64_t ldb, intptr_t c, int64_t offsetC,   \
-      int64_t ldc, float beta
-#define CLEAVE_ABI_BATCHED_GEMM_PARAMS                                          \
-  int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA, \
-      int64_t batchStrideA, int64_t lda, intptr_t b, int64_t offsetB,          \
-      int64_t batchStrideB, int64_t ldb, intptr_t c, int64_t offsetC,          \
-      int64_t batchStrideC, int64_t ldc, float beta
-#define CLEAVE_ABI_DECLARE_GEMMS(name)                                          \
-  void name(CLEAVE_ABI_GEMM_PARAMS);                                           \
-  void name##_batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS);
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_sgemm)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_gemm_bf16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_gemm_f16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_sgemm)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_gemm_bf16)
-CLEAVE_ABI_DECLARE_GEMMS(cleave_rt_cuda_gemm_f16)
-#undef CLEAVE_ABI_DECLARE_GEMMS
-
-/* For the runtime: defines `name` and `name`_batched on `run`, which takes
- * the batched form's arguments (batch 1 and strides 0 for the plain one). */
-#define CLEAVE_ABI_DEFINE_GEMMS(name, run)                                      \
-  void name(CLEAVE_ABI_GEMM_PARAMS) {                                          \
-    run(1, m, n, k, a, offsetA, 0, lda, b, offsetB, 0, ldb, c, offsetC, 0, ldc, \
-        beta);                                                                 \
-  }                                                                            \
-  void name##_batched(CLEAVE_ABI_BATCHED_GEMM_PARAMS) {                        \
-    run(batch, m, n, k, a, offsetA, batchStrideA, lda, b, offsetB,             \
-        batchStrideB, ldb, c, offsetC, batchStrideC, ldc, beta);               \
-  }
+  int64_t outer, int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,   \
+      int64_t offsetA, int64_t outerStrideA, int64_t batchStrideA,             \
+      int64_t rowStrideA, int64_t colStrideA, intptr_t b, int64_t offsetB,     \
+      int64_t outerStrideB, int64_t batchStrideB, int64_t rowStrideB,          \
+      int64_t colStrideB, intptr_t c, int64_t offsetC, int64_t outerStrideC,   \
+      int64_t batchStrideC, int64_t ldc, intptr_t bias, int64_t offsetBias,    \
+      float beta
+/* The same names, as arguments, for passing the parameters on. */
+#define CLEAVE_ABI_GEMM_ARGS                                                    \
+  outer, batch, m, n, k, a, offsetA, outerStrideA, batchStrideA, rowStrideA,   \
+      colStrideA, b, offsetB, outerStrideB, batchStrideB, rowStrideB,          \
+      colStrideB, c, offsetC, outerStrideC, batchStrideC, ldc, bias,           \
+      offsetBias, beta
+void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_cuda_sgemm(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_cuda_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_cuda_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);
 
 /* Frees a buffer the program allocated on the device (gpu.alloc), managed
  * or device memory, in stream order. */

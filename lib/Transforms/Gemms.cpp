@@ -1,0 +1,74 @@
+//===- Gemms.cpp - Which linalg ops are GEMMs -----------------------------===//
+
+#include "Gemms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+
+namespace {
+
+/// Whether `v` is block argument `arg`, possibly widened by arith.extf.
+bool isArgument(Value v, Block &body, unsigned arg) {
+  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+    v = ext.getIn();
+  return v == body.getArgument(arg);
+}
+
+/// yield(addf(out, mulf(in0, in1))), either order at each step.
+bool hasGemmBody(linalg::LinalgOp op) {
+  Block &body = *op.getBlock();
+  if (body.getNumArguments() != 3 || body.getOperations().size() > 5)
+    return false;
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value product = add.getLhs(), out = add.getRhs();
+  if (out != body.getArgument(2))
+    std::swap(product, out);
+  auto mul = product.getDefiningOp<arith::MulFOp>();
+  if (out != body.getArgument(2) || !mul)
+    return false;
+  return (isArgument(mul.getLhs(), body, 0) && isArgument(mul.getRhs(), body, 1)) ||
+         (isArgument(mul.getLhs(), body, 1) && isArgument(mul.getRhs(), body, 0));
+}
+
+} // namespace
+
+std::optional<cleave::GemmLoops> cleave::gemmLoops(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !hasGemmBody(op))
+    return std::nullopt;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (!llvm::all_of(maps, [](AffineMap m) { return m.isProjectedPermutation(); }))
+    return std::nullopt;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(maps);
+  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+      dims->k.size() != 1)
+    return std::nullopt;
+  // Every loop a batch, M, N or K loop, and only K a reduction.
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (dims->batch.size() + 3 != iterators.size())
+    return std::nullopt;
+  for (auto [loop, iterator] : llvm::enumerate(iterators))
+    if ((iterator == utils::IteratorType::reduction) != (loop == dims->k[0]))
+      return std::nullopt;
+  return GemmLoops{dims->batch, dims->m[0], dims->n[0], dims->k[0]};
+}
+
+bool cleave::isGemm(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && gemmLoops(linalgOp).has_value();
+}
+
+bool cleave::isPermutedCopy(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops())
+    return false;
+  Block &body = op.getRegion().front();
+  return body.getOperations().size() == 1 &&
+         body.getTerminator()->getOperand(0) == body.getArgument(0) &&
+         llvm::all_of(op.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isPermutation(); });
+}

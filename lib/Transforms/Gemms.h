@@ -1,0 +1,42 @@
+//===- Gemms.h - Which linalg ops are GEMMs, and how their loops split ----===//
+//
+// A GEMM reaches BLAS as a named linalg.matmul or linalg.batch_matmul, or,
+// once a transposed operand has been folded into its indexing maps (see
+// cleave-generalize-for-fusion), as a linalg.generic with a GEMM's body.
+// Fusion must leave both alone; cleave-linalg-to-blas and
+// cleave-gemm-writes-transposed take both.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_TRANSFORMS_GEMMS_H
+#define CLEAVE_LIB_TRANSFORMS_GEMMS_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+#include <optional>
+
+namespace cleave {
+
+/// A GEMM's loops: C[batch..., m, n] += A[batch..., m, k] * B[batch..., k, n]
+/// up to where each operand's map puts them.
+struct GemmLoops {
+  llvm::SmallVector<unsigned, 2> batch;
+  unsigned m, n, k;
+};
+
+/// The loops of `op` when it is a GEMM: its body adds the product of its two
+/// inputs (each possibly widened by arith.extf) into its output, its maps
+/// are projected permutations, and it has one M, one N and one (reduction)
+/// K loop, with any number of batch loops.
+std::optional<GemmLoops> gemmLoops(mlir::linalg::LinalgOp op);
+
+/// Whether `op` is a linalg op gemmLoops accepts.
+bool isGemm(mlir::Operation *op);
+
+/// Whether `op` only copies its one input into its one output, both through
+/// permutation maps: a transpose (or a plain copy).
+bool isPermutedCopy(mlir::linalg::GenericOp op);
+
+} // namespace cleave
+
+#endif // CLEAVE_LIB_TRANSFORMS_GEMMS_H

@@ -1,0 +1,74 @@
+//===- GemmCall.h - A GEMM entry point's arguments, decoded -----*- C++ -*-===//
+//
+// Both GEMM backends (Blas.cpp, cuda/Gemm.cpp) take the same arguments
+// (Abi.h); this turns them into BLAS terms once, with the layout rule of
+// GemmLayout.h, and refuses what BLAS cannot read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_GEMMCALL_H
+#define CLEAVE_RUNTIME_GEMMCALL_H
+
+#include "Runtime.h"
+
+#include "cleave/Runtime/Abi.h"
+#include "cleave/Runtime/GemmLayout.h"
+
+#include <string>
+
+namespace cleave::rt {
+
+/// Where GEMM (o, i)'s matrix starts in its buffer (element offset + o *
+/// outerStride + i * batchStride), and how BLAS reads it.
+struct GemmOperand {
+  int64_t offset, outerStride, batchStride;
+  MatrixLayout layout;
+
+  int64_t at(int64_t o) const { return offset + o * outerStride; }
+};
+
+struct GemmCall {
+  int64_t outer, batch, m, n, k;
+  GemmOperand a, b, c;
+  /// Whether a bias vector is added to every row, and its element offset.
+  bool bias;
+  int64_t offsetBias;
+  float beta;
+};
+
+/// The call's arguments decoded; RuntimeError naming the operand when BLAS
+/// cannot read one.
+inline GemmCall decodeGemm(CLEAVE_ABI_GEMM_PARAMS) {
+  (void)a, (void)b, (void)c;
+  auto operand = [](const char *name, int64_t rows, int64_t cols,
+                    int64_t offset, int64_t outerStride, int64_t batchStride,
+                    int64_t rowStride, int64_t colStride, bool transposable) {
+    std::optional<MatrixLayout> layout =
+        matrixLayout(rows, cols, rowStride, colStride);
+    if (!layout || (layout->transposed && !transposable))
+      throw RuntimeError(std::string("GEMM operand ") + name + " (" +
+                         std::to_string(rows) + "x" + std::to_string(cols) +
+                         ", strides " + std::to_string(rowStride) + ", " +
+                         std::to_string(colStride) +
+                         ") is not a matrix BLAS can read");
+    return GemmOperand{offset, outerStride, batchStride, *layout};
+  };
+  return GemmCall{
+      outer,
+      batch,
+      m,
+      n,
+      k,
+      operand("A", m, k, offsetA, outerStrideA, batchStrideA, rowStrideA,
+              colStrideA, true),
+      operand("B", k, n, offsetB, outerStrideB, batchStrideB, rowStrideB,
+              colStrideB, true),
+      operand("C", m, n, offsetC, outerStrideC, batchStrideC, ldc, 1, false),
+      bias != 0,
+      offsetBias,
+      beta};
+}
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_GEMMCALL_H
