@@ -83,7 +83,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
     return text;
   }
   case Phase::Fuse:
-    return "func.func(canonicalize, cse, cleave-generalize-for-fusion, "
+    return "func.func(canonicalize, cse, cleave-bias-into-gemm, "
+           "cleave-generalize-for-fusion, "
            "cleave-concat-halves-to-generic, cleave-fuse-elementwise, "
            "canonicalize, cse, cleave-fuse-elementwise, canonicalize, cse)";
   case Phase::Bufferize:

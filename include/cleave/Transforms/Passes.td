@@ -186,6 +186,36 @@ def CleaveLowerPrecision
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveBiasIntoGemm : Pass<"cleave-bias-into-gemm", "mlir::func::FuncOp"> {
+  let summary = "A bias added to a GEMM's result becomes the GEMM's starting "
+                "value";
+  let description = [{
+    A projection's bias add reads the whole GEMM result once more and, on
+    the GPU, keeps a kernel (or a kernel's operand) alive just for itself;
+    cuBLASLt and BLAS add a bias as part of the GEMM. Where a `linalg.matmul`
+    that starts from a zero fill has one use, an elementwise add of its
+    result (directly or through one `expand_shape` that leaves its columns
+    whole) and a vector along its columns, the matmul starts from the
+    vector broadcast over its rows instead and the add goes.
+    `cleave-linalg-to-blas` recognises the broadcast and passes the vector
+    as the runtime call's bias. Runs before fusion, which would otherwise
+    fuse the add into its consumer (the head split, the GELU).
+
+    Before:
+    ```mlir
+    %z = linalg.fill ins(%zero) outs(%e)
+    %p = linalg.matmul ins(%x, %w) outs(%z) -> tensor<32x768xf32>
+    %q = tensor.expand_shape %p [[0, 1], [2]] ... into tensor<2x16x768xf32>
+    %r = linalg.generic {maps (d0, d1, d2), (d2), (d0, d1, d2)} ins(%q, %bias) { addf }
+    ```
+    After: `%v = linalg.generic {maps (d1), (d0, d1)} ins(%bias)` (a
+    broadcast), `%p = linalg.matmul ins(%x, %w) outs(%v)`, and `%q` in
+    place of `%r`.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def CleaveConcatHalvesToGeneric
     : Pass<"cleave-concat-halves-to-generic", "mlir::func::FuncOp"> {
   let summary = "A concatenation of a tensor's two halves becomes one "

@@ -1,0 +1,78 @@
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-bias-into-gemm))' | FileCheck %s
+
+// Tests a projection's bias, added after the expand_shape to (batch, tokens,
+// width): the matmul starts from the bias broadcast over its rows, and the
+// expand_shape of its result replaces the add.
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @projection
+// CHECK: %[[B:.*]] = linalg.generic {indexing_maps = [#[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%arg2 : tensor<8xf32>) outs(%{{.*}} : tensor<6x8xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]]
+// CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xf32>, tensor<4x8xf32>) outs(%[[B]] : tensor<6x8xf32>)
+// CHECK-NEXT: %[[E:.*]] = tensor.expand_shape %[[P]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[E]]
+func.func @projection(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %bias: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %q = tensor.expand_shape %p [[0, 1], [2]] output_shape [2, 3, 8] : tensor<6x8xf32> into tensor<2x3x8xf32>
+  %o = tensor.empty() : tensor<2x3x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>,
+                                        affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%bias, %q : tensor<8xf32>, tensor<2x3x8xf32>) outs(%o : tensor<2x3x8xf32>) {
+  ^bb0(%b: f32, %v: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x8xf32>
+  return %r : tensor<2x3x8xf32>
+}
+
+// Tests what stays: a vector along the rows (one value per token), a GEMM
+// whose result something else reads too (the bias would reach that reader),
+// a GEMM that does not start from zeros, and a subtraction.
+// CHECK-LABEL: func.func @stays
+// CHECK-COUNT-4: arith.
+// CHECK-NOT: linalg.generic {{.*}}ins(%arg{{[0-9]}} : tensor<8xf32>)
+func.func @stays(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %rows: tensor<6xf32>, %bias: tensor<8xf32>, %start: tensor<6x8xf32>)
+    -> (tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %p1 = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %r1 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                        iterator_types = ["parallel", "parallel"]}
+      ins(%p1, %rows : tensor<6x8xf32>, tensor<6xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  %p2 = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %r2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                        iterator_types = ["parallel", "parallel"]}
+      ins(%p2, %bias : tensor<6x8xf32>, tensor<8xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  %p3 = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%start : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %r3 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                        iterator_types = ["parallel", "parallel"]}
+      ins(%p3, %bias : tensor<6x8xf32>, tensor<8xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  %p4 = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %r4 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                        iterator_types = ["parallel", "parallel"]}
+      ins(%p4, %bias : tensor<6x8xf32>, tensor<8xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.subf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  return %r1, %r2, %p2, %r3, %r4 : tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>
+}
