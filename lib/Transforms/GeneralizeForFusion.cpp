@@ -1,11 +1,16 @@
 //===- GeneralizeForFusion.cpp - Named linalg ops to generics -------------===//
 //
 // Generalizes every named linalg op except the GEMMs and fills, so upstream
-// elementwise fusion can fuse across reductions, transposes and broadcasts.
+// elementwise fusion can fuse across reductions, transposes and broadcasts;
+// and the GEMMs that read a transposed copy, so that fusion folds the
+// transpose into the GEMM's indexing maps (cleave-fuse-elementwise lets
+// only such copies into a GEMM).
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+
+#include "Gemms.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
@@ -18,6 +23,30 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+/// Whether an input of `gemm` is a transposed copy (through at most one
+/// collapse_shape) that nothing else reads. The collapse may merge batch
+/// dimensions only: a merged row or column dimension would become two loops
+/// once fusion expands the GEMM through it, and BLAS takes one of each.
+bool readsTransposedCopy(linalg::LinalgOp gemm) {
+  return llvm::any_of(gemm.getDpsInputs(), [&](Value input) {
+    Operation *reader = gemm;
+    if (auto collapse = input.getDefiningOp<tensor::CollapseShapeOp>()) {
+      SmallVector<ReassociationIndices> groups =
+          collapse.getReassociationIndices();
+      if (!collapse->hasOneUse() || groups.size() < 2 ||
+          groups.back().size() != 1 || groups[groups.size() - 2].size() != 1)
+        return false;
+      reader = collapse;
+      input = collapse.getSrc();
+    }
+    auto copy = input.getDefiningOp<linalg::GenericOp>();
+    return copy && cleave::isPermutedCopy(copy) &&
+           llvm::all_of(copy->getUsers(),
+                        [&](Operation *user) { return user == reader; });
+  });
+}
+
 struct GeneralizeForFusionPass
     : cleave::impl::CleaveGeneralizeForFusionBase<GeneralizeForFusionPass> {
   void runOnOperation() override {
@@ -29,13 +58,27 @@ struct GeneralizeForFusionPass
       candidates.push_back(op);
     });
     IRRewriter rewriter(&getContext());
+    if (failed(generalize(rewriter, candidates)))
+      return signalPassFailure();
+    // The GEMMs next, now that the transposes they read are generics.
+    SmallVector<linalg::LinalgOp> gemms;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op.getOperation()) &&
+          readsTransposedCopy(op))
+        gemms.push_back(op);
+    });
+    if (failed(generalize(rewriter, gemms)))
+      return signalPassFailure();
+  }
+
+  LogicalResult generalize(IRRewriter &rewriter,
+                           ArrayRef<linalg::LinalgOp> candidates) {
     for (linalg::LinalgOp op : candidates) {
       rewriter.setInsertionPoint(op);
-      if (failed(linalg::generalizeNamedOp(rewriter, op))) {
-        op->emitError("cannot generalize '") << op->getName() << "'";
-        return signalPassFailure();
-      }
+      if (failed(linalg::generalizeNamedOp(rewriter, op)))
+        return op->emitError("cannot generalize '") << op->getName() << "'";
     }
+    return success();
   }
 };
 } // namespace

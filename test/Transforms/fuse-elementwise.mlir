@@ -1,5 +1,6 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=ROTARY
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=HEADS
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -113,4 +114,66 @@ func.func @rotary_combine(%x: tensor<4x16xf32>, %sin: tensor<4x16xf32>) -> tenso
     linalg.yield %m : f32
   } -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
+}
+
+// Tests attention's first GEMM as cleave-generalize-for-fusion leaves it (a
+// generic over a collapse of Q's head-split transpose): the GEMM is
+// expanded through the collapse and the transpose fused in, so one generic
+// over (batch, heads, m, n, k) reads the projection in place; and that a
+// producer that computes (the scale) is not fused into a GEMM.
+// HEADS: #[[Q:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d4)>
+// ROTARY-LABEL: func.func @gemm_reads_heads_in_place
+// HEADS-LABEL: func.func @gemm_reads_heads_in_place
+// HEADS: linalg.generic {indexing_maps = [#[[Q]],
+// CHECK-LABEL: func.func @gemm_reads_heads_in_place
+// CHECK: linalg.generic {indexing_maps = [{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %{{.*}} : tensor<2x3x4x8xf32>,
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: linalg.yield
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: arith.addf
+#bmm_a = affine_map<(b, m, n, k) -> (b, m, k)>
+#bmm_b = affine_map<(b, m, n, k) -> (b, k, n)>
+#bmm_c = affine_map<(b, m, n, k) -> (b, m, n)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#heads4 = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id3b = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @gemm_reads_heads_in_place(%q: tensor<2x3x4x8xf32>, %k: tensor<8x8x3xf32>, %x: tensor<8x3x8xf32>)
+    -> (tensor<8x3x3xf32>, tensor<8x3x3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %te = tensor.empty() : tensor<2x4x3x8xf32>
+  %t = linalg.generic {indexing_maps = [#heads4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q : tensor<2x3x4x8xf32>) outs(%te : tensor<2x4x3x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+  } -> tensor<2x4x3x8xf32>
+  %a = tensor.collapse_shape %t [[0, 1], [2], [3]] : tensor<2x4x3x8xf32> into tensor<8x3x8xf32>
+  %se = tensor.empty() : tensor<8x3x3xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%se : tensor<8x3x3xf32>) -> tensor<8x3x3xf32>
+  %s = linalg.generic {indexing_maps = [#bmm_a, #bmm_b, #bmm_c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %k : tensor<8x3x8xf32>, tensor<8x8x3xf32>) outs(%sf : tensor<8x3x3xf32>) {
+    ^bb0(%u: f32, %v: f32, %acc: f32):
+      %p = arith.mulf %u, %v : f32
+      %r = arith.addf %acc, %p : f32
+      linalg.yield %r : f32
+  } -> tensor<8x3x3xf32>
+  %xe = tensor.empty() : tensor<8x3x8xf32>
+  %scaled = linalg.generic {indexing_maps = [#id3b, #id3b], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<8x3x8xf32>) outs(%xe : tensor<8x3x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %m = arith.mulf %in, %half : f32
+      linalg.yield %m : f32
+  } -> tensor<8x3x8xf32>
+  %s2 = linalg.generic {indexing_maps = [#bmm_a, #bmm_b, #bmm_c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%scaled, %k : tensor<8x3x8xf32>, tensor<8x8x3xf32>) outs(%sf : tensor<8x3x3xf32>) {
+    ^bb0(%u: f32, %v: f32, %acc: f32):
+      %p = arith.mulf %u, %v : f32
+      %r = arith.addf %acc, %p : f32
+      linalg.yield %r : f32
+  } -> tensor<8x3x3xf32>
+  return %s, %s2 : tensor<8x3x3xf32>, tensor<8x3x3xf32>
 }

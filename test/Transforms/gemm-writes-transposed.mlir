@@ -64,3 +64,42 @@ func.func @kept(%a: memref<4x8x8xf32>, %b: memref<4x8x8xf32>, %t: memref<8x4x8xf
   memref.copy %d, %s2 : memref<4x8x8xf32> to memref<4x8x8xf32>
   return
 }
+
+// -----
+
+// Tests the head merge after attention's second GEMM, reading V in place,
+// has become a generic over (batch, heads, m, n, k) with a 4-D result (two
+// sequences, so batch and heads could not be collapsed into one dimension):
+// the GEMM writes the merged buffer through the transposed view alone.
+// CHECK-LABEL: func.func @head_merge_two_sequences
+// CHECK: %[[DEST:.*]] = memref.alloc() : memref<2x16x12x64xf32>
+// CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+// CHECK-NOT: memref.collapse_shape
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[T]] :
+// CHECK-NEXT: linalg.generic {{.*}} ins(%arg0, %arg1 : memref<2x12x16x16xf32>, memref<2x16x12x64xf32>) outs(%[[T]] :
+// CHECK: return %[[DEST]]
+#to2 = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id2 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @head_merge_two_sequences(%p: memref<2x12x16x16xf32>, %v: memref<2x16x12x64xf32>) -> memref<2x16x12x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<2x12x16x64xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<2x12x16x64xf32>)
+  linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, h, m, k)>,
+                                   affine_map<(b, h, m, n, k) -> (b, k, h, n)>,
+                                   affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<2x12x16x16xf32>, memref<2x16x12x64xf32>) outs(%c : memref<2x12x16x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %t = memref.alloc() : memref<2x16x12x64xf32>
+  linalg.generic {indexing_maps = [#to2, #id2], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%c : memref<2x12x16x64xf32>) outs(%t : memref<2x16x12x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %c : memref<2x12x16x64xf32>
+  return %t : memref<2x16x12x64xf32>
+}

@@ -254,23 +254,31 @@ def CleaveFuseElementwise
   let summary = "Fuse elementwise linalg.generic producers into their consumers";
   let description = [{
     Upstream elementwise fusion, with Cleave's rules: a producer is fused only
-    into its single consumer (no recomputation), and never into a
-    `linalg.matmul` or `linalg.batch_matmul`, which must stay named for the
-    GEMM fast path. Chains like bias + GELU, residual adds and the steps of a
-    softmax or a normalisation collapse into a few generics.
+    into its single consumer (no recomputation); a GEMM (named, or a generic
+    with a GEMM's body) is never fused into anything, and only a transpose
+    (a generic that copies through permutation maps) is fused into a GEMM,
+    which then reads the transpose's input in place through its indexing
+    map: attention's head splits. Chains like GELU, residual adds and the
+    steps of a softmax or a normalisation collapse into a few generics.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
 def CleaveGeneralizeForFusion
     : Pass<"cleave-generalize-for-fusion", "mlir::func::FuncOp"> {
-  let summary = "Turn named linalg ops other than GEMMs into linalg.generic";
+  let summary = "Turn named linalg ops into linalg.generic where fusion "
+                "needs it";
   let description = [{
     Upstream elementwise fusion only fuses `linalg.generic` ops. This pass
     generalizes `linalg.reduce`, `linalg.transpose`, `linalg.broadcast` and
     the elementwise named ops so that, for example, the square in a variance
-    fuses into its sum, while `linalg.matmul` and `linalg.batch_matmul` stay
-    named for the GEMM fast path.
+    fuses into its sum. `linalg.matmul` and `linalg.batch_matmul` stay named
+    unless one of their inputs is a transpose that nothing else reads,
+    merged (by a `collapse_shape`) over batch dimensions only: attention's
+    GEMMs reading Q, K and V split into heads. Those become generics too,
+    so that `cleave-fuse-elementwise` folds the transpose into their maps and
+    they read the projections in place (a merged row or column dimension
+    would become two loops, which no BLAS call takes).
 
     Before: `%r = linalg.reduce ins(%x) outs(%init) dimensions = [1] (...)`
     After:  `%r = linalg.generic {iterator_types = ["parallel", "reduction"]}`
@@ -405,9 +413,11 @@ def CleaveGemmWritesTransposed
     (heads, tokens, head size) into (tokens, heads, head size): a kernel,
     and a trip through memory, that only moves data. A strided GEMM can
     write that layout itself (batch stride: the head size; row stride: the
-    model width). On bufferized IR, when a `linalg.matmul` or
-    `linalg.batch_matmul` writes an allocation that only a permuted copy
-    reads (directly or through one `expand_shape`), besides its zero fill
+    model width). On bufferized IR, when a GEMM (`linalg.matmul`,
+    `linalg.batch_matmul`, or a generic with a GEMM's body, as attention's
+    GEMMs are once they read their operands in place) writes an allocation
+    that only a permuted copy reads (directly or through one
+    `expand_shape`), besides its zero fill
     and deallocation, the GEMM and the fill write the copy's destination
     through `memref.transpose` (and the `collapse_shape` undoing the
     expansion), and the copy and the allocation go. Nothing between the
@@ -427,15 +437,24 @@ def CleaveGemmWritesTransposed
 }
 
 def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
-  let summary = "Call the runtime's BLAS GEMMs for float32 matmuls on memrefs";
+  let summary = "Call the runtime's BLAS GEMMs for GEMMs on memrefs";
   let description = [{
-    Replaces `linalg.matmul` and `linalg.batch_matmul` on float32 memrefs whose
-    rows are contiguous (unit inner stride) by calls to `cleave_rt_sgemm` and
-    `cleave_rt_sgemm_batched`, which the runtime implements on OpenBLAS.
-    Buffers are passed as aligned base pointers (as index), offsets and
-    leading dimensions; other matmuls are left for the loop lowering. With
-    `target=cuda` the calls are `cleave_rt_cuda_sgemm[_batched]`, the same
-    arguments on device memory, which the CUDA runtime runs on cuBLASLt.
+    Replaces GEMMs on memrefs (`linalg.matmul`, `linalg.batch_matmul`, and
+    generics with a GEMM's body: one M, N and K loop, any batch loops) with
+    float32 operands, or 16-bit ones into a float32 result, by calls to
+    `cleave_rt_sgemm` or `cleave_rt_gemm_<bf16|f16>`, which the runtime
+    implements on OpenBLAS. Each operand is passed as an aligned base
+    pointer (as index), an offset and its strides along the GEMM's loops,
+    read from its memref type: A and B may be row- or column-major (read
+    transposed), C row-major. Batch loops merge where every operand's
+    strides allow; two that do not become an outer loop around a strided
+    batch; more stay for the loop lowering, as do operands without a unit
+    stride. The last write of the result before the GEMM folds into the
+    call when nothing between touches the buffer: a zero fill as beta = 0,
+    a float32 vector broadcast along the result's columns as the call's
+    bias (see `cleave-bias-into-gemm`). With `target=cuda` the calls are
+    `cleave_rt_cuda_...`, the same arguments on device memory, which the
+    CUDA runtime runs on cuBLASLt.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
