@@ -30,6 +30,58 @@ bool isBufferTranspose(linalg::GenericOp op) {
          isa<MemRefType>(op.getDpsInputs()[0].getType());
 }
 
+/// A view of the GEMM's result buffer through at most one reshape, and how
+/// to rebuild that view on another memref of the buffer's shape (`redo`),
+/// or turn a view of that shape back into the buffer's (`undo`).
+struct ReshapeView {
+  Operation *reshape = nullptr; // an expand_shape or a collapse_shape, or null
+  Value source;                 // the buffer the view is of
+
+  explicit ReshapeView(Value view) : source(view) {
+    if (auto e = view.getDefiningOp<memref::ExpandShapeOp>())
+      reshape = e, source = e.getSrc();
+    else if (auto c = view.getDefiningOp<memref::CollapseShapeOp>())
+      reshape = c, source = c.getSrc();
+  }
+
+  /// The type `type` takes through the reshape (`undo`: back through it),
+  /// or failure when its strides do not allow that.
+  FailureOr<MemRefType> reshaped(MemRefType type, bool undo) const {
+    if (!reshape)
+      return type;
+    auto expand = dyn_cast<memref::ExpandShapeOp>(reshape);
+    auto groups = expand ? expand.getReassociationIndices()
+                         : cast<memref::CollapseShapeOp>(reshape)
+                               .getReassociationIndices();
+    ArrayRef<int64_t> shape =
+        cast<MemRefType>((undo ? reshape->getOperand(0) : reshape->getResult(0))
+                             .getType())
+            .getShape();
+    if (bool collapses = (expand != nullptr) == undo; !collapses)
+      return memref::ExpandShapeOp::computeExpandedType(type, shape, groups);
+    if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
+      return failure();
+    return memref::CollapseShapeOp::computeCollapsedType(type, groups);
+  }
+
+  /// `view` through the reshape (or back through it); reshaped() said it can.
+  Value apply(OpBuilder &b, Location loc, Value view, bool undo) const {
+    if (!reshape)
+      return view;
+    auto type = cast<MemRefType>(view.getType());
+    MemRefType result = *reshaped(type, undo);
+    auto expand = dyn_cast<memref::ExpandShapeOp>(reshape);
+    auto groups = expand ? expand.getReassociationIndices()
+                         : cast<memref::CollapseShapeOp>(reshape)
+                               .getReassociationIndices();
+    if ((expand != nullptr) == undo)
+      return memref::CollapseShapeOp::create(b, loc, result, view, groups);
+    return memref::ExpandShapeOp::create(
+        b, loc, result, view, groups,
+        getAsIndexOpFoldResult(b.getContext(), result.getShape()));
+  }
+};
+
 /// Whether `op` lies strictly between `first` and `last` in their block.
 bool between(Operation *op, Operation *first, Operation *last) {
   Operation *here = first->getBlock()->findAncestorOpInBlock(*op);
@@ -52,8 +104,10 @@ struct GemmWritesTransposedPass
   /// before it if any, when nothing else touches that buffer.
   void fold(linalg::GenericOp copy) {
     Value read = copy.getDpsInputs()[0];
-    auto expand = read.getDefiningOp<memref::ExpandShapeOp>();
-    Value result = expand ? expand.getSrc() : read;
+    // The copy reads the GEMM's result buffer directly or through one
+    // reshape; the GEMM (and its fill) write it the same way.
+    ReshapeView copyView(read);
+    Value result = copyView.source;
     auto alloc = result.getDefiningOp<memref::AllocOp>();
     if (!alloc)
       return;
@@ -69,18 +123,20 @@ struct GemmWritesTransposedPass
           continue;
         }
         auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
-        if (alias == result && linalgOp && cleave::isGemm(user) && !gemm &&
-            linalgOp.getDpsInits()[0] == result) {
+        if (linalgOp && cleave::isGemm(user) && !gemm &&
+            linalgOp.getDpsInits()[0] == alias &&
+            ReshapeView(alias).source == result) {
           gemm = linalgOp;
           continue;
         }
-        if (auto f = dyn_cast<linalg::FillOp>(user);
-            f && alias == result && !fill) {
+        if (auto f = dyn_cast<linalg::FillOp>(user); f && !fill) {
           fill = f;
           continue;
         }
         return; // another reader or writer
       }
+    if (fill && gemm && fill.getDpsInits()[0] != gemm.getDpsInits()[0])
+      return; // the fill must write what the GEMM does
     if (!gemm || gemm->getBlock() != copy->getBlock() ||
         !gemm->isBeforeInBlock(copy) ||
         (fill && (fill->getBlock() != gemm->getBlock() ||
@@ -104,10 +160,12 @@ struct GemmWritesTransposedPass
     if (failed(toHoist))
       return;
 
-    // The view of the destination in the read buffer's shape: element j of
-    // the read buffer went to destination index (out o in^-1)(j). Built
-    // first at the copy, where the destination exists, to see whether the
-    // expansion can be undone on it.
+    // The view of the destination in the copy's input shape: element j of
+    // that went to destination index (out o in^-1)(j); then back through the
+    // copy's reshape to the buffer's shape, and through the GEMM's to the
+    // GEMM's. Built first at the copy, where the destination exists, to see
+    // whether the strides allow those reshapes.
+    ReshapeView gemmView(gemm.getDpsInits()[0]);
     AffineMap in = copy.getMatchingIndexingMap(copy.getDpsInputOperand(0));
     AffineMap out = copy.getMatchingIndexingMap(copy.getDpsInitOperand(0));
     AffineMapAttr transpose = AffineMapAttr::get(
@@ -117,8 +175,9 @@ struct GemmWritesTransposedPass
     auto probe = memref::TransposeOp::create(b, loc, dest, transpose);
     auto viewType = cast<MemRefType>(probe.getType());
     probe->erase();
-    if (expand && !memref::CollapseShapeOp::isGuaranteedCollapsible(
-                      viewType, expand.getReassociationIndices()))
+    FailureOr<MemRefType> bufferType = copyView.reshaped(viewType, /*undo=*/true);
+    if (failed(bufferType) ||
+        failed(gemmView.reshaped(*bufferType, /*undo=*/false)))
       return;
 
     if (fill)
@@ -128,17 +187,18 @@ struct GemmWritesTransposedPass
       op->moveBefore(first);
     b.setInsertionPoint(first);
     Value view = memref::TransposeOp::create(b, loc, dest, transpose);
-    if (expand)
-      view = memref::CollapseShapeOp::create(b, loc, view,
-                                             expand.getReassociationIndices());
+    view = copyView.apply(b, loc, view, /*undo=*/true);
+    view = gemmView.apply(b, loc, view, /*undo=*/false);
+    Operation *oldInit = gemm.getDpsInits()[0].getDefiningOp();
     gemm.getDpsInitsMutable()[0].set(view);
     if (fill)
       fill.getDpsInitsMutable()[0].set(view);
     copy->erase();
     for (Operation *d : deallocs)
       d->erase();
-    if (expand && expand->use_empty())
-      expand->erase();
+    for (Operation *reshape : {copyView.reshape, oldInit})
+      if (reshape && reshape != alloc && reshape->use_empty())
+        reshape->erase();
     if (alloc->use_empty())
       alloc->erase();
   }

@@ -16,3 +16,42 @@ func.func @two_gemms(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf3
   %m2 = linalg.matmul ins(%b, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %m1, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// Tests that a tensor.empty two fills start from (one through an
+// expand_shape, as attention's two GEMMs after CSE) is cloned for the second
+// use, so that the two results get buffers of their own.
+// CHECK-LABEL: func.func @shared_empty
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: linalg.fill {{.*}} outs(%[[E1]]
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: tensor.expand_shape %[[E2]]
+func.func @shared_empty(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<2x2x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %x = tensor.expand_shape %e [[0, 1], [2]] output_shape [2, 2, 4] : tensor<4x4xf32> into tensor<2x2x4xf32>
+  %g = linalg.fill ins(%zero : f32) outs(%x : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %m1, %g : tensor<4x4xf32>, tensor<2x2x4xf32>
+}
+
+// Tests that a shared fill of an expanded tensor.empty is cloned with its
+// expand_shape and its own tensor.empty, so that the clone does not write
+// the first fill's buffer.
+// CHECK-LABEL: func.func @fill_of_reshape
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[X1:.*]] = tensor.expand_shape %[[E1]]
+// CHECK: %[[F1:.*]] = linalg.fill {{.*}} outs(%[[X1]]
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[X2:.*]] = tensor.expand_shape %[[E2]]
+// CHECK-NEXT: %[[F2:.*]] = linalg.fill {{.*}} outs(%[[X2]]
+// CHECK-NEXT: linalg.batch_matmul {{.*}} outs(%[[F2]]
+func.func @fill_of_reshape(%a: tensor<2x2x4xf32>, %b: tensor<2x4x4xf32>) -> (tensor<2x2x4xf32>, tensor<2x2x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %x = tensor.expand_shape %e [[0, 1], [2]] output_shape [2, 2, 4] : tensor<4x4xf32> into tensor<2x2x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%x : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %m1 = linalg.batch_matmul ins(%a, %b : tensor<2x2x4xf32>, tensor<2x4x4xf32>) outs(%f : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %m2 = linalg.batch_matmul ins(%m1, %b : tensor<2x2x4xf32>, tensor<2x4x4xf32>) outs(%f : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %m1, %m2 : tensor<2x2x4xf32>, tensor<2x2x4xf32>
+}

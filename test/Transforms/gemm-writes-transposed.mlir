@@ -103,3 +103,46 @@ func.func @head_merge_two_sequences(%p: memref<2x12x16x16xf32>, %v: memref<2x16x
   memref.dealloc %c : memref<2x12x16x64xf32>
   return %t : memref<2x16x12x64xf32>
 }
+
+// -----
+
+// Tests the head merge when the GEMM writes its buffer through one reshape
+// and the copy reads it through another (grouped-query attention's GEMM has
+// (kv heads, repeats) where the copy has heads): the transposed destination
+// is collapsed back to the buffer's shape and expanded as the GEMM's view.
+// CHECK-LABEL: func.func @head_merge_through_reshapes
+// CHECK: %[[DEST:.*]] = memref.alloc() : memref<1x16x4x16xf32>
+// CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+// CHECK: %[[C:.*]] = memref.collapse_shape %[[T]] {{\[}}[0, 1], [2], [3]]
+// CHECK: %[[E:.*]] = memref.expand_shape %[[C]] {{\[}}[0, 1, 2], [3], [4]] output_shape [1, 2, 2, 16, 16]
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[E]] :
+// CHECK-NEXT: linalg.generic {{.*}} outs(%[[E]] :
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[DEST]]
+func.func @head_merge_through_reshapes(%p: memref<1x2x2x16x16xf32>, %v: memref<1x16x2x16xf32>) -> memref<1x16x4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x16x16xf32>
+  %g = memref.expand_shape %c [[0, 1, 2], [3], [4]] output_shape [1, 2, 2, 16, 16] : memref<4x16x16xf32> into memref<1x2x2x16x16xf32>
+  linalg.fill ins(%zero : f32) outs(%g : memref<1x2x2x16x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(s, g, r, m, n, k) -> (s, g, r, m, k)>,
+                                   affine_map<(s, g, r, m, n, k) -> (s, k, g, n)>,
+                                   affine_map<(s, g, r, m, n, k) -> (s, g, r, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<1x2x2x16x16xf32>, memref<1x16x2x16xf32>) outs(%g : memref<1x2x2x16x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %r = memref.expand_shape %c [[0, 1], [2], [3]] output_shape [1, 4, 16, 16] : memref<4x16x16xf32> into memref<1x4x16x16xf32>
+  %t = memref.alloc() : memref<1x16x4x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>,
+                                   affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%r : memref<1x4x16x16xf32>) outs(%t : memref<1x16x4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %c : memref<4x16x16xf32>
+  return %t : memref<1x16x4x16xf32>
+}

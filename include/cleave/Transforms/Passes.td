@@ -304,13 +304,18 @@ def CleaveDropReturnedArguments
 
 def CleaveDuplicateSharedFills
     : Pass<"cleave-duplicate-shared-fills", "mlir::func::FuncOp"> {
-  let summary = "Give each user of a shared linalg.fill its own copy";
+  let summary = "Give each user of a shared linalg.fill or tensor.empty its "
+                "own copy";
   let description = [{
     CSE merges identical zero fills, so several GEMMs end up accumulating into
     one filled tensor and bufferization must copy it for each of them. Filling
     is as cheap as copying and needs no second buffer, so this pass clones the
     fill (and its tensor.empty) for every use but the first, and bufferization
-    then writes each GEMM in place.
+    then writes each GEMM in place. A `tensor.empty` that several ops start
+    from (directly or through reshapes) is cloned for every use but the
+    first too: bufferization would give them one buffer, reused across
+    their lifetimes, and a GEMM writing such a shared buffer cannot write
+    its consumer's buffer instead (`cleave-gemm-writes-transposed`).
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect"];
