@@ -2,8 +2,9 @@
 //
 // Runs upstream's elementwise fusion patterns with a control function: fuse a
 // producer only into its consumer, when nothing else reads it, and never
-// into a GEMM (Gemms.h) unless it only transposes: then the GEMM reads the
-// transpose's input in place through its indexing map. Across a reshape between two generics (a bias add before
+// into a GEMM (Gemms.h) unless it only transposes or broadcasts: then the
+// GEMM reads the copy's input in place through its indexing map. Such a
+// copy is kept for the GEMM: nothing that computes is fused into it. Across a reshape between two generics (a bias add before
 // the head split's transpose, rotary embedding's rotate-half), one of the two
 // is expanded through the reshape first, so that they fuse.
 //
@@ -30,13 +31,53 @@ bool onlyUsedBy(Operation *op, Operation *user) {
   return llvm::all_of(op->getUsers(), [&](Operation *u) { return u == user; });
 }
 
-bool isTranspose(Operation *op) {
+/// A transpose or a broadcast (Gemms.h).
+bool isCopy(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  return generic && cleave::isPermutedCopy(generic);
+  return generic && cleave::isLayoutCopy(generic);
+}
+
+/// Whether what `op` writes reaches a GEMM through nothing but reshapes and
+/// copies, each its only reader: a copy that will fold into the GEMM.
+bool feedsGemm(Operation *op) {
+  while (op && op->hasOneUse()) {
+    op = *op->getUsers().begin();
+    if (cleave::isGemm(op))
+      return true;
+    if (!isCopy(op) &&
+        !isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
+      return false;
+  }
+  return false;
 }
 
 bool allParallel(linalg::GenericOp op) {
   return op.getNumParallelLoops() == op.getNumLoops();
+}
+
+/// Whether `producer` computes and `consumer` is a copy on its way to a
+/// GEMM: fusing them, or reshaping the copy for it (rotary embedding's
+/// (2, half) view), would keep the copy from folding into the GEMM.
+bool computesIntoGemmCopy(Operation *producer, Operation *consumer) {
+  return isCopy(consumer) && !isCopy(producer) && feedsGemm(consumer);
+}
+
+/// Whether expanding the GEMM that reads `fused` through `collapse` splits
+/// only its batch loops: a split row, column or reduction loop would leave
+/// a GEMM that no BLAS call takes.
+bool splitsOnlyBatchLoops(OpOperand *fused, tensor::CollapseShapeOp collapse) {
+  auto gemm = cast<linalg::LinalgOp>(fused->getOwner());
+  std::optional<cleave::GemmLoops> loops = cleave::gemmLoops(gemm);
+  AffineMap map = gemm.getMatchingIndexingMap(fused);
+  for (auto [position, group] :
+       llvm::enumerate(collapse.getReassociationIndices())) {
+    if (group.size() == 1)
+      continue;
+    auto loop = dyn_cast<AffineDimExpr>(map.getResult(position));
+    if (!loop || !llvm::is_contained(loops->batch, loop.getPosition()))
+      return false;
+  }
+  return true;
 }
 
 struct FuseElementwisePass
@@ -44,15 +85,19 @@ struct FuseElementwisePass
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     // A producer only into its consumer when nothing else reads it (the
-    // consumer may read it through several operands); never a GEMM, and
-    // into a GEMM only a transpose.
+    // consumer may read it through several operands); never a GEMM; into a
+    // GEMM only a copy; and nothing that computes (rotary embedding, a
+    // rounding) into a copy on its way to a GEMM, which would then have to
+    // run as a kernel instead of folding into the GEMM.
     linalg::ControlFusionFn control = [](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
       Operation *consumer = fused->getOwner();
       if (!producer || !onlyUsedBy(producer, consumer) ||
           cleave::isGemm(producer))
         return false;
-      return !cleave::isGemm(consumer) || isTranspose(producer);
+      if (cleave::isGemm(consumer))
+        return isCopy(producer);
+      return !computesIntoGemmCopy(producer, consumer);
     };
     // Reshapes between two generics that would otherwise fuse: an
     // elementwise producer read only through an expand_shape that one
@@ -69,7 +114,8 @@ struct FuseElementwisePass
           return false;
         Operation *reader = *expand->getUsers().begin();
         return isa<linalg::GenericOp>(reader) && onlyUsedBy(expand, reader) &&
-               (!cleave::isGemm(reader) || isTranspose(producer));
+               (!cleave::isGemm(reader) || isCopy(producer)) &&
+               !computesIntoGemmCopy(producer, reader);
       }
       auto collapse = fused->get().getDefiningOp<tensor::CollapseShapeOp>();
       if (!collapse || !isa<linalg::GenericOp>(owner))
@@ -77,7 +123,9 @@ struct FuseElementwisePass
       auto producer = collapse.getSrc().getDefiningOp<linalg::GenericOp>();
       return producer && allParallel(producer) &&
              onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, owner) &&
-             (!cleave::isGemm(owner) || isTranspose(producer));
+             (!cleave::isGemm(owner) ||
+              (isCopy(producer) && splitsOnlyBatchLoops(fused, collapse))) &&
+             !computesIntoGemmCopy(producer, owner);
     };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);

@@ -44,17 +44,34 @@ std::optional<cleave::GemmLoops> cleave::gemmLoops(linalg::LinalgOp op) {
     return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(maps);
-  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+  if (failed(dims) || dims->m.empty() || dims->n.empty() ||
       dims->k.size() != 1)
     return std::nullopt;
+  // The M and N loops innermost in C are the matrix's rows and columns. Any
+  // other M (N) loop is a batch loop that B (A) does not index, so reads
+  // with a zero stride: grouped-query attention, where several query heads
+  // read one K/V head.
+  AffineMap c = maps[2];
+  auto innermost = [&](ArrayRef<unsigned> loops) {
+    return *llvm::max_element(loops, [&](unsigned x, unsigned y) {
+      return *c.getResultPosition(getAffineDimExpr(x, op.getContext())) <
+             *c.getResultPosition(getAffineDimExpr(y, op.getContext()));
+    });
+  };
+  GemmLoops loops{dims->batch, innermost(dims->m), innermost(dims->n),
+                  dims->k[0]};
+  for (ArrayRef<unsigned> group : {ArrayRef(dims->m), ArrayRef(dims->n)})
+    for (unsigned loop : group)
+      if (loop != loops.m && loop != loops.n)
+        loops.batch.push_back(loop);
   // Every loop a batch, M, N or K loop, and only K a reduction.
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  if (dims->batch.size() + 3 != iterators.size())
+  if (loops.batch.size() + 3 != iterators.size())
     return std::nullopt;
   for (auto [loop, iterator] : llvm::enumerate(iterators))
-    if ((iterator == utils::IteratorType::reduction) != (loop == dims->k[0]))
+    if ((iterator == utils::IteratorType::reduction) != (loop == loops.k))
       return std::nullopt;
-  return GemmLoops{dims->batch, dims->m[0], dims->n[0], dims->k[0]};
+  return loops;
 }
 
 bool cleave::isGemm(Operation *op) {
@@ -62,13 +79,19 @@ bool cleave::isGemm(Operation *op) {
   return linalgOp && gemmLoops(linalgOp).has_value();
 }
 
-bool cleave::isPermutedCopy(linalg::GenericOp op) {
+bool cleave::isLayoutCopy(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
       op.getNumParallelLoops() != op.getNumLoops())
     return false;
   Block &body = op.getRegion().front();
   return body.getOperations().size() == 1 &&
          body.getTerminator()->getOperand(0) == body.getArgument(0) &&
-         llvm::all_of(op.getIndexingMapsArray(),
-                      [](AffineMap m) { return m.isPermutation(); });
+         op.getMatchingIndexingMap(op.getDpsInputOperand(0))
+             .isProjectedPermutation() &&
+         op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isPermutation();
+}
+
+bool cleave::isPermutedCopy(linalg::GenericOp op) {
+  return isLayoutCopy(op) &&
+         op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isPermutation();
 }

@@ -26,8 +26,9 @@ struct GemmLoops {
 
 /// The loops of `op` when it is a GEMM: its body adds the product of its two
 /// inputs (each possibly widened by arith.extf) into its output, its maps
-/// are projected permutations, and it has one M, one N and one (reduction)
-/// K loop, with any number of batch loops.
+/// are projected permutations, and it has one (reduction) K loop. The M and
+/// N loops innermost in C are the rows and columns; every other parallel
+/// loop is a batch loop, which one input may not index (a zero stride).
 std::optional<GemmLoops> gemmLoops(mlir::linalg::LinalgOp op);
 
 /// Whether `op` is a linalg op gemmLoops accepts.
@@ -36,6 +37,12 @@ bool isGemm(mlir::Operation *op);
 /// Whether `op` only copies its one input into its one output, both through
 /// permutation maps: a transpose (or a plain copy).
 bool isPermutedCopy(mlir::linalg::GenericOp op);
+
+/// Whether `op` only copies its one input into its one output, reading
+/// through a projected permutation and writing through a permutation: a
+/// transpose, a broadcast, or both. A GEMM can read such a copy's input in
+/// place (a broadcast dimension as a zero stride).
+bool isLayoutCopy(mlir::linalg::GenericOp op);
 
 } // namespace cleave
 

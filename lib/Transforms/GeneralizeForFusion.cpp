@@ -2,8 +2,8 @@
 //
 // Generalizes every named linalg op except the GEMMs and fills, so upstream
 // elementwise fusion can fuse across reductions, transposes and broadcasts;
-// and the GEMMs that read a transposed copy, so that fusion folds the
-// transpose into the GEMM's indexing maps (cleave-fuse-elementwise lets
+// and the GEMMs that read a transposed or broadcast copy, so that fusion
+// folds the copy into the GEMM's indexing maps (cleave-fuse-elementwise lets
 // only such copies into a GEMM).
 //
 //===----------------------------------------------------------------------===//
@@ -24,8 +24,8 @@ using namespace mlir;
 
 namespace {
 
-/// Whether an input of `gemm` is a transposed copy (through at most one
-/// collapse_shape) that nothing else reads. The collapse may merge batch
+/// Whether an input of `gemm` is a transposed or broadcast copy (through at
+/// most one collapse_shape) that nothing else reads. The collapse may merge batch
 /// dimensions only: a merged row or column dimension would become two loops
 /// once fusion expands the GEMM through it, and BLAS takes one of each.
 bool readsTransposedCopy(linalg::LinalgOp gemm) {
@@ -41,7 +41,7 @@ bool readsTransposedCopy(linalg::LinalgOp gemm) {
       input = collapse.getSrc();
     }
     auto copy = input.getDefiningOp<linalg::GenericOp>();
-    return copy && cleave::isPermutedCopy(copy) &&
+    return copy && cleave::isLayoutCopy(copy) &&
            llvm::all_of(copy->getUsers(),
                         [&](Operation *user) { return user == reader; });
   });

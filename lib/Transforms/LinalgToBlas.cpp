@@ -22,6 +22,7 @@
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/RuntimeNames.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -52,16 +53,24 @@ std::optional<SmallVector<int64_t>> loopStrides(linalg::LinalgOp op,
   return byLoop;
 }
 
+/// A batch loop: its trip count and A's, B's and C's strides along it.
+struct BatchLoop {
+  int64_t size;
+  std::array<int64_t, 3> strides;
+};
+
 /// What a call passes for one GEMM: the outer and inner batch counts and,
 /// for A, B and C, the strides along the outer batch, the inner batch, the
-/// rows and the columns.
+/// rows and the columns; and the batch loops around the call, outermost
+/// first, when there are more than the call's two.
 struct CallShape {
   int64_t outer = 1, batch = 1, m, n, k;
   std::array<std::array<int64_t, 4>, 3> strides;
+  SmallVector<BatchLoop> around;
 };
 
-/// The call shape of `op`, or none when BLAS cannot run it: more than two
-/// batch loops that do not merge, or an operand without a unit stride.
+/// The call shape of `op`, or none when BLAS cannot run it (an operand
+/// without a unit stride).
 std::optional<CallShape> callShape(linalg::LinalgOp op,
                                    const cleave::GemmLoops &loops) {
   SmallVector<int64_t> sizes = op.getStaticLoopRanges();
@@ -82,30 +91,33 @@ std::optional<CallShape> callShape(linalg::LinalgOp op,
   llvm::stable_sort(batch, [&](unsigned x, unsigned y) {
     return strides[2][x] > strides[2][y];
   });
-  SmallVector<std::pair<int64_t, std::array<int64_t, 3>>> merged;
+  SmallVector<BatchLoop> merged;
   for (unsigned loop : batch) {
     std::array<int64_t, 3> step = {strides[0][loop], strides[1][loop],
                                    strides[2][loop]};
     if (!merged.empty()) {
-      auto &[size, outer] = merged.back();
+      BatchLoop &outer = merged.back();
       if (llvm::all_of(llvm::seq(0, 3), [&](int i) {
-            return outer[i] == step[i] * sizes[loop];
+            return outer.strides[i] == step[i] * sizes[loop];
           })) {
-        size *= sizes[loop];
-        outer = step;
+        outer.size *= sizes[loop];
+        outer.strides = step;
         continue;
       }
     }
     merged.push_back({sizes[loop], step});
   }
-  if (merged.size() > 2)
-    return std::nullopt;
   while (merged.size() < 2)
     merged.insert(merged.begin(), {1, {0, 0, 0}});
 
+  // The call takes the two innermost; loops around it take the rest (with
+  // several sequences, grouped-query attention has sequences, K/V heads and
+  // the query heads sharing each).
   CallShape shape;
-  shape.outer = merged[0].first;
-  shape.batch = merged[1].first;
+  shape.around.assign(merged.begin(), merged.end() - 2);
+  merged.erase(merged.begin(), merged.end() - 2);
+  shape.outer = merged[0].size;
+  shape.batch = merged[1].size;
   shape.m = sizes[loops.m];
   shape.n = sizes[loops.n];
   shape.k = sizes[loops.k];
@@ -115,7 +127,7 @@ std::optional<CallShape> callShape(linalg::LinalgOp op,
       {{shape.m, shape.k}, {shape.k, shape.n}, {shape.m, shape.n}}};
   for (int i = 0; i < 3; ++i) {
     auto [row, col] = matrix[i];
-    shape.strides[i] = {merged[0].second[i], merged[1].second[i],
+    shape.strides[i] = {merged[0].strides[i], merged[1].strides[i],
                         strides[i][row], strides[i][col]};
     std::optional<cleave::rt::MatrixLayout> layout = cleave::rt::matrixLayout(
         extent[i].first, extent[i].second, strides[i][row], strides[i][col]);
@@ -254,18 +266,35 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     auto index = [&](int64_t v) -> Value {
       return arith::ConstantIndexOp::create(b, loc, v);
     };
+    std::array<Value, 3> matrices = {a, bm, c};
+    std::array<std::pair<Value, Value>, 3> bases;
+    for (auto [i, operand] : llvm::enumerate(matrices))
+      bases[i] = baseAndOffset(b, loc, operand);
+    // Loops for the batch levels the call cannot take, each moving the
+    // operands' offsets by its strides.
+    for (const BatchLoop &loop : shape->around) {
+      auto forOp = scf::ForOp::create(b, loc, index(0), index(loop.size),
+                                      index(1));
+      b.setInsertionPoint(forOp.getBody()->getTerminator());
+      Value iv = forOp.getInductionVar();
+      for (int i = 0; i < 3; ++i)
+        bases[i].second = arith::AddIOp::create(
+            b, loc, bases[i].second,
+            arith::MulIOp::create(b, loc, iv, index(loop.strides[i])));
+    }
     SmallVector<Value> args = {index(shape->outer), index(shape->batch),
                                index(shape->m), index(shape->n),
                                index(shape->k)};
-    std::array<Value, 3> matrices = {a, bm, c};
-    for (auto [i, operand] : llvm::enumerate(matrices)) {
-      auto [base, offset] = baseAndOffset(b, loc, operand);
+    for (int i = 0; i < 3; ++i) {
+      auto [base, offset] = bases[i];
       args.append({base, offset});
       // C passes its row stride only: its columns are contiguous.
       for (int64_t stride : ArrayRef(shape->strides[i]).take_front(i == 2 ? 3 : 4))
         args.push_back(index(stride));
     }
     if (bias) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(op);
       auto [base, offset] = baseAndOffset(b, loc, bias);
       args.append({base, offset});
     } else {

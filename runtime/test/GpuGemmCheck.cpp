@@ -136,13 +136,15 @@ bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
 /// The ABI entry emitted code calls, with every layout it may be given:
 /// 2 x 3 GEMMs (an outer loop around a strided batch) of A[64 x 32], rows
 /// 40 apart, by B[32 x 48] stored transposed (columns 36 apart, as
-/// attention reads K in place), plus a bias over C's columns, float32.
+/// attention reads K in place) and shared by the 3 GEMMs of a batch (batch
+/// stride 0, as grouped-query attention shares a K/V head), plus a bias
+/// over C's columns, float32.
 bool checkAbi() {
   const int64_t outer = 2, batch = 3, m = 64, n = 48, k = 32, lda = 40, ldb = 36;
   const int64_t count = outer * batch;
   std::mt19937 rng(3);
   HostMatrix a = randomMatrix(GemmType::F32, count * m * lda, rng);
-  HostMatrix b = randomMatrix(GemmType::F32, count * n * ldb, rng);
+  HostMatrix b = randomMatrix(GemmType::F32, outer * n * ldb, rng);
   HostMatrix bias = randomMatrix(GemmType::F32, n, rng);
   void *da, *db, *dc, *dbias;
   check(cudaMalloc(&da, a.bytes.size()), "cudaMalloc");
@@ -154,10 +156,10 @@ bool checkAbi() {
   check(cudaMemcpy(dbias, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice),
         "cudaMemcpy");
   auto at = [](void *p) { return reinterpret_cast<intptr_t>(p); };
-  // Element (r, c) of B in GEMM (o, i): r + c * ldb, so row stride 1.
+  // Element (r, c) of B in GEMM (o, i): o * n * ldb + r + c * ldb.
   cleave_rt_cuda_sgemm(outer, batch, m, n, k, at(da), 0, batch * m * lda, m * lda,
-                       lda, 1, at(db), 0, batch * n * ldb, n * ldb, 1, ldb, at(dc),
-                       0, batch * m * n, m * n, n, at(dbias), 0, 0.0f);
+                       lda, 1, at(db), 0, n * ldb, 0, 1, ldb, at(dc), 0,
+                       batch * m * n, m * n, n, at(dbias), 0, 0.0f);
   check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
   std::vector<char> c(count * m * n * 4);
   check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -169,13 +171,14 @@ bool checkAbi() {
       for (int64_t j = 0; j < n; ++j) {
         double ref = bias.values[j];
         for (int64_t p = 0; p < k; ++p)
-          ref += a.values[q * m * lda + i * lda + p] * b.values[q * n * ldb + p + j * ldb];
+          ref += a.values[q * m * lda + i * lda + p] *
+                 b.values[(q / batch) * n * ldb + p + j * ldb];
         double got = valueAt(GemmType::F32, c, q * m * n + i * n + j);
         worst = std::max(worst, std::abs(got - ref) / (1 + std::abs(ref)));
       }
   bool ok = worst <= 1e-5;
   std::printf("cleave_rt_cuda_sgemm, 2 x 3 x 64x32 (rows 40 apart) x 32x48 (stored "
-              "transposed) + bias: worst relative error %.2e: %s\n",
+              "transposed, batch stride 0) + bias: worst relative error %.2e: %s\n",
               worst, ok ? "ok" : "WRONG");
   return ok;
 }

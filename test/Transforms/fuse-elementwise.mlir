@@ -177,3 +177,46 @@ func.func @gemm_reads_heads_in_place(%q: tensor<2x3x4x8xf32>, %k: tensor<8x8x3xf
   } -> tensor<8x3x3xf32>
   return %s, %s2 : tensor<8x3x3xf32>, tensor<8x3x3xf32>
 }
+
+// Tests grouped-query attention's V: a copy that transposes V into heads
+// and repeats each K/V head (a broadcast) folds into the GEMM, which then
+// reads V in place with no repeat dimension (a zero stride for BLAS); the
+// op that computes V (here a scale, as rotary embedding computes K) is not
+// fused into that copy, or the copy could not fold.
+// CHECK-LABEL: func.func @gemm_reads_repeated_heads
+// CHECK: %[[V:.*]] = linalg.generic
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: linalg.yield
+// CHECK: linalg.generic {{.*}}"reduction"]} ins(%{{.*}}, %[[V]] : tensor<1x2x2x16x16xf32>, tensor<1x16x2x16xf32>)
+// CHECK-NOT: linalg.generic
+#rep_in = affine_map<(b, g, r, s, d) -> (b, s, g, d)>
+#rep_out = affine_map<(b, g, r, s, d) -> (b, g, r, s, d)>
+func.func @gemm_reads_repeated_heads(%p: tensor<4x16x16xf32>, %v: tensor<1x16x2x16xf32>) -> tensor<4x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %ve = tensor.empty() : tensor<1x16x2x16xf32>
+  %scaled = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%v : tensor<1x16x2x16xf32>) outs(%ve : tensor<1x16x2x16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %m = arith.mulf %in, %two : f32
+      linalg.yield %m : f32
+  } -> tensor<1x16x2x16xf32>
+  %re = tensor.empty() : tensor<1x2x2x16x16xf32>
+  %rep = linalg.generic {indexing_maps = [#rep_in, #rep_out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%scaled : tensor<1x16x2x16xf32>) outs(%re : tensor<1x2x2x16x16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+  } -> tensor<1x2x2x16x16xf32>
+  %b = tensor.collapse_shape %rep [[0, 1, 2], [3], [4]] : tensor<1x2x2x16x16xf32> into tensor<4x16x16xf32>
+  %oe = tensor.empty() : tensor<4x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%oe : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %o = linalg.generic {indexing_maps = [#bmm_a, #bmm_b, #bmm_c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %b : tensor<4x16x16xf32>, tensor<4x16x16xf32>) outs(%of : tensor<4x16x16xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %m = arith.mulf %x, %y : f32
+      %r = arith.addf %acc, %m : f32
+      linalg.yield %r : f32
+  } -> tensor<4x16x16xf32>
+  return %o : tensor<4x16x16xf32>
+}

@@ -89,6 +89,34 @@ func.func @scores_in_place(%q: memref<2x16x12x64xf32>, %k: memref<2x16x12x64xf32
   return
 }
 
+// Tests grouped-query attention's second GEMM, with the K/V head
+// repetition folded in: P is (seq, kv head, repeat, m, k) and V, read in
+// place as (seq, token, kv head, head size), has no repeat dimension. The
+// repeat loop is a second M loop, so a batch loop where B's stride is 0;
+// sequences, KV heads and repeats do not merge, so the call takes KV heads
+// (outer, V stride 16) and repeats (batch, V stride 0), and an scf.for
+// around it the sequences, moving each operand's offset by its stride (P's
+// and the result's are the same, 1024, so CSE leaves one).
+// CHECK-LABEL: func.func @grouped_query
+// CHECK: scf.for %[[S:.*]] = %c0 to %c3 step %c1
+// CHECK-NEXT: %[[OA:.*]] = arith.muli %[[S]], %c1024
+// CHECK-NEXT: %[[OB:.*]] = arith.muli %[[S]], %c512
+// CHECK-NEXT: call @cleave_rt_sgemm(%c2, %c2, %c16, %c16, %c16, %{{.*}}, %[[OA]], %c512, %c256, %c16, %c1, %{{.*}}, %[[OB]], %c16, %c0, %c32, %c1, %{{.*}}, %[[OA]], %c512, %c256, %c16, %c0, %c0,
+// CHECK-NOT: linalg.generic
+func.func @grouped_query(%p: memref<3x2x2x16x16xf32>, %v: memref<3x16x2x16xf32>, %o: memref<3x2x2x16x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(s, g, r, m, n, k) -> (s, g, r, m, k)>,
+                                   affine_map<(s, g, r, m, n, k) -> (s, k, g, n)>,
+                                   affine_map<(s, g, r, m, n, k) -> (s, g, r, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<3x2x2x16x16xf32>, memref<3x16x2x16xf32>) outs(%o : memref<3x2x2x16x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
 // Tests that a bias broadcast over the result's rows folds into the call
 // (its base and offset; beta 0) and the broadcast goes.
 // CHECK-LABEL: func.func @bias

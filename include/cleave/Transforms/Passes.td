@@ -255,11 +255,16 @@ def CleaveFuseElementwise
   let description = [{
     Upstream elementwise fusion, with Cleave's rules: a producer is fused only
     into its single consumer (no recomputation); a GEMM (named, or a generic
-    with a GEMM's body) is never fused into anything, and only a transpose
-    (a generic that copies through permutation maps) is fused into a GEMM,
-    which then reads the transpose's input in place through its indexing
-    map: attention's head splits. Chains like GELU, residual adds and the
-    steps of a softmax or a normalisation collapse into a few generics.
+    with a GEMM's body) is never fused into anything, and only a copy that
+    transposes or broadcasts is fused into a GEMM, which then reads the
+    copy's input in place through its indexing map: attention's head splits,
+    and grouped-query attention's K/V head repetition (a loop that one
+    operand does not index, so a zero stride). Nothing that computes
+    (rotary embedding, a rounding) is fused into such a copy on its way to
+    a GEMM, and a GEMM is expanded through a reshape only where the reshape
+    splits batch loops, so that it stays one BLAS call. Chains like GELU,
+    residual adds and the steps of a softmax or a normalisation collapse
+    into a few generics.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
@@ -273,9 +278,10 @@ def CleaveGeneralizeForFusion
     generalizes `linalg.reduce`, `linalg.transpose`, `linalg.broadcast` and
     the elementwise named ops so that, for example, the square in a variance
     fuses into its sum. `linalg.matmul` and `linalg.batch_matmul` stay named
-    unless one of their inputs is a transpose that nothing else reads,
-    merged (by a `collapse_shape`) over batch dimensions only: attention's
-    GEMMs reading Q, K and V split into heads. Those become generics too,
+    unless one of their inputs is a transpose or broadcast that nothing else
+    reads, merged (by a `collapse_shape`) over batch dimensions only:
+    attention's GEMMs reading Q, K and V split into heads (and repeated, for
+    grouped-query attention). Those become generics too,
     so that `cleave-fuse-elementwise` folds the transpose into their maps and
     they read the projections in place (a merged row or column dimension
     would become two loops, which no BLAS call takes).
@@ -452,9 +458,10 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
     pointer (as index), an offset and its strides along the GEMM's loops,
     read from its memref type: A and B may be row- or column-major (read
     transposed), C row-major. Batch loops merge where every operand's
-    strides allow; two that do not become an outer loop around a strided
-    batch; more stay for the loop lowering, as do operands without a unit
-    stride. The last write of the result before the GEMM folds into the
+    strides allow; two that do not become the call's outer loop around a
+    strided batch, and any more `scf.for` loops around the call (grouped-query
+    attention over several sequences). Operands without a unit stride stay
+    for the loop lowering. The last write of the result before the GEMM folds into the
     call when nothing between touches the buffer: a zero fill as beta = 0,
     a float32 vector broadcast along the result's columns as the call's
     bias (see `cleave-bias-into-gemm`). With `target=cuda` the calls are
@@ -467,7 +474,8 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::memref::MemRefDialect",
-                           "mlir::arith::ArithDialect"];
+                           "mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect"];
 }
 
 def CleaveEmulateGpuKernels
