@@ -4,9 +4,9 @@
 // producer only into its consumer, when nothing else reads it, and never
 // into a GEMM (Gemms.h) unless it only transposes or broadcasts: then the
 // GEMM reads the copy's input in place through its indexing map. Such a
-// copy is kept for the GEMM: nothing that computes is fused into it. Across a reshape between two generics (a bias add before
-// the head split's transpose, rotary embedding's rotate-half), one of the two
-// is expanded through the reshape first, so that they fuse.
+// copy is kept for the GEMM: nothing that computes is fused into it. Across
+// a reshape between two generics (rotary embedding's rotate-half), one of
+// the two is expanded through the reshape first, so that they fuse.
 //
 //===----------------------------------------------------------------------===//
 
