@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/Matchers.h"
 
 namespace cleave {
@@ -62,24 +63,29 @@ struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass>
       if (isAdd(op))
         adds.push_back(op);
     });
+    DominanceInfo dominance(getOperation());
     for (linalg::GenericOp add : adds)
       for (unsigned product : {0u, 1u})
-        if (fold(add, product))
+        if (fold(add, product, dominance))
           break;
   }
 
   /// Folds `add` when input `product` is a GEMM's result and the other a
   /// vector along the GEMM's columns.
-  bool fold(linalg::GenericOp add, unsigned product) {
+  bool fold(linalg::GenericOp add, unsigned product,
+            DominanceInfo &dominance) {
     OpOperand *sum = add.getDpsInputOperand(product);
     OpOperand *vector = add.getDpsInputOperand(1 - product);
     auto [gemm, expand] = zeroStartedGemm(sum->get());
     auto biasType = dyn_cast<RankedTensorType>(vector->get().getType());
     auto resultType = cast<RankedTensorType>(gemm ? gemm.getResult(0).getType()
                                                   : sum->get().getType());
+    // The vector must exist before the GEMM, which starts from it (an
+    // ONNX Gemm computes its bias after the product).
     if (!gemm || !add.getMatchingIndexingMap(sum).isIdentity() || !biasType ||
         biasType.getRank() != 1 ||
-        biasType.getElementType() != resultType.getElementType())
+        biasType.getElementType() != resultType.getElementType() ||
+        !dominance.properlyDominates(vector->get(), gemm))
       return false;
     // The vector runs along the add's last loop, which must be the GEMM's
     // columns: not split by the expand_shape.

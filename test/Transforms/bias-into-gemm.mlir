@@ -76,3 +76,32 @@ func.func @stays(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %rows: tensor<6xf32>,
   } -> tensor<6x8xf32>
   return %r1, %r2, %p2, %r3, %r4 : tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>
 }
+
+// Tests that a vector computed after the GEMM (an ONNX Gemm scales its C
+// after the product) stays an add: the GEMM cannot start from it.
+// CHECK-LABEL: func.func @bias_after_gemm
+// CHECK: linalg.matmul {{.*}} outs(%{{.*}} : tensor<6x8xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+func.func @bias_after_gemm(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %c: tensor<8xf32>) -> tensor<6x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<6x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %ve = tensor.empty() : tensor<8xf32>
+  %v = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%c : tensor<8xf32>) outs(%ve : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %half : f32
+    linalg.yield %m : f32
+  } -> tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%p, %v : tensor<6x8xf32>, tensor<8xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  return %r : tensor<6x8xf32>
+}
