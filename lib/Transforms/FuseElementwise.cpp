@@ -89,15 +89,21 @@ struct FuseElementwisePass
     // GEMM only a copy; and nothing that computes (rotary embedding, a
     // rounding) into a copy on its way to a GEMM, which would then have to
     // run as a kernel instead of folding into the GEMM.
+    // A copy may fuse into each of several GEMMs that read it (a transposed
+    // weight that two layers share): it costs them nothing, and it goes
+    // once the last has taken it in.
     linalg::ControlFusionFn control = [](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
       Operation *consumer = fused->getOwner();
-      if (!producer || !onlyUsedBy(producer, consumer) ||
-          cleave::isGemm(producer))
+      if (!producer || cleave::isGemm(producer))
         return false;
       if (cleave::isGemm(consumer))
-        return isCopy(producer);
-      return !computesIntoGemmCopy(producer, consumer);
+        return isCopy(producer) &&
+               llvm::all_of(producer->getUsers(), [](Operation *user) {
+                 return cleave::isGemm(user);
+               });
+      return onlyUsedBy(producer, consumer) &&
+             !computesIntoGemmCopy(producer, consumer);
     };
     // Reshapes between two generics that would otherwise fuse: an
     // elementwise producer read only through an expand_shape that one

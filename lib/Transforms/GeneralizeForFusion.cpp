@@ -25,7 +25,7 @@ using namespace mlir;
 namespace {
 
 /// Whether an input of `gemm` is a transposed or broadcast copy (through at
-/// most one collapse_shape) that nothing else reads. The collapse may merge batch
+/// most one collapse_shape) that nothing but GEMMs reads. The collapse may merge batch
 /// dimensions only: a merged row or column dimension would become two loops
 /// once fusion expands the GEMM through it, and BLAS takes one of each.
 bool readsTransposedCopy(linalg::LinalgOp gemm) {
@@ -40,10 +40,14 @@ bool readsTransposedCopy(linalg::LinalgOp gemm) {
       reader = collapse;
       input = collapse.getSrc();
     }
+    // Other GEMMs may read the copy too (a transposed weight that two layers
+    // share): each will read the weight in place.
     auto copy = input.getDefiningOp<linalg::GenericOp>();
     return copy && cleave::isLayoutCopy(copy) &&
-           llvm::all_of(copy->getUsers(),
-                        [&](Operation *user) { return user == reader; });
+           llvm::all_of(copy->getUsers(), [&](Operation *user) {
+             return user == reader ||
+                    isa<linalg::MatmulOp, linalg::BatchMatmulOp>(user);
+           });
   });
 }
 

@@ -220,3 +220,41 @@ func.func @gemm_reads_repeated_heads(%p: tensor<4x16x16xf32>, %v: tensor<1x16x2x
   } -> tensor<4x16x16xf32>
   return %o : tensor<4x16x16xf32>
 }
+
+// Tests that a transposed weight two GEMMs read fuses into both (each reads
+// the weight in place, through a transposed map) and then goes.
+// CHECK-LABEL: func.func @shared_weight_in_place
+// CHECK: linalg.generic {{.*}}"reduction"]} ins(%arg0, %arg2 :
+// CHECK: linalg.generic {{.*}}"reduction"]} ins(%arg1, %arg2 :
+// CHECK-NOT: linalg.generic
+#mm_a = affine_map<(m, n, k) -> (m, k)>
+#mm_b = affine_map<(m, n, k) -> (k, n)>
+#mm_c = affine_map<(m, n, k) -> (m, n)>
+#tr2 = affine_map<(d0, d1) -> (d1, d0)>
+#id2s = affine_map<(d0, d1) -> (d0, d1)>
+func.func @shared_weight_in_place(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %te = tensor.empty() : tensor<8x8xf32>
+  %t = linalg.generic {indexing_maps = [#tr2, #id2s], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<8x8xf32>) outs(%te : tensor<8x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+  } -> tensor<8x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.generic {indexing_maps = [#mm_a, #mm_b, #mm_c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %t : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) {
+    ^bb0(%u: f32, %v: f32, %acc: f32):
+      %m = arith.mulf %u, %v : f32
+      %r = arith.addf %acc, %m : f32
+      linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %b = linalg.generic {indexing_maps = [#mm_a, #mm_b, #mm_c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%y, %t : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) {
+    ^bb0(%u: f32, %v: f32, %acc: f32):
+      %m = arith.mulf %u, %v : f32
+      %r = arith.addf %acc, %m : f32
+      linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -59,3 +59,20 @@ func.func @gemms_reading_transposes(%q: tensor<2x3x4x8xf32>, %k: tensor<8x8x3xf3
   %u = linalg.batch_matmul ins(%plain, %k : tensor<8x3x8xf32>, tensor<8x8x3xf32>) outs(%sf : tensor<8x3x3xf32>) -> tensor<8x3x3xf32>
   return %s, %p, %u : tensor<8x3x3xf32>, tensor<6x5xf32>, tensor<8x3x3xf32>
 }
+
+// Tests that a weight transpose two matmuls share (two layers with one
+// weight) makes both generics, so that each reads the weight in place.
+// CHECK-LABEL: func.func @shared_weight_transpose
+// CHECK-NOT: linalg.matmul
+// CHECK-COUNT-3: linalg.generic
+// CHECK-NOT: linalg.matmul
+func.func @shared_weight_transpose(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %te = tensor.empty() : tensor<8x8xf32>
+  %t = linalg.transpose ins(%w : tensor<8x8xf32>) outs(%te : tensor<8x8xf32>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.matmul ins(%x, %t : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = linalg.matmul ins(%y, %t : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+}
