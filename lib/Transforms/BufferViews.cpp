@@ -25,3 +25,16 @@ SmallVector<Value> cleave::viewsOf(Value buffer) {
           all.push_back(view->getResult(0));
   return all;
 }
+
+bool cleave::touchedBetween(Value buffer, Operation *first, Operation *last) {
+  Block *block = first->getBlock();
+  for (Value alias : viewsOf(buffer))
+    for (Operation *user : alias.getUsers()) {
+      if (isa<ViewLikeOpInterface>(user))
+        continue;
+      Operation *here = block->findAncestorOpInBlock(*user);
+      if (here && first->isBeforeInBlock(here) && here->isBeforeInBlock(last))
+        return true;
+    }
+  return false;
+}

@@ -9,6 +9,7 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_BUFFERVIEWS_H
 #define CLEAVE_LIB_TRANSFORMS_BUFFERVIEWS_H
 
+#include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -21,6 +22,12 @@ mlir::Value viewedBuffer(mlir::Value v);
 /// `buffer` and every value that views it, through any chain of view-like
 /// ops.
 llvm::SmallVector<mlir::Value> viewsOf(mlir::Value buffer);
+
+/// Whether an op strictly between `first` and `last` in their block (or
+/// nested in one there) touches `buffer` or a view of it; making views does
+/// not count.
+bool touchedBetween(mlir::Value buffer, mlir::Operation *first,
+                    mlir::Operation *last);
 
 } // namespace cleave
 

@@ -31,17 +31,22 @@ bool isBufferTranspose(linalg::GenericOp op) {
 }
 
 /// A view of the GEMM's result buffer through at most one reshape, and how
-/// to rebuild that view on another memref of the buffer's shape (`redo`),
-/// or turn a view of that shape back into the buffer's (`undo`).
+/// to take another memref of the buffer's shape through the same reshape,
+/// or one of the view's shape back through it (`undo`).
 struct ReshapeView {
   Operation *reshape = nullptr; // an expand_shape or a collapse_shape, or null
   Value source;                 // the buffer the view is of
+  SmallVector<ReassociationIndices> groups;
+  bool expands = false;
 
   explicit ReshapeView(Value view) : source(view) {
-    if (auto e = view.getDefiningOp<memref::ExpandShapeOp>())
-      reshape = e, source = e.getSrc();
-    else if (auto c = view.getDefiningOp<memref::CollapseShapeOp>())
+    if (auto e = view.getDefiningOp<memref::ExpandShapeOp>()) {
+      reshape = e, source = e.getSrc(), expands = true;
+      groups = e.getReassociationIndices();
+    } else if (auto c = view.getDefiningOp<memref::CollapseShapeOp>()) {
       reshape = c, source = c.getSrc();
+      groups = c.getReassociationIndices();
+    }
   }
 
   /// The type `type` takes through the reshape (`undo`: back through it),
@@ -49,44 +54,32 @@ struct ReshapeView {
   FailureOr<MemRefType> reshaped(MemRefType type, bool undo) const {
     if (!reshape)
       return type;
-    auto expand = dyn_cast<memref::ExpandShapeOp>(reshape);
-    auto groups = expand ? expand.getReassociationIndices()
-                         : cast<memref::CollapseShapeOp>(reshape)
-                               .getReassociationIndices();
-    ArrayRef<int64_t> shape =
-        cast<MemRefType>((undo ? reshape->getOperand(0) : reshape->getResult(0))
-                             .getType())
-            .getShape();
-    if (bool collapses = (expand != nullptr) == undo; !collapses)
-      return memref::ExpandShapeOp::computeExpandedType(type, shape, groups);
+    if (expands != undo)
+      return memref::ExpandShapeOp::computeExpandedType(
+          type, cast<MemRefType>(undo ? source.getType() : view().getType())
+                    .getShape(),
+          groups);
     if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
       return failure();
     return memref::CollapseShapeOp::computeCollapsedType(type, groups);
   }
 
-  /// `view` through the reshape (or back through it); reshaped() said it can.
-  Value apply(OpBuilder &b, Location loc, Value view, bool undo) const {
+  /// `memref` through the reshape (or back through it); reshaped() said it
+  /// can.
+  Value apply(OpBuilder &b, Location loc, Value memref, bool undo) const {
     if (!reshape)
-      return view;
-    auto type = cast<MemRefType>(view.getType());
-    MemRefType result = *reshaped(type, undo);
-    auto expand = dyn_cast<memref::ExpandShapeOp>(reshape);
-    auto groups = expand ? expand.getReassociationIndices()
-                         : cast<memref::CollapseShapeOp>(reshape)
-                               .getReassociationIndices();
-    if ((expand != nullptr) == undo)
-      return memref::CollapseShapeOp::create(b, loc, result, view, groups);
-    return memref::ExpandShapeOp::create(
-        b, loc, result, view, groups,
-        getAsIndexOpFoldResult(b.getContext(), result.getShape()));
+      return memref;
+    MemRefType result = *reshaped(cast<MemRefType>(memref.getType()), undo);
+    if (expands != undo)
+      return memref::ExpandShapeOp::create(
+          b, loc, result, memref, groups,
+          getAsIndexOpFoldResult(b.getContext(), result.getShape()));
+    return memref::CollapseShapeOp::create(b, loc, result, memref, groups);
   }
-};
 
-/// Whether `op` lies strictly between `first` and `last` in their block.
-bool between(Operation *op, Operation *first, Operation *last) {
-  Operation *here = first->getBlock()->findAncestorOpInBlock(*op);
-  return here && first->isBeforeInBlock(here) && here->isBeforeInBlock(last);
-}
+private:
+  Value view() const { return reshape->getResult(0); }
+};
 
 struct GemmWritesTransposedPass
     : cleave::impl::CleaveGemmWritesTransposedBase<GemmWritesTransposedPass> {
@@ -151,11 +144,11 @@ struct GemmWritesTransposedPass
     Value destRoot = cleave::viewedBuffer(dest);
     if (destRoot == result)
       return; // a copy within the buffer itself
-    for (Value alias : cleave::viewsOf(destRoot))
-      for (Operation *user : alias.getUsers())
-        if (!isa<ViewLikeOpInterface>(user) &&
-            (user == gemm.getOperation() || between(user, gemm, copy)))
-          return;
+    if (cleave::touchedBetween(destRoot, gemm, copy) ||
+        llvm::any_of(cleave::viewsOf(destRoot), [&](Value alias) {
+          return llvm::is_contained(alias.getUsers(), gemm.getOperation());
+        }))
+      return;
     FailureOr<SmallVector<Operation *>> toHoist = definitionsAfter(dest, gemm);
     if (failed(toHoist))
       return;

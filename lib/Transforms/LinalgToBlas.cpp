@@ -70,10 +70,12 @@ struct CallShape {
 };
 
 /// The call shape of `op`, or none when BLAS cannot run it (an operand
-/// without a unit stride).
+/// without a unit stride) or its sizes or strides are not static.
 std::optional<CallShape> callShape(linalg::LinalgOp op,
                                    const cleave::GemmLoops &loops) {
   SmallVector<int64_t> sizes = op.getStaticLoopRanges();
+  if (llvm::any_of(sizes, ShapedType::isDynamic))
+    return std::nullopt;
   std::array<SmallVector<int64_t>, 3> strides;
   for (auto [i, operand] : llvm::enumerate(op->getOpOperands())) {
     std::optional<SmallVector<int64_t>> s = loopStrides(op, operand);
@@ -173,17 +175,8 @@ linalg::LinalgOp initWriter(linalg::LinalgOp op) {
           w.getNumDpsInits() == 1 && w.getDpsInits()[0] == c &&
           (!writer || writer->isBeforeInBlock(w)))
         writer = w;
-  if (!writer)
+  if (!writer || cleave::touchedBetween(cleave::viewedBuffer(c), writer, op))
     return nullptr;
-  for (Value alias : cleave::viewsOf(cleave::viewedBuffer(c)))
-    for (Operation *user : alias.getUsers()) {
-      Operation *here = block->findAncestorOpInBlock(*user);
-      if (user == writer || user == op || isa<ViewLikeOpInterface>(user) ||
-          !here)
-        continue;
-      if (writer->isBeforeInBlock(here) && here->isBeforeInBlock(op))
-        return nullptr;
-    }
   return writer;
 }
 
@@ -235,17 +228,19 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     // A module pass: it declares the runtime functions it calls, which
     // function passes running side by side must not do.
     ModuleOp module = getOperation();
-    SmallVector<linalg::LinalgOp> gemms;
+    SmallVector<std::pair<linalg::LinalgOp, cleave::GemmLoops>> gemms;
     module.walk([&](linalg::LinalgOp op) {
-      if (op.hasPureBufferSemantics() && cleave::isGemm(op))
-        gemms.push_back(op);
+      if (!op.hasPureBufferSemantics())
+        return;
+      if (std::optional<cleave::GemmLoops> loops = cleave::gemmLoops(op))
+        gemms.push_back({op, *loops});
     });
-    for (linalg::LinalgOp op : gemms)
-      lower(module, op);
+    for (auto &[op, loops] : gemms)
+      lower(module, op, loops);
   }
 
-  void lower(ModuleOp module, linalg::LinalgOp op) {
-    cleave::GemmLoops loops = *cleave::gemmLoops(op);
+  void lower(ModuleOp module, linalg::LinalgOp op,
+             const cleave::GemmLoops &loops) {
     Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
           c = op.getDpsInits()[0];
     // float32 operands, or 16-bit ones (--precision) into a float32 result.
