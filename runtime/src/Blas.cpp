@@ -10,13 +10,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "GemmCall.h"
+#include "comm/Comm.h"
 
 #include "cleave/Runtime/Float16.h"
 
 #include <cblas.h>
 
 #include <cstdio>
-#include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 using namespace cleave::rt;
@@ -60,9 +61,10 @@ void run(CLEAVE_ABI_GEMM_PARAMS) {
   try {
     g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
   } catch (const RuntimeError &e) {
-    std::fprintf(stderr, "cleave-run: error: %s\n", e.what());
-    std::fflush(stderr);
-    std::_Exit(1);
+    // Like the collectives: name the rank and end the whole job.
+    std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+                 e.what());
+    comm::abortJob(70);
   }
   const Element *pa = reinterpret_cast<const Element *>(a);
   const Element *pb = reinterpret_cast<const Element *>(b);
