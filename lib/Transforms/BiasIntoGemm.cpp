@@ -56,6 +56,23 @@ std::pair<linalg::MatmulOp, tensor::ExpandShapeOp> zeroStartedGemm(Value v) {
   return {gemm, expand};
 }
 
+/// Whether `vector` can be had where `gemm` is, which starts from it: it
+/// is defined before, or it reshapes something defined before (an ONNX
+/// Gemm's C of shape 1 x N, collapsed after the product), and then
+/// `reshape` is that reshape, to move up to the GEMM.
+LogicalResult availableAt(Value vector, Operation *gemm,
+                          DominanceInfo &dominance, Operation *&reshape) {
+  if (dominance.properlyDominates(vector, gemm))
+    return success();
+  Operation *def = vector.getDefiningOp();
+  if (!isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def) ||
+      def->getBlock() != gemm->getBlock() ||
+      !dominance.properlyDominates(def->getOperand(0), gemm))
+    return failure();
+  reshape = def;
+  return success();
+}
+
 struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass> {
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> adds;
@@ -80,12 +97,11 @@ struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass>
     auto biasType = dyn_cast<RankedTensorType>(vector->get().getType());
     auto resultType = cast<RankedTensorType>(gemm ? gemm.getResult(0).getType()
                                                   : sum->get().getType());
-    // The vector must exist before the GEMM, which starts from it (an
-    // ONNX Gemm computes its bias after the product).
+    Operation *reshape = nullptr;
     if (!gemm || !add.getMatchingIndexingMap(sum).isIdentity() || !biasType ||
         biasType.getRank() != 1 ||
         biasType.getElementType() != resultType.getElementType() ||
-        !dominance.properlyDominates(vector->get(), gemm))
+        failed(availableAt(vector->get(), gemm, dominance, reshape)))
       return false;
     // The vector runs along the add's last loop, which must be the GEMM's
     // columns: not split by the expand_shape.
@@ -96,6 +112,8 @@ struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass>
         (expand && expand.getReassociationIndices().back().size() != 1))
       return false;
 
+    if (reshape)
+      reshape->moveBefore(gemm);
     OpBuilder b(gemm);
     Location loc = add.getLoc();
     Value empty = tensor::EmptyOp::create(b, loc, resultType.getShape(),

@@ -107,3 +107,26 @@ func.func @bias_after_gemm(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %c: tensor<
   } -> tensor<6x8xf32>
   return %r : tensor<6x8xf32>
 }
+
+// Tests an ONNX Gemm's C of shape 1 x 8, collapsed to a vector after the
+// product: the collapse moves up to the GEMM, which starts from C.
+// CHECK-LABEL: func.func @gemm_c_row
+// CHECK: %[[V:.*]] = tensor.collapse_shape %arg2
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<8xf32>)
+// CHECK: linalg.matmul {{.*}} outs(%[[B]] : tensor<6x8xf32>)
+// CHECK-NOT: arith.addf
+func.func @gemm_c_row(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %c: tensor<1x8xf32>) -> tensor<6x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %v = tensor.collapse_shape %c [[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%p, %v : tensor<6x8xf32>, tensor<8xf32>) outs(%e : tensor<6x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<6x8xf32>
+  return %r : tensor<6x8xf32>
+}

@@ -196,7 +196,9 @@ def CleaveBiasIntoGemm : Pass<"cleave-bias-into-gemm", "mlir::func::FuncOp"> {
     that starts from a zero fill has one use, an elementwise add of its
     result (directly or through one `expand_shape` that leaves its columns
     whole) and a vector along its columns, the matmul starts from the
-    vector broadcast over its rows instead and the add goes.
+    vector broadcast over its rows instead and the add goes. The vector
+    must exist before the matmul, or be a reshape of something that does
+    (an ONNX Gemm's C of shape 1 x N), which then moves up to it.
     `cleave-linalg-to-blas` recognises the broadcast and passes the vector
     as the runtime call's bias. Runs before fusion, which would otherwise
     fuse the add into its consumer (the head split, the GELU).
