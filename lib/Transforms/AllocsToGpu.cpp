@@ -39,9 +39,8 @@ bool deviceOnly(Value buffer) {
         continue;
       return false;
     }
-    if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
-      if (view.getViewSource() == buffer &&
-          llvm::all_of(user->getResults(), deviceOnly))
+    if (Value source = cleave::viewSource(user)) {
+      if (source == buffer && llvm::all_of(user->getResults(), deviceOnly))
         continue;
       return false;
     }

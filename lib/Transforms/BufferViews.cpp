@@ -6,13 +6,23 @@
 
 #include "BufferViews.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 
+Value cleave::viewSource(Operation *op) {
+  if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(op))
+    return view.getViewSource();
+  // Not a ViewLikeOpInterface in MLIR 22, but a view all the same.
+  if (auto transpose = dyn_cast_or_null<memref::TransposeOp>(op))
+    return transpose.getIn();
+  return nullptr;
+}
+
 Value cleave::viewedBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
+  while (Value source = viewSource(v.getDefiningOp()))
+    v = source;
   return v;
 }
 
@@ -20,9 +30,8 @@ SmallVector<Value> cleave::viewsOf(Value buffer) {
   SmallVector<Value> all{buffer};
   for (size_t i = 0; i < all.size(); ++i)
     for (Operation *user : all[i].getUsers())
-      if (auto view = dyn_cast<ViewLikeOpInterface>(user))
-        if (view.getViewSource() == all[i])
-          all.push_back(view->getResult(0));
+      if (viewSource(user) == all[i])
+        all.push_back(user->getResult(0));
   return all;
 }
 
@@ -30,11 +39,98 @@ bool cleave::touchedBetween(Value buffer, Operation *first, Operation *last) {
   Block *block = first->getBlock();
   for (Value alias : viewsOf(buffer))
     for (Operation *user : alias.getUsers()) {
-      if (isa<ViewLikeOpInterface>(user))
+      if (viewSource(user))
         continue;
       Operation *here = block->findAncestorOpInBlock(*user);
       if (here && first->isBeforeInBlock(here) && here->isBeforeInBlock(last))
         return true;
     }
   return false;
+}
+
+cleave::ReshapeView::ReshapeView(Value view) : source(view) {
+  if (auto e = view.getDefiningOp<memref::ExpandShapeOp>()) {
+    reshape = e, source = e.getSrc(), expands = true;
+    groups = e.getReassociationIndices();
+  } else if (auto c = view.getDefiningOp<memref::CollapseShapeOp>()) {
+    reshape = c, source = c.getSrc();
+    groups = c.getReassociationIndices();
+  }
+}
+
+FailureOr<MemRefType> cleave::ReshapeView::reshaped(MemRefType type,
+                                                    bool undo) const {
+  if (!reshape)
+    return type;
+  if (expands != undo)
+    return memref::ExpandShapeOp::computeExpandedType(
+        type,
+        cast<MemRefType>(undo ? source.getType() : reshape->getResult(0).getType())
+            .getShape(),
+        groups);
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
+    return failure();
+  return memref::CollapseShapeOp::computeCollapsedType(type, groups);
+}
+
+Value cleave::ReshapeView::apply(OpBuilder &b, Location loc, Value memref,
+                                 bool undo) const {
+  if (!reshape)
+    return memref;
+  MemRefType result = *reshaped(cast<MemRefType>(memref.getType()), undo);
+  if (expands != undo)
+    return memref::ExpandShapeOp::create(
+        b, loc, result, memref, groups,
+        getAsIndexOpFoldResult(b.getContext(), result.getShape()));
+  return memref::CollapseShapeOp::create(b, loc, result, memref, groups);
+}
+
+cleave::CopyDestination::CopyDestination(linalg::GenericOp copy, Value written)
+    : dest(copy.getDpsInits()[0]), readView(copy.getDpsInputs()[0]),
+      writtenView(written) {
+  AffineMap in = copy.getMatchingIndexingMap(copy.getDpsInputOperand(0));
+  AffineMap out = copy.getMatchingIndexingMap(copy.getDpsInitOperand(0));
+  transpose = AffineMapAttr::get(
+      inversePermutation(out.compose(inversePermutation(in))));
+}
+
+FailureOr<MemRefType> cleave::CopyDestination::viewType() const {
+  // memref.transpose infers its strided type; a probe op (erased at once)
+  // is the way to ask it.
+  auto viewed = cast<MemRefType>(dest.getType());
+  if (!transpose.getValue().isIdentity()) {
+    OpBuilder b(dest.getContext());
+    OperationState state(dest.getLoc(), memref::TransposeOp::getOperationName());
+    memref::TransposeOp::build(b, state, dest, transpose);
+    viewed = cast<MemRefType>(state.types.front());
+  }
+  FailureOr<MemRefType> buffer = readView.reshaped(viewed, /*undo=*/true);
+  if (failed(buffer))
+    return failure();
+  return writtenView.reshaped(*buffer, /*undo=*/false);
+}
+
+Value cleave::CopyDestination::build(OpBuilder &b, Location loc) const {
+  Value view = dest;
+  if (!transpose.getValue().isIdentity())
+    view = memref::TransposeOp::create(b, loc, dest, transpose);
+  view = readView.apply(b, loc, view, /*undo=*/true);
+  return writtenView.apply(b, loc, view, /*undo=*/false);
+}
+
+FailureOr<SmallVector<Operation *>>
+cleave::definitionsAfter(Value dest, Operation *point) {
+  SmallVector<Operation *> defs;
+  for (Operation *op = dest.getDefiningOp();
+       op && op->getBlock() == point->getBlock() && point->isBeforeInBlock(op);) {
+    defs.push_back(op);
+    if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
+      break;
+    Value source = viewSource(op);
+    if (!source)
+      return failure();
+    op = source.getDefiningOp();
+  }
+  std::reverse(defs.begin(), defs.end());
+  return defs;
 }

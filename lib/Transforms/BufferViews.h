@@ -3,17 +3,26 @@
 // Passes on bufferized IR ask two questions of a memref value: which buffer
 // it views (through expand/collapse, subviews, transposes, casts), and which
 // values view a buffer, so that every reader and writer of it can be found.
+// Passes that make an op write where a copy of its result would have gone
+// (cleave-write-transposed, cleave-linalg-to-blas) also share how that
+// destination is seen from the op.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_LIB_TRANSFORMS_BUFFERVIEWS_H
 #define CLEAVE_LIB_TRANSFORMS_BUFFERVIEWS_H
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace cleave {
+
+/// The memref `op` is a view of, when it makes views (view-like ops, and
+/// memref.transpose); else null.
+mlir::Value viewSource(mlir::Operation *op);
 
 /// The buffer `v` is a view of, through any chain of view-like ops (`v`
 /// itself if it is no view).
@@ -28,6 +37,61 @@ llvm::SmallVector<mlir::Value> viewsOf(mlir::Value buffer);
 /// not count.
 bool touchedBetween(mlir::Value buffer, mlir::Operation *first,
                     mlir::Operation *last);
+
+/// A view of a buffer through at most one expand_shape or collapse_shape,
+/// and how to take another memref of the buffer's shape through the same
+/// reshape, or one of the view's shape back through it (`undo`).
+struct ReshapeView {
+  mlir::Operation *reshape = nullptr; // the reshape, or null
+  mlir::Value source;                 // the buffer the view is of
+  llvm::SmallVector<mlir::ReassociationIndices> groups;
+  bool expands = false;
+
+  explicit ReshapeView(mlir::Value view);
+
+  /// The type `type` takes through the reshape (`undo`: back through it),
+  /// or failure when its strides do not allow that.
+  mlir::FailureOr<mlir::MemRefType> reshaped(mlir::MemRefType type,
+                                             bool undo) const;
+
+  /// `memref` through the reshape (or back through it); reshaped() said it
+  /// can.
+  mlir::Value apply(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref,
+                    bool undo) const;
+};
+
+/// Where a copy's destination lies as seen from the op that wrote the
+/// copy's source. `copy` has one input and one output, both through
+/// permutation maps (a transpose, a plain copy, or one that also rounds);
+/// `read`, the copy's input, and `written`, what the op wrote, are views of
+/// one buffer through at most one reshape each. Element j of `read` went to
+/// index (out o in^-1)(j) of the destination; the view of the destination
+/// through the inverse permutation, back through `read`'s reshape and
+/// forward through `written`'s, has `written`'s shape: writing it instead
+/// of `written` makes the copy needless.
+class CopyDestination {
+public:
+  CopyDestination(mlir::linalg::GenericOp copy, mlir::Value written);
+
+  /// The view's type, or failure when the strides do not allow the
+  /// reshapes.
+  mlir::FailureOr<mlir::MemRefType> viewType() const;
+
+  /// The view, built at `b`'s insertion point, where the destination must
+  /// exist; viewType() said it can be.
+  mlir::Value build(mlir::OpBuilder &b, mlir::Location loc) const;
+
+private:
+  mlir::Value dest;
+  mlir::AffineMapAttr transpose;
+  ReshapeView readView, writtenView;
+};
+
+/// The ops defining `dest` that come after `point` in its block, in program
+/// order, to move above it: a plain allocation and views of it. Failure if
+/// anything else defines it there.
+mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+definitionsAfter(mlir::Value dest, mlir::Operation *point);
 
 } // namespace cleave
 

@@ -230,7 +230,7 @@ bool liveAfter(Value root, Operation *last) {
     return true;
   for (Value alias : cleave::viewsOf(root))
     for (Operation *user : alias.getUsers()) {
-      if (isa<ViewLikeOpInterface, memref::DeallocOp>(user))
+      if (cleave::viewSource(user) || isa<memref::DeallocOp>(user))
         continue;
       Operation *here = last->getBlock()->findAncestorOpInBlock(*user);
       if (!here || last->isBeforeInBlock(here))
