@@ -102,7 +102,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
       // ptxas to one cubin per kernel; host code to LLVM.
       return llvm::formatv(
                  "func.func(cleave-copies-to-linalg, "
-                 "cleave-gemm-writes-transposed), "
+                 "cleave-write-transposed), "
                  "cleave-linalg-to-blas{{target=cuda}, "
                  "func.func(cleave-approximate-math, "
                  "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
@@ -119,7 +119,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  options.gpuArch, options.libdevice)
           .str();
     return std::string("func.func(cleave-copies-to-linalg, "
-                       "cleave-gemm-writes-transposed), ") +
+                       "cleave-write-transposed), ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu

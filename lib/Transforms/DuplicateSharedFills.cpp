@@ -27,7 +27,7 @@ struct DuplicateSharedFillsPass
     // Likewise a tensor.empty several ops start from (CSE merged them):
     // bufferization gives them one buffer, reused across their lifetimes,
     // and a GEMM that writes such a buffer cannot write its consumer's
-    // instead (cleave-gemm-writes-transposed).
+    // instead (cleave-write-transposed).
     SmallVector<tensor::EmptyOp> empties;
     getOperation().walk([&](tensor::EmptyOp empty) {
       if (!empty->hasOneUse() && !empty->use_empty())

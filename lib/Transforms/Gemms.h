@@ -4,7 +4,7 @@
 // once a transposed operand has been folded into its indexing maps (see
 // cleave-generalize-for-fusion), as a linalg.generic with a GEMM's body.
 // Fusion must leave both alone; cleave-linalg-to-blas and
-// cleave-gemm-writes-transposed take both.
+// cleave-write-transposed take both.
 //
 //===----------------------------------------------------------------------===//
 

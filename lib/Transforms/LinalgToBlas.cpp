@@ -22,6 +22,7 @@
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/RuntimeNames.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Matchers.h"
@@ -37,10 +38,11 @@ using namespace mlir;
 namespace {
 
 /// An operand's element strides along each loop of its GEMM (0 for a loop
-/// its map skips), from its memref type; none when they are not static.
+/// its map skips), from its memref type (`type`, when the call passes
+/// another memref of the operand's shape); none when they are not static.
 std::optional<SmallVector<int64_t>> loopStrides(linalg::LinalgOp op,
-                                                OpOperand &operand) {
-  auto type = dyn_cast<MemRefType>(operand.get().getType());
+                                                OpOperand &operand,
+                                                MemRefType type) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (!type || failed(type.getStridesAndOffset(strides, offset)) ||
@@ -69,16 +71,19 @@ struct CallShape {
   SmallVector<BatchLoop> around;
 };
 
-/// The call shape of `op`, or none when BLAS cannot run it (an operand
-/// without a unit stride) or its sizes or strides are not static.
+/// The call shape of `op` writing its result into a memref of type `cType`,
+/// or none when BLAS cannot run it (an operand without a unit stride) or
+/// its sizes or strides are not static.
 std::optional<CallShape> callShape(linalg::LinalgOp op,
-                                   const cleave::GemmLoops &loops) {
+                                   const cleave::GemmLoops &loops,
+                                   MemRefType cType) {
   SmallVector<int64_t> sizes = op.getStaticLoopRanges();
   if (llvm::any_of(sizes, ShapedType::isDynamic))
     return std::nullopt;
   std::array<SmallVector<int64_t>, 3> strides;
   for (auto [i, operand] : llvm::enumerate(op->getOpOperands())) {
-    std::optional<SmallVector<int64_t>> s = loopStrides(op, operand);
+    auto type = i == 2 ? cType : dyn_cast<MemRefType>(operand.get().getType());
+    std::optional<SmallVector<int64_t>> s = loopStrides(op, operand, type);
     if (!s)
       return std::nullopt;
     strides[i] = *s;
@@ -215,6 +220,84 @@ Value broadcastBias(linalg::LinalgOp writer, linalg::LinalgOp gemm,
   return dim && dim.getPosition() == loops.n ? vector : nullptr;
 }
 
+/// Whether `op` rounds its one input into its one output of type `low`,
+/// both through permutation maps, and does nothing else.
+bool isRoundingCopy(linalg::GenericOp op, Type low) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isPermutation(); }))
+    return false;
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto trunc = yield.getOperand(0).getDefiningOp<arith::TruncFOp>();
+  return body.getOperations().size() == 2 && trunc &&
+         trunc.getIn() == body.getArgument(0) && trunc.getType() == low;
+}
+
+/// The rounding of a GEMM's float32 result to its operands' 16-bit type,
+/// when that is all that reads the result: the call writes the rounded
+/// values into the rounding's destination (seen in the GEMM's output
+/// shape, `destination`) and the result's buffer goes.
+struct Rounding {
+  linalg::GenericOp copy;
+  cleave::CopyDestination destination;
+  MemRefType viewType;
+  SmallVector<Operation *> toHoist; // the destination's definitions after the GEMM
+  Value buffer;                     // the float32 result's allocation
+};
+
+std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
+                                   linalg::LinalgOp writer, Type low) {
+  Value c = gemm.getDpsInits()[0];
+  Value buffer = cleave::ReshapeView(c).source;
+  if (!buffer.getDefiningOp<memref::AllocOp>())
+    return std::nullopt;
+  linalg::GenericOp copy;
+  for (Value alias : cleave::viewsOf(buffer))
+    for (OpOperand &use : alias.getUses()) {
+      Operation *user = use.getOwner();
+      if (cleave::viewSource(user) || isa<memref::DeallocOp>(user) ||
+          (user == gemm && use.get() == c && llvm::count(user->getOperands(), c) == 1) ||
+          (writer && user == writer && use.get() == c))
+        continue;
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (copy || !generic || !generic.hasPureBufferSemantics() ||
+          !isRoundingCopy(generic, low) || generic.getDpsInputs()[0] != alias ||
+          cleave::ReshapeView(alias).source != buffer)
+        return std::nullopt;
+      copy = generic;
+    }
+  if (!copy || copy->getBlock() != gemm->getBlock() ||
+      !gemm->isBeforeInBlock(copy))
+    return std::nullopt;
+  // The call writes the destination where the GEMM was: nothing between
+  // the two may touch it, nor may the GEMM read it.
+  Value dest = copy.getDpsInits()[0];
+  Value destRoot = cleave::viewedBuffer(dest);
+  if (destRoot == buffer || cleave::touchedBetween(destRoot, gemm, copy) ||
+      llvm::any_of(cleave::viewsOf(destRoot), [&](Value alias) {
+        return llvm::is_contained(alias.getUsers(), gemm.getOperation());
+      }))
+    return std::nullopt;
+  FailureOr<SmallVector<Operation *>> toHoist =
+      cleave::definitionsAfter(dest, gemm);
+  cleave::CopyDestination destination(copy, c);
+  FailureOr<MemRefType> viewType = destination.viewType();
+  if (failed(toHoist) || failed(viewType))
+    return std::nullopt;
+  return Rounding{copy, destination, *viewType, *toHoist, buffer};
+}
+
+/// Whether `vector` is (a view of) a parameter of the function: it holds
+/// the same values on every call, so the CUDA runtime may convert it once.
+bool isParameter(Value vector) {
+  auto arg = dyn_cast<BlockArgument>(cleave::viewedBuffer(vector));
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+  return func && arg.getOwner()->isEntryBlock() &&
+         func.getArgAttr(arg.getArgNumber(), "cleave.param");
+}
+
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
   using Base::Base;
 
@@ -249,15 +332,31 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
         cast<MemRefType>(bm.getType()).getElementType() != operands ||
         !cast<MemRefType>(c.getType()).getElementType().isF32())
       return;
-    std::optional<CallShape> shape = callShape(op, loops);
-    if (!shape)
-      return;
     linalg::LinalgOp writer = initWriter(op);
     Value bias = writer ? broadcastBias(writer, op, loops) : Value();
     bool overwrite = bias || (writer && isZeroFill(writer));
+    // A 16-bit GEMM that overwrites its result, only to have it rounded:
+    // the call rounds (a bias must be a parameter; see Passes.td).
+    std::optional<Rounding> rounding;
+    if (!operands.isF32() && overwrite && (!bias || isParameter(bias)))
+      rounding = roundingOf(op, writer, operands);
+    std::optional<CallShape> shape;
+    if (rounding)
+      shape = callShape(op, loops, rounding->viewType);
+    if (!shape) {
+      rounding.reset();
+      shape = callShape(op, loops, cast<MemRefType>(c.getType()));
+    }
+    if (!shape)
+      return;
 
     OpBuilder b(op);
     Location loc = op.getLoc();
+    if (rounding) {
+      for (Operation *def : rounding->toHoist)
+        def->moveBefore(op);
+      c = rounding->destination.build(b, loc);
+    }
     auto index = [&](int64_t v) -> Value {
       return arith::ConstantIndexOp::create(b, loc, v);
     };
@@ -300,12 +399,33 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     std::string name = operands.isF32()
                            ? std::string(CLEAVE_ABI_SGEMM)
                            : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
+    if (rounding)
+      name += CLEAVE_ABI_GEMM_ROUNDED;
     name = cleave::runtimeFunction(name, target);
     func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
     func::CallOp::create(b, loc, callee, args);
     op->erase();
     if (overwrite)
       writer->erase();
+    if (rounding) {
+      rounding->copy->erase();
+      eraseUnused(rounding->buffer);
+    }
+  }
+
+  /// Erases `buffer`, its views and its deallocation once nothing else
+  /// uses them.
+  static void eraseUnused(Value buffer) {
+    SmallVector<Value> views = cleave::viewsOf(buffer);
+    for (Value view : llvm::reverse(views)) {
+      for (Operation *user : llvm::make_early_inc_range(view.getUsers()))
+        if (isa<memref::DeallocOp>(user))
+          user->erase();
+      if (view.use_empty())
+        view.getDefiningOp()->erase();
+      else
+        return;
+    }
   }
 };
 } // namespace

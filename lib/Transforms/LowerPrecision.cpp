@@ -118,18 +118,27 @@ struct LowerPrecisionPass
     }
     for (Operation *op : gemms)
       op->erase();
-    // The float32 reshapes that only the GEMMs read are dead now, and so may
-    // be the reshapes they read; later passes that follow reshapes must not
-    // see them. truncate() recorded sources before their users: erase users
-    // first.
-    SmallVector<Operation *> reshapes = replacedReshapes.takeVector();
-    for (Operation *reshape : llvm::reverse(reshapes))
-      if (reshape->use_empty())
-        reshape->erase();
+    // The float32 reshapes and transposes that only the GEMMs read are dead
+    // now, and so may be the ones they read; later passes that follow them
+    // must not see them. truncate() recorded sources before their users:
+    // erase users first.
+    // A transpose's tensor.empty goes with it: sharding partition cannot
+    // take an op that sharding propagation left unannotated.
+    SmallVector<Operation *> layoutOps = replacedLayoutOps.takeVector();
+    for (Operation *op : llvm::reverse(layoutOps)) {
+      if (!op->use_empty())
+        continue;
+      auto transpose = dyn_cast<linalg::TransposeOp>(op);
+      Operation *init =
+          transpose ? transpose.getInit().getDefiningOp<tensor::EmptyOp>() : nullptr;
+      op->erase();
+      if (init && init->use_empty())
+        init->erase();
+    }
   }
 
-  /// Float32 reshapes whose 16-bit copies truncate() made.
-  llvm::SetVector<Operation *> replacedReshapes;
+  /// Float32 reshapes and transposes whose 16-bit copies truncate() made.
+  llvm::SetVector<Operation *> replacedLayoutOps;
 
   static Type withElementType(Type type, Type element) {
     return cast<RankedTensorType>(type).clone(element);
@@ -159,10 +168,13 @@ struct LowerPrecisionPass
   }
 
   /// `v` truncated to `low` by an elementwise generic right after its
-  /// definition, made once per value. A reshape's source is truncated
-  /// instead, and the reshape repeated on the result: elementwise fusion
+  /// definition, made once per value. Rounding commutes with moving
+  /// elements, so a reshape's or a transpose's source is truncated instead,
+  /// and the reshape or transpose repeated on the result: elementwise fusion
   /// then folds the truncation into the op that made the source (it does not
-  /// fuse across reshapes).
+  /// fuse across reshapes), and a transpose left on 16-bit values folds into
+  /// the GEMM reading it (the attention's Q, K and V heads), or the GEMM
+  /// making its source writes through it (the head merge).
   Value truncate(Value v, Type low, DenseMap<Value, Value> &truncated) {
     if (Value done = truncated.lookup(v))
       return done;
@@ -175,7 +187,21 @@ struct LowerPrecisionPass
       narrow->setOperand(0, source);
       narrow->getResult(0).setType(withElementType(v.getType(), low));
       truncated[v] = narrow->getResult(0);
-      replacedReshapes.insert(reshape);
+      replacedLayoutOps.insert(reshape);
+      return narrow->getResult(0);
+    }
+    if (auto transpose = v.getDefiningOp<linalg::TransposeOp>()) {
+      Value source = truncate(transpose.getInput(), low, truncated);
+      OpBuilder b(transpose);
+      b.setInsertionPointAfter(transpose);
+      Location loc = transpose.getLoc();
+      Value empty = tensor::EmptyOp::create(
+          b, loc, cast<RankedTensorType>(v.getType()).getShape(), low);
+      auto narrow = linalg::TransposeOp::create(b, loc, source, empty,
+                                                transpose.getPermutation());
+      narrow->setDiscardableAttrs(transpose->getDiscardableAttrDictionary());
+      truncated[v] = narrow->getResult(0);
+      replacedLayoutOps.insert(transpose);
       return narrow->getResult(0);
     }
     OpBuilder b(v.getContext());

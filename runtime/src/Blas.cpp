@@ -5,7 +5,8 @@
 // 16-bit operand GEMMs of --precision widen the operands to float32 first: a
 // CPU program with 16-bit GEMMs exists to check the numerics of the
 // narrowing, not for speed. A bias is written into C before the product is
-// added to it.
+// added to it. The _rounded entries compute into a float32 scratch matrix
+// and round it into their 16-bit C, as cuBLASLt does with a 16-bit result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,19 +54,27 @@ CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
   return layout.transposed ? CblasTrans : CblasNoTrans;
 }
 
-/// Every GEMM of the call, one cblas_sgemm each; `Element` is A's and B's
-/// storage (float, or uint16_t widened by `Widen`).
-template <typename Element, float (*Widen)(uint16_t)>
-void run(CLEAVE_ABI_GEMM_PARAMS) {
-  GemmCall g;
+/// The call's arguments decoded, or the whole job ended, like the
+/// collectives do, with the rank named.
+GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
   try {
-    g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+    GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+    if (rounded && g.beta != 0.0f)
+      throw RuntimeError("a GEMM with a rounded 16-bit result cannot add "
+                         "beta * C (beta " + std::to_string(g.beta) + ")");
+    return g;
   } catch (const RuntimeError &e) {
-    // Like the collectives: name the rank and end the whole job.
     std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
                  e.what());
     comm::abortJob(70);
   }
+}
+
+/// Every GEMM of the call, one cblas_sgemm each; `Element` is A's and B's
+/// storage (float, or uint16_t widened by `Widen`).
+template <typename Element, float (*Widen)(uint16_t)>
+void run(CLEAVE_ABI_GEMM_PARAMS) {
+  GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/false);
   const Element *pa = reinterpret_cast<const Element *>(a);
   const Element *pb = reinterpret_cast<const Element *>(b);
   float *pc = reinterpret_cast<float *>(c);
@@ -93,6 +102,37 @@ void run(CLEAVE_ABI_GEMM_PARAMS) {
     }
 }
 
+/// The _rounded entries: each GEMM into a float32 scratch matrix (starting
+/// from the bias rounded to 16 bits), then rounded by `Narrow` into C.
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
+  GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
+  std::vector<float> roundedBias;
+  if (g.bias) {
+    const float *p = reinterpret_cast<const float *>(bias) + g.offsetBias;
+    for (int64_t j = 0; j < n; ++j)
+      roundedBias.push_back(Widen(Narrow(p[j])));
+  }
+  uint16_t *pc = reinterpret_cast<uint16_t *>(c);
+  std::vector<float> scratch(m * n);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t i = 0; i < g.batch; ++i) {
+      // The scratch matrix is packed: C's offsets go to the 16-bit C only.
+      run<uint16_t, Widen>(1, 1, m, n, k, a, g.a.at(o) + i * g.a.batchStride,
+                           0, 0, rowStrideA, colStrideA, b,
+                           g.b.at(o) + i * g.b.batchStride, 0, 0, rowStrideB,
+                           colStrideB, reinterpret_cast<intptr_t>(scratch.data()),
+                           0, 0, 0, n,
+                           g.bias ? reinterpret_cast<intptr_t>(roundedBias.data())
+                                  : 0,
+                           0, 0.0f);
+      uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          ci[r * g.c.layout.ld + j] = Narrow(scratch[r * n + j]);
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -104,5 +144,11 @@ void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS) {
 }
 void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS) {
   run<uint16_t, halfToFloat>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
+  runRounded<bf16ToFloat, floatToBf16>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
+  runRounded<halfToFloat, floatToHalf>(CLEAVE_ABI_GEMM_ARGS);
 }
 }

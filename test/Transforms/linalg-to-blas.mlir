@@ -208,3 +208,99 @@ func.func @mixed_operands(%a: memref<4x8xbf16>, %b: memref<8x16xf16>, %c: memref
   linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xf16>) outs(%c : memref<4x16xf32>)
   return
 }
+
+// Tests that a 16-bit GEMM whose float32 result only a rounding to bf16
+// reads (Q under --precision bf16: its bias a parameter) calls the _rounded
+// entry writing the rounded buffer directly: C is the bf16 buffer, seen in
+// the GEMM's shape through the rounding's reshape (ldc 16), the bias folds,
+// beta is 0; the rounding, the float32 buffer and its broadcast go.
+// CHECK-LABEL: func.func @rounded
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[DEST:.*]] = memref.alloc() : memref<1x4x16xbf16>
+// CHECK-DAG: %[[VIEW:.*]] = memref.collapse_shape %[[DEST]] {{\[}}[0, 1], [2]] : memref<1x4x16xbf16> into memref<4x16xbf16>
+// CHECK: memref.extract_strided_metadata %[[VIEW]]
+// CHECK-NEXT: %[[C:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: memref.extract_strided_metadata %arg2
+// CHECK-NEXT: %[[BIAS:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: call @cleave_rt_gemm_bf16_rounded(%c1, %c1, %c4, %c16, %c8, {{.*}}, %[[C]], %c0, %c0, %c0, %c16, %[[BIAS]], %c0, %[[ZERO]])
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.alloc() : memref<4x16xf32>
+// CHECK: return %[[DEST]]
+// CUDA-LABEL: func.func @rounded
+// CUDA: call @cleave_rt_cuda_gemm_bf16_rounded(
+func.func @rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf32> {cleave.param = "bias"}) -> memref<1x4x16xbf16> {
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2]] output_shape [1, 4, 16] : memref<4x16xf32> into memref<1x4x16xf32>
+  %dest = memref.alloc() : memref<1x4x16xbf16>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e : memref<1x4x16xf32>) outs(%dest : memref<1x4x16xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %r = arith.truncf %x : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %c : memref<4x16xf32>
+  return %dest : memref<1x4x16xbf16>
+}
+
+// Tests what keeps the float32 result and the rounding: a bias that is not
+// a parameter (the CUDA runtime converts a rounded GEMM's bias once), a
+// result something else reads too, and a GEMM that adds to its result
+// (beta 1: a 16-bit C cannot hold what it adds to).
+// CHECK-LABEL: func.func @not_rounded
+// CHECK-NOT: _rounded
+// CHECK: call @cleave_rt_gemm_bf16(
+// CHECK: arith.truncf
+// CHECK: call @cleave_rt_gemm_bf16(
+// CHECK: arith.truncf
+// CHECK: call @cleave_rt_gemm_bf16(
+// CHECK: arith.truncf
+// CHECK-NOT: _rounded
+func.func @not_rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf32>, %acc: memref<4x16xf32>,
+                       %d1: memref<4x16xbf16>, %d2: memref<4x16xbf16>, %d3: memref<4x16xbf16>, %copy: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%d1 : memref<4x16xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %r = arith.truncf %x : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %c2 = memref.alloc() : memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c2 : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c2 : memref<4x16xf32>) outs(%d2 : memref<4x16xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %r = arith.truncf %x : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.copy %c2, %copy : memref<4x16xf32> to memref<4x16xf32>
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%acc : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%acc : memref<4x16xf32>) outs(%d3 : memref<4x16xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %r = arith.truncf %x : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %c : memref<4x16xf32>
+  memref.dealloc %c2 : memref<4x16xf32>
+  return
+}

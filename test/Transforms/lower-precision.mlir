@@ -83,3 +83,31 @@ func.func @reshaped(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {cleave.param = "
                      outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %y : tensor<8x8xf32>
 }
+
+// Attention's head split: an operand transposed (and reshaped) from an
+// activation. Rounding commutes with moving elements, so the activation is
+// truncated and the transposes and reshapes are repeated on 16-bit values:
+// the transposes then fold into the GEMM that reads them. The float32
+// transposes are gone.
+// CHECK-LABEL: func.func @transposed
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<16x64xf32>, %[[K:[a-z0-9]+]]: tensor<16x64xf32>
+// CHECK-DAG: %[[QB:.*]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<16x64xf32>) outs(%{{.*}} : tensor<16x64xbf16>)
+// CHECK-DAG: %[[KB:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<16x64xf32>) outs(%{{.*}} : tensor<16x64xbf16>)
+// CHECK-DAG: %[[QE:.*]] = tensor.expand_shape %[[QB]] {{.*}} into tensor<16x4x16xbf16>
+// CHECK-DAG: %[[KE:.*]] = tensor.expand_shape %[[KB]] {{.*}} into tensor<16x4x16xbf16>
+// CHECK-DAG: %[[QT:.*]] = linalg.transpose ins(%[[QE]] : tensor<16x4x16xbf16>) outs(%{{.*}} : tensor<4x16x16xbf16>) permutation = [1, 0, 2]
+// CHECK-DAG: %[[KT:.*]] = linalg.transpose ins(%[[KE]] : tensor<16x4x16xbf16>) outs(%{{.*}} : tensor<4x16x16xbf16>) permutation = [1, 0, 2]
+// CHECK-DAG: %[[KTT:.*]] = linalg.transpose ins(%[[KT]] : tensor<4x16x16xbf16>) outs(%{{.*}} : tensor<4x16x16xbf16>) permutation = [0, 2, 1]
+// CHECK: linalg.batch_matmul ins(%[[QT]], %[[KTT]] : tensor<4x16x16xbf16>, tensor<4x16x16xbf16>)
+// CHECK-NOT: xf32>) outs(%{{.*}} : tensor<4x16x16xf32>) permutation
+func.func @transposed(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>) -> tensor<4x16x16xf32> {
+  %qe = tensor.expand_shape %q [[0], [1, 2]] output_shape [16, 4, 16] : tensor<16x64xf32> into tensor<16x4x16xf32>
+  %ke = tensor.expand_shape %k [[0], [1, 2]] output_shape [16, 4, 16] : tensor<16x64xf32> into tensor<16x4x16xf32>
+  %e = tensor.empty() : tensor<4x16x16xf32>
+  %qt = linalg.transpose ins(%qe : tensor<16x4x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [1, 0, 2]
+  %kt = linalg.transpose ins(%ke : tensor<16x4x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [1, 0, 2]
+  %ktt = linalg.transpose ins(%kt : tensor<4x16x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [0, 2, 1]
+  %s = linalg.batch_matmul ins(%qt, %ktt : tensor<4x16x16xf32>, tensor<4x16x16xf32>)
+                           outs(%e : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  return %s : tensor<4x16x16xf32>
+}

@@ -323,7 +323,7 @@ def CleaveDuplicateSharedFills
     from (directly or through reshapes) is cloned for every use but the
     first too: bufferization would give them one buffer, reused across
     their lifetimes, and a GEMM writing such a shared buffer cannot write
-    its consumer's buffer instead (`cleave-gemm-writes-transposed`).
+    its consumer's buffer instead (`cleave-write-transposed`).
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect"];
@@ -417,25 +417,33 @@ def CleaveParallelizeOuterLoops
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
-def CleaveGemmWritesTransposed
-    : Pass<"cleave-gemm-writes-transposed", "mlir::func::FuncOp"> {
-  let summary = "A GEMM whose result is only copied, permuted, writes the "
+def CleaveWriteTransposed
+    : Pass<"cleave-write-transposed", "mlir::func::FuncOp"> {
+  let summary = "The op whose result is only copied, permuted, writes the "
                 "copy's destination through a transposed view";
   let description = [{
     Attention's head merge transposes the second batched GEMM's result
     (heads, tokens, head size) into (tokens, heads, head size): a kernel,
     and a trip through memory, that only moves data. A strided GEMM can
     write that layout itself (batch stride: the head size; row stride: the
-    model width). On bufferized IR, when a GEMM (`linalg.matmul`,
-    `linalg.batch_matmul`, or a generic with a GEMM's body, as attention's
-    GEMMs are once they read their operands in place) writes an allocation
-    that only a permuted copy reads (directly or through one
-    `expand_shape`), besides its zero fill
-    and deallocation, the GEMM and the fill write the copy's destination
-    through `memref.transpose` (and the `collapse_shape` undoing the
-    expansion), and the copy and the allocation go. Nothing between the
-    fill and the copy may touch the destination; a destination allocated
-    after the GEMM is allocated before it instead.
+    model width), and so can an elementwise op (under `--precision`, the
+    rounding of that GEMM's result to 16 bits, which
+    `cleave-linalg-to-blas` then folds into the GEMM). On bufferized IR,
+    when an allocation that only a permuted copy reads (directly or through
+    one `expand_shape` or `collapse_shape`) is written by
+
+    - a GEMM (`linalg.matmul`, `linalg.batch_matmul`, or a generic with a
+      GEMM's body, as attention's GEMMs are once they read their operands
+      in place), possibly after a zero fill, or
+    - an elementwise generic that overwrites it (all loops parallel, its
+      output never read in its body),
+
+    besides its deallocation, then that op (and the fill) write the copy's
+    destination through `memref.transpose` (and the reshapes that undo the
+    copy's and redo the writer's), and the copy and the allocation go.
+    Nothing between the writer and the copy may touch the destination, nor
+    may the writer read it; a destination allocated after the writer is
+    allocated before it instead.
 
     Before:
     ```mlir

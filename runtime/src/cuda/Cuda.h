@@ -82,7 +82,8 @@ public:
     bool transA = false, transB = false;
     int64_t lda = 0, ldb = 0, ldc = 0;
     int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
-    /// Whether a float32 bias vector of n elements is added to every row.
+    /// Whether a bias vector of n elements is added to every row: float32,
+    /// or of C's type when C is 16-bit (cuBLASLt's rule).
     bool bias = false;
   };
 
@@ -95,10 +96,15 @@ public:
     shape.ldc = n;
     run(type, type, shape, a, b, c, beta);
   }
-  /// A and B of `inType`, C of `outType` (16-bit operands, float32 result);
-  /// `bias` when shape.bias.
+  /// A and B of `inType`, C of `outType` (16-bit operands, float32 or
+  /// 16-bit result); `bias` when shape.bias.
   void run(GemmType inType, GemmType outType, const Shape &shape, const void *a,
-           const void *b, void *c, float beta, const float *bias = nullptr);
+           const void *b, void *c, float beta, const void *bias = nullptr);
+
+  /// The float32 parameter vector `bias` (n elements, device memory)
+  /// rounded to the 16-bit `type`, converted on first use and kept: a
+  /// 16-bit result's bias must have its type.
+  const void *roundedBias(const float *bias, int64_t n, GemmType type);
 
 private:
   struct Plan;
@@ -110,13 +116,14 @@ private:
   using Key = std::array<int64_t, 18>;
   Plan &planFor(const Key &key, GemmType inType, GemmType outType,
                 const Shape &shape, const Alignments &aligned,
-                const float *bias);
+                const void *bias);
 
   cudaStream_t stream;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32u << 20;
   std::map<Key, Plan *> plans;
+  std::map<std::tuple<const float *, int64_t, GemmType>, void *> roundedBiases;
 };
 
 } // namespace cleave::rt::cuda

@@ -16,10 +16,12 @@
 #include "../Runtime.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Runtime/Float16.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 using namespace cleave::rt;
 using namespace cleave::rt::cuda;
@@ -95,6 +97,8 @@ Gemm::Gemm(cudaStream_t stream) : stream(stream) {
 Gemm::~Gemm() {
   for (auto &[key, plan] : plans)
     delete plan;
+  for (auto &[key, device] : roundedBiases)
+    cudaFree(device);
   if (workspace)
     cudaFree(workspace);
   if (handle)
@@ -123,7 +127,7 @@ void setAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr
 
 Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
                           const Shape &shape, const Alignments &aligned,
-                          const float *bias) {
+                          const void *bias) {
   if (auto it = plans.find(key); it != plans.end())
     return *it->second;
   auto *plan = new Plan();
@@ -139,8 +143,7 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
   if (shape.bias) {
     setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     // The heuristic reads the pointer's alignment from it.
-    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                 static_cast<const void *>(bias));
+    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   // Column-major layouts of the operands as stored (see the file comment).
   auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType_t t, int64_t rows,
@@ -200,7 +203,7 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
 
 void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
                const void *a, const void *b, void *c, float beta,
-               const float *bias) {
+               const void *bias) {
   int64_t in = elementBytes(inType), out = elementBytes(outType);
   Alignments aligned{alignment(a, {shape.strideA * in, shape.lda * in}),
                      alignment(b, {shape.strideB * in, shape.ldb * in}),
@@ -212,13 +215,34 @@ void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
              shape.bias ? alignment(bias, {}) : 0};
   Plan &plan = planFor(key, inType, outType, shape, aligned, bias);
   if (shape.bias)
-    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                 static_cast<const void *>(bias));
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   float alpha = 1.0f;
   check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
                        plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
                        stream),
         "cublasLtMatmul");
+}
+
+const void *Gemm::roundedBias(const float *bias, int64_t n, GemmType type) {
+  auto key = std::make_tuple(bias, n, type);
+  if (auto it = roundedBiases.find(key); it != roundedBiases.end())
+    return it->second;
+  std::vector<float> values(n);
+  check(cudaMemcpyAsync(values.data(), bias, n * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (a bias to round)");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  std::vector<uint16_t> rounded(n);
+  for (int64_t j = 0; j < n; ++j)
+    rounded[j] = type == GemmType::BF16 ? floatToBf16(values[j])
+                                        : floatToHalf(values[j]);
+  void *device = nullptr;
+  check(cudaMalloc(&device, n * sizeof(uint16_t)), "cudaMalloc (a rounded bias)");
+  roundedBiases[key] = device;
+  check(cudaMemcpy(device, rounded.data(), n * sizeof(uint16_t),
+                   cudaMemcpyHostToDevice),
+        "cudaMemcpy (a rounded bias)");
+  return device;
 }
 
 cudaStream_t cuda::processStream() {
@@ -243,11 +267,17 @@ Gemm &cuda::processGemm() {
 namespace {
 
 /// The GEMM entry points (Abi.h) for A and B of `InType`: one strided,
-/// batched cuBLASLt call for each of the call's `outer` GEMM batches.
-template <GemmType InType> void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
-  size_t bytes = elementBytes(InType);
+/// batched cuBLASLt call for each of the call's `outer` GEMM batches, into
+/// a float32 C, or (`Rounded`) a C of `InType`.
+template <GemmType InType, bool Rounded = false>
+void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
+  constexpr GemmType OutType = Rounded ? InType : GemmType::F32;
+  size_t bytes = elementBytes(InType), outBytes = elementBytes(OutType);
   orExit([&] {
     GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+    if (Rounded && beta != 0.0f)
+      throw RuntimeError("a GEMM with a rounded 16-bit result cannot add "
+                         "beta * C, on " + where());
     Gemm::Shape shape{m, n, k};
     shape.transA = g.a.layout.transposed;
     shape.transB = g.b.layout.transposed;
@@ -259,13 +289,17 @@ template <GemmType InType> void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
     shape.strideB = g.b.batchStride;
     shape.strideC = g.c.batchStride;
     shape.bias = g.bias;
-    const float *biasAt =
+    const void *biasAt =
         g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
+    if (Rounded && g.bias)
+      biasAt = processGemm().roundedBias(static_cast<const float *>(biasAt), n,
+                                         InType);
     for (int64_t o = 0; o < outer; ++o)
-      processGemm().run(InType, GemmType::F32, shape,
+      processGemm().run(InType, OutType, shape,
                         reinterpret_cast<const char *>(a) + g.a.at(o) * bytes,
                         reinterpret_cast<const char *>(b) + g.b.at(o) * bytes,
-                        reinterpret_cast<float *>(c) + g.c.at(o), beta, biasAt);
+                        reinterpret_cast<char *>(c) + g.c.at(o) * outBytes, beta,
+                        biasAt);
   });
 }
 
@@ -280,6 +314,12 @@ void cleave_rt_cuda_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS) {
 }
 void cleave_rt_cuda_gemm_f16(CLEAVE_ABI_GEMM_PARAMS) {
   gemmEntry<GemmType::F16>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_cuda_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
+  gemmEntry<GemmType::BF16, true>(CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_cuda_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
+  gemmEntry<GemmType::F16, true>(CLEAVE_ABI_GEMM_ARGS);
 }
 }
 

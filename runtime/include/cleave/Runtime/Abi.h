@@ -54,6 +54,8 @@
 /* GEMMs on 16-bit operands with a float32 result (--precision): this name,
  * then the operands' dtype (bf16, f16). */
 #define CLEAVE_ABI_GEMM "cleave_rt_gemm_"
+/* The same with a 16-bit result, rounded: the name above, then this. */
+#define CLEAVE_ABI_GEMM_ROUNDED "_rounded"
 /* Only in libcleave_rt_cuda. */
 #define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
 #define CLEAVE_ABI_CUDA_SYNCHRONIZE "cleave_rt_cuda_synchronize"
@@ -106,6 +108,16 @@ void cleave_model_run(void **buffers);
  *   cleave_rt_sgemm            A and B float32 (OpenBLAS)
  *   cleave_rt_gemm_<bf16|f16>  A and B 16-bit (--precision; widened onto
  *                              OpenBLAS, for numerics only)
+ *   cleave_rt_gemm_<bf16|f16>_rounded
+ *                              the same, writing the result rounded to the
+ *                              operands' 16-bit type into a C of that type
+ *                              (round to nearest even): C[m x n] =
+ *                              round(A * B + round(bias)). beta must be 0.
+ *                              The bias, still float32, is rounded to C's
+ *                              type before it is added, as cuBLASLt adds a
+ *                              bias of its result's type; it must be a
+ *                              parameter (the same values on every call):
+ *                              the CUDA runtime converts it once.
  *   cleave_rt_cuda_...         the same on device memory through cuBLASLt
  *                              (float32: TF32 not enabled) */
 #define CLEAVE_ABI_GEMM_PARAMS                                                  \
@@ -125,9 +137,13 @@ void cleave_model_run(void **buffers);
 void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_sgemm(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_cuda_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_cuda_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS);
 
 /* Frees a buffer the program allocated on the device (gpu.alloc), managed
  * or device memory, in stream order. */

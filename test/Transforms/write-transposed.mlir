@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --split-input-file --cleave-gemm-writes-transposed | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --cleave-write-transposed | FileCheck %s
 
 // Tests that attention's head merge, a permuted copy of the second batched
 // GEMM's result, becomes the GEMM (and its zero fill, moved down to it)
@@ -145,4 +145,75 @@ func.func @head_merge_through_reshapes(%p: memref<1x2x2x16x16xf32>, %v: memref<1
   }
   memref.dealloc %c : memref<4x16x16xf32>
   return %t : memref<1x16x4x16xf32>
+}
+
+// -----
+
+// Tests the head merge under --precision bf16: the GEMM's float32 result is
+// rounded to bf16 by an elementwise op, and the rounded values are what the
+// merge copies. The rounding writes the merged buffer through the transposed
+// view (cleave-linalg-to-blas then folds it into the GEMM); the copy and
+// the rounded buffer go.
+// CHECK-LABEL: func.func @rounded_head_merge
+// CHECK: %[[DEST:.*]] = memref.alloc() : memref<1x16x12x64xbf16>
+// CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+// CHECK: %[[W:.*]] = memref.collapse_shape %[[T]] {{\[}}[0, 1], [2], [3]] : {{.*}} into memref<12x16x64xbf16, strided<[64, 768, 1]>>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<12x16x64xf32>) outs(%[[W]] :
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.truncf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[DEST]]
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @rounded_head_merge(%p: memref<12x16x16xbf16>, %v: memref<12x16x64xbf16>) -> memref<1x16x12x64xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<12x16x64xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<12x16x64xf32>)
+  linalg.batch_matmul ins(%p, %v : memref<12x16x16xbf16>, memref<12x16x64xbf16>) outs(%c : memref<12x16x64xf32>)
+  %r = memref.alloc() : memref<12x16x64xbf16>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%c : memref<12x16x64xf32>) outs(%r : memref<12x16x64xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %c : memref<12x16x64xf32>
+  %e = memref.expand_shape %r [[0, 1], [2], [3]] output_shape [1, 12, 16, 64] : memref<12x16x64xbf16> into memref<1x12x16x64xbf16>
+  %t = memref.alloc() : memref<1x16x12x64xbf16>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>,
+                                   affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%e : memref<1x12x16x64xbf16>) outs(%t : memref<1x16x12x64xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    linalg.yield %in : bf16
+  }
+  memref.dealloc %r : memref<12x16x64xbf16>
+  return %t : memref<1x16x12x64xbf16>
+}
+
+// -----
+
+// Tests that an elementwise writer that reads its own output (an
+// accumulation) keeps its buffer: the destination does not hold what it
+// would read.
+// CHECK-LABEL: func.func @accumulating_writer
+// CHECK-NOT: memref.transpose
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+#id4 = affine_map<(d0, d1) -> (d0, d1)>
+#to4 = affine_map<(d0, d1) -> (d1, d0)>
+func.func @accumulating_writer(%a: memref<4x8xf32>, %t: memref<8x4xf32>) {
+  %c = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<4x8xf32>) outs(%c : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %out : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#to4, #id4], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x8xf32>) outs(%t : memref<8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %c : memref<4x8xf32>
+  return
 }

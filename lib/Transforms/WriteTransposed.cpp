@@ -1,0 +1,149 @@
+//===- WriteTransposed.cpp - A result's transpose as its layout -----------===//
+//
+// See Passes.td. When a buffer is only copied, permuted, into another (the
+// head merge), the op that wrote it, a GEMM or an elementwise op, writes
+// that other buffer directly through a transposed view, and the copy goes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "BufferViews.h"
+#include "Gemms.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEWRITETRANSPOSED
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// A transpose between buffers.
+bool isBufferTranspose(linalg::GenericOp op) {
+  return op.hasPureBufferSemantics() && cleave::isPermutedCopy(op) &&
+         isa<MemRefType>(op.getDpsInputs()[0].getType());
+}
+
+/// An elementwise op that overwrites its one output: every loop parallel,
+/// the output written through a permutation and never read.
+bool isOverwritingElementwise(linalg::LinalgOp op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic || generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops())
+    return false;
+  OpOperand *init = generic.getDpsInitOperand(0);
+  return generic.getMatchingIndexingMap(init).isPermutation() &&
+         generic.getMatchingBlockArgument(init).use_empty();
+}
+
+struct WriteTransposedPass
+    : cleave::impl::CleaveWriteTransposedBase<WriteTransposedPass> {
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> copies;
+    getOperation().walk([&](linalg::GenericOp op) {
+      if (isBufferTranspose(op))
+        copies.push_back(op);
+    });
+    for (linalg::GenericOp copy : copies)
+      fold(copy);
+  }
+
+  /// The op that writes the buffer `copy` reads (a GEMM, with the zero fill
+  /// before it if any, or an elementwise op), when nothing else touches
+  /// that buffer.
+  void fold(linalg::GenericOp copy) {
+    // The copy reads the result buffer directly or through one reshape; the
+    // writer (and a GEMM's fill) write it the same way.
+    Value result = cleave::ReshapeView(copy.getDpsInputs()[0]).source;
+    auto alloc = result.getDefiningOp<memref::AllocOp>();
+    if (!alloc)
+      return;
+    linalg::LinalgOp writer;
+    linalg::FillOp fill;
+    SmallVector<Operation *> deallocs;
+    for (Value alias : cleave::viewsOf(result))
+      for (Operation *user : alias.getUsers()) {
+        if (user == copy || cleave::viewSource(user))
+          continue;
+        if (isa<memref::DeallocOp>(user)) {
+          deallocs.push_back(user);
+          continue;
+        }
+        auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+        if (linalgOp && !writer &&
+            (cleave::isGemm(user) || isOverwritingElementwise(linalgOp)) &&
+            linalgOp.getNumDpsInits() == 1 &&
+            linalgOp.getDpsInits()[0] == alias &&
+            cleave::ReshapeView(alias).source == result &&
+            llvm::count(user->getOperands(), alias) == 1) {
+          writer = linalgOp;
+          continue;
+        }
+        if (auto f = dyn_cast<linalg::FillOp>(user); f && !fill) {
+          fill = f;
+          continue;
+        }
+        return; // another reader or writer
+      }
+    if (!writer || (fill && !cleave::isGemm(writer)))
+      return; // an elementwise op overwrites what a fill wrote
+    if (fill && fill.getDpsInits()[0] != writer.getDpsInits()[0])
+      return; // the fill must write what the GEMM does
+    if (writer->getBlock() != copy->getBlock() ||
+        !writer->isBeforeInBlock(copy) ||
+        (fill && (fill->getBlock() != writer->getBlock() ||
+                  !fill->isBeforeInBlock(writer))))
+      return;
+    // Everything is checked before anything changes. The fill will come
+    // down to the writer (nothing else touches the buffer in between), so
+    // the destination is written from the writer on: nothing between it and
+    // the copy may touch the destination, the writer may not read it, and
+    // the destination must exist at the fill or the writer, whichever comes
+    // first once the fill has moved.
+    Value dest = copy.getDpsInits()[0];
+    Value destRoot = cleave::viewedBuffer(dest);
+    if (destRoot == result)
+      return; // a copy within the buffer itself
+    if (cleave::touchedBetween(destRoot, writer, copy) ||
+        llvm::any_of(cleave::viewsOf(destRoot), [&](Value alias) {
+          return llvm::is_contained(alias.getUsers(), writer.getOperation());
+        }))
+      return;
+    FailureOr<SmallVector<Operation *>> toHoist =
+        cleave::definitionsAfter(dest, writer);
+    cleave::CopyDestination destination(copy, writer.getDpsInits()[0]);
+    if (failed(toHoist) || failed(destination.viewType()))
+      return;
+
+    if (fill)
+      fill->moveBefore(writer);
+    Operation *first = fill ? fill.getOperation() : writer.getOperation();
+    for (Operation *op : *toHoist)
+      op->moveBefore(first);
+    OpBuilder b(first);
+    Value view = destination.build(b, copy.getLoc());
+    Operation *oldInit = writer.getDpsInits()[0].getDefiningOp();
+    Operation *copyReshape = copy.getDpsInputs()[0].getDefiningOp();
+    if (copyReshape == oldInit)
+      copyReshape = nullptr;
+    writer.getDpsInitsMutable()[0].set(view);
+    if (fill)
+      fill.getDpsInitsMutable()[0].set(view);
+    copy->erase();
+    for (Operation *d : deallocs)
+      d->erase();
+    for (Operation *reshape : {copyReshape, oldInit})
+      if (reshape && reshape != alloc && reshape->use_empty())
+        reshape->erase();
+    if (alloc->use_empty())
+      alloc->erase();
+  }
+};
+
+} // namespace
