@@ -59,9 +59,10 @@ CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
 GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
   try {
     GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
-    if (rounded && g.beta != 0.0f)
-      throw RuntimeError("a GEMM with a rounded 16-bit result cannot add "
-                         "beta * C (beta " + std::to_string(g.beta) + ")");
+    if (rounded && (g.beta != 0.0f || g.bias))
+      throw RuntimeError("a GEMM with a rounded 16-bit result takes neither "
+                         "beta * C nor a bias (beta " +
+                         std::to_string(g.beta) + ")");
     return g;
   } catch (const RuntimeError &e) {
     std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
@@ -102,17 +103,11 @@ void run(CLEAVE_ABI_GEMM_PARAMS) {
     }
 }
 
-/// The _rounded entries: each GEMM into a float32 scratch matrix (starting
-/// from the bias rounded to 16 bits), then rounded by `Narrow` into C.
+/// The _rounded entries: each GEMM into a float32 scratch matrix, then
+/// rounded by `Narrow` into C.
 template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
 void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
-  std::vector<float> roundedBias;
-  if (g.bias) {
-    const float *p = reinterpret_cast<const float *>(bias) + g.offsetBias;
-    for (int64_t j = 0; j < n; ++j)
-      roundedBias.push_back(Widen(Narrow(p[j])));
-  }
   uint16_t *pc = reinterpret_cast<uint16_t *>(c);
   std::vector<float> scratch(m * n);
   for (int64_t o = 0; o < g.outer; ++o)
@@ -122,10 +117,7 @@ void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
                            0, 0, rowStrideA, colStrideA, b,
                            g.b.at(o) + i * g.b.batchStride, 0, 0, rowStrideB,
                            colStrideB, reinterpret_cast<intptr_t>(scratch.data()),
-                           0, 0, 0, n,
-                           g.bias ? reinterpret_cast<intptr_t>(roundedBias.data())
-                                  : 0,
-                           0, 0.0f);
+                           0, 0, 0, n, 0, 0, 0.0f);
       uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)

@@ -210,32 +210,26 @@ func.func @mixed_operands(%a: memref<4x8xbf16>, %b: memref<8x16xf16>, %c: memref
 }
 
 // Tests that a 16-bit GEMM whose float32 result only a rounding to bf16
-// reads (Q under --precision bf16: its bias a parameter) calls the _rounded
-// entry writing the rounded buffer directly: C is the bf16 buffer, seen in
-// the GEMM's shape through the rounding's reshape (ldc 16), the bias folds,
-// beta is 0; the rounding, the float32 buffer and its broadcast go.
+// reads (the head merge under --precision bf16) calls the _rounded entry
+// writing the rounded buffer directly: C is the bf16 buffer, seen in the
+// GEMM's shape through the rounding's reshape (ldc 16), beta is 0 and there
+// is no bias; the rounding, the float32 buffer and its zero fill go.
 // CHECK-LABEL: func.func @rounded
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-DAG: %[[DEST:.*]] = memref.alloc() : memref<1x4x16xbf16>
 // CHECK-DAG: %[[VIEW:.*]] = memref.collapse_shape %[[DEST]] {{\[}}[0, 1], [2]] : memref<1x4x16xbf16> into memref<4x16xbf16>
 // CHECK: memref.extract_strided_metadata %[[VIEW]]
 // CHECK-NEXT: %[[C:.*]] = memref.extract_aligned_pointer_as_index
-// CHECK: memref.extract_strided_metadata %arg2
-// CHECK-NEXT: %[[BIAS:.*]] = memref.extract_aligned_pointer_as_index
-// CHECK: call @cleave_rt_gemm_bf16_rounded(%c1, %c1, %c4, %c16, %c8, {{.*}}, %[[C]], %c0, %c0, %c0, %c16, %[[BIAS]], %c0, %[[ZERO]])
+// CHECK: call @cleave_rt_gemm_bf16_rounded(%c1, %c1, %c4, %c16, %c8, {{.*}}, %[[C]], %c0, %c0, %c0, %c16, %c0, %c0, %[[ZERO]])
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc() : memref<4x16xf32>
 // CHECK: return %[[DEST]]
 // CUDA-LABEL: func.func @rounded
 // CUDA: call @cleave_rt_cuda_gemm_bf16_rounded(
-func.func @rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf32> {cleave.param = "bias"}) -> memref<1x4x16xbf16> {
+func.func @rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>) -> memref<1x4x16xbf16> {
+  %zero = arith.constant 0.0 : f32
   %c = memref.alloc() : memref<4x16xf32>
-  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
-                  iterator_types = ["parallel", "parallel"]}
-      ins(%v : memref<16xf32>) outs(%c : memref<4x16xf32>) {
-  ^bb0(%x: f32, %o: f32):
-    linalg.yield %x : f32
-  }
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
   linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
   %e = memref.expand_shape %c [[0, 1], [2]] output_shape [1, 4, 16] : memref<4x16xf32> into memref<1x4x16xf32>
   %dest = memref.alloc() : memref<1x4x16xbf16>
@@ -250,10 +244,10 @@ func.func @rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf3
   return %dest : memref<1x4x16xbf16>
 }
 
-// Tests what keeps the float32 result and the rounding: a bias that is not
-// a parameter (the CUDA runtime converts a rounded GEMM's bias once), a
-// result something else reads too, and a GEMM that adds to its result
-// (beta 1: a 16-bit C cannot hold what it adds to).
+// Tests what keeps the float32 result and the rounding: a bias (cuBLASLt
+// would round it to 16 bits before adding it), a result something else
+// reads too, and a GEMM that adds to its result (beta 1: a 16-bit C cannot
+// hold what it adds to).
 // CHECK-LABEL: func.func @not_rounded
 // CHECK-NOT: _rounded
 // CHECK: call @cleave_rt_gemm_bf16(
@@ -263,7 +257,7 @@ func.func @rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf3
 // CHECK: call @cleave_rt_gemm_bf16(
 // CHECK: arith.truncf
 // CHECK-NOT: _rounded
-func.func @not_rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf32>, %acc: memref<4x16xf32>,
+func.func @not_rounded(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %v: memref<16xf32> {cleave.param = "bias"}, %acc: memref<4x16xf32>,
                        %d1: memref<4x16xbf16>, %d2: memref<4x16xbf16>, %d3: memref<4x16xbf16>, %copy: memref<4x16xf32>) {
   %zero = arith.constant 0.0 : f32
   %c = memref.alloc() : memref<4x16xf32>

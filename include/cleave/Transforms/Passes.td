@@ -477,6 +477,16 @@ def CleaveLinalgToBlas : Pass<"cleave-linalg-to-blas", "mlir::ModuleOp"> {
     bias (see `cleave-bias-into-gemm`). With `target=cuda` the calls are
     `cleave_rt_cuda_...`, the same arguments on device memory, which the
     CUDA runtime runs on cuBLASLt.
+  
+    A 16-bit GEMM that overwrites its float32 result (zero fill, no bias)
+    which only a rounding to its operands' type reads (an elementwise
+    `arith.truncf` through permutation maps: the head merge, once
+    `cleave-write-transposed` has made the rounding write the merged
+    layout) calls `cleave_rt_[cuda_]gemm_<bf16|f16>_rounded` instead,
+    writing the rounding's destination, and the rounding and the float32
+    buffer go. A linalg GEMM into a 16-bit result would round at every step
+    of the sum; the call rounds once, as the IR did. Not with a bias:
+    cuBLASLt adds only a bias of its result's type.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <tuple>
 
 namespace cleave::rt::cuda {
 
@@ -82,8 +81,8 @@ public:
     bool transA = false, transB = false;
     int64_t lda = 0, ldb = 0, ldc = 0;
     int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
-    /// Whether a bias vector of n elements is added to every row: float32,
-    /// or of C's type when C is 16-bit (cuBLASLt's rule).
+    /// Whether a float32 bias vector of n elements is added to every row
+    /// (C float32: cuBLASLt's bias has C's type).
     bool bias = false;
   };
 
@@ -100,11 +99,6 @@ public:
   /// 16-bit result); `bias` when shape.bias.
   void run(GemmType inType, GemmType outType, const Shape &shape, const void *a,
            const void *b, void *c, float beta, const void *bias = nullptr);
-
-  /// The float32 parameter vector `bias` (n elements, device memory)
-  /// rounded to the 16-bit `type`, converted on first use and kept: a
-  /// 16-bit result's bias must have its type.
-  const void *roundedBias(const float *bias, int64_t n, GemmType type);
 
 private:
   struct Plan;
@@ -123,7 +117,6 @@ private:
   void *workspace = nullptr;
   size_t workspaceBytes = 32u << 20;
   std::map<Key, Plan *> plans;
-  std::map<std::tuple<const float *, int64_t, GemmType>, void *> roundedBiases;
 };
 
 } // namespace cleave::rt::cuda

@@ -16,12 +16,10 @@
 #include "../Runtime.h"
 
 #include "cleave/Runtime/Abi.h"
-#include "cleave/Runtime/Float16.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 using namespace cleave::rt;
 using namespace cleave::rt::cuda;
@@ -97,8 +95,6 @@ Gemm::Gemm(cudaStream_t stream) : stream(stream) {
 Gemm::~Gemm() {
   for (auto &[key, plan] : plans)
     delete plan;
-  for (auto &[key, device] : roundedBiases)
-    cudaFree(device);
   if (workspace)
     cudaFree(workspace);
   if (handle)
@@ -223,28 +219,6 @@ void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
         "cublasLtMatmul");
 }
 
-const void *Gemm::roundedBias(const float *bias, int64_t n, GemmType type) {
-  auto key = std::make_tuple(bias, n, type);
-  if (auto it = roundedBiases.find(key); it != roundedBiases.end())
-    return it->second;
-  std::vector<float> values(n);
-  check(cudaMemcpyAsync(values.data(), bias, n * sizeof(float),
-                        cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync (a bias to round)");
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  std::vector<uint16_t> rounded(n);
-  for (int64_t j = 0; j < n; ++j)
-    rounded[j] = type == GemmType::BF16 ? floatToBf16(values[j])
-                                        : floatToHalf(values[j]);
-  void *device = nullptr;
-  check(cudaMalloc(&device, n * sizeof(uint16_t)), "cudaMalloc (a rounded bias)");
-  roundedBiases[key] = device;
-  check(cudaMemcpy(device, rounded.data(), n * sizeof(uint16_t),
-                   cudaMemcpyHostToDevice),
-        "cudaMemcpy (a rounded bias)");
-  return device;
-}
-
 cudaStream_t cuda::processStream() {
   static cudaStream_t stream = [] {
     cudaStream_t s;
@@ -275,9 +249,9 @@ void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
   size_t bytes = elementBytes(InType), outBytes = elementBytes(OutType);
   orExit([&] {
     GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
-    if (Rounded && beta != 0.0f)
-      throw RuntimeError("a GEMM with a rounded 16-bit result cannot add "
-                         "beta * C, on " + where());
+    if (Rounded && (beta != 0.0f || g.bias))
+      throw RuntimeError("a GEMM with a rounded 16-bit result takes neither "
+                         "beta * C nor a bias, on " + where());
     Gemm::Shape shape{m, n, k};
     shape.transA = g.a.layout.transposed;
     shape.transB = g.b.layout.transposed;
@@ -291,9 +265,6 @@ void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
     shape.bias = g.bias;
     const void *biasAt =
         g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
-    if (Rounded && g.bias)
-      biasAt = processGemm().roundedBias(static_cast<const float *>(biasAt), n,
-                                         InType);
     for (int64_t o = 0; o < outer; ++o)
       processGemm().run(InType, OutType, shape,
                         reinterpret_cast<const char *>(a) + g.a.at(o) * bytes,

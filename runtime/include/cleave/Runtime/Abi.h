@@ -111,13 +111,10 @@ void cleave_model_run(void **buffers);
  *   cleave_rt_gemm_<bf16|f16>_rounded
  *                              the same, writing the result rounded to the
  *                              operands' 16-bit type into a C of that type
- *                              (round to nearest even): C[m x n] =
- *                              round(A * B + round(bias)). beta must be 0.
- *                              The bias, still float32, is rounded to C's
- *                              type before it is added, as cuBLASLt adds a
- *                              bias of its result's type; it must be a
- *                              parameter (the same values on every call):
- *                              the CUDA runtime converts it once.
+ *                              (round to nearest even). beta must be 0 and
+ *                              bias 0: cuBLASLt adds only a bias of its
+ *                              result's type, which would round a float32
+ *                              bias first.
  *   cleave_rt_cuda_...         the same on device memory through cuBLASLt
  *                              (float32: TF32 not enabled) */
 #define CLEAVE_ABI_GEMM_PARAMS                                                  \
