@@ -1,7 +1,9 @@
 //===- DropReturnedArguments.cpp - @main returns nothing ------------------===//
 //
 // Removes the results of @main that return one of its own arguments: after
-// bufferization those are the output buffers the caller already owns.
+// bufferization those are the output buffers the caller already owns. An
+// argument reshaped and reshaped back to its own type counts (an output
+// written before its final reshape, cleave-outputs-to-arguments).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,10 +27,16 @@ struct DropReturnedArgumentsPass
       return;
     auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
     llvm::BitVector drop(ret.getNumOperands());
-    for (auto [i, operand] : llvm::enumerate(ret.getOperands()))
-      if (auto arg = dyn_cast<BlockArgument>(operand);
-          arg && arg.getOwner() == &main.getBody().front())
+    for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+      Value source = operand;
+      while (isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(
+          source.getDefiningOp()))
+        source = source.getDefiningOp()->getOperand(0);
+      if (auto arg = dyn_cast<BlockArgument>(source);
+          arg && arg.getOwner() == &main.getBody().front() &&
+          arg.getType() == operand.getType())
         drop.set(i);
+    }
     ret->eraseOperands(drop);
     if (failed(main.eraseResults(drop)))
       signalPassFailure();

@@ -2,7 +2,11 @@
 //
 // Destination-passing style for the program's entry: each tensor result of
 // @main is written into a new writable argument, so bufferization writes the
-// caller's buffers instead of returning fresh allocations.
+// caller's buffers instead of returning fresh allocations. A result that is
+// a reshape (logits [tokens, vocab] expanded to [batch, seq, vocab]) is
+// written before the reshape, into the argument reshaped back: the op that
+// makes it can then write the argument in place (eliminate-empty-tensors
+// needs the types to match), not a buffer copied out at the end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +22,27 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+/// The reshape that makes `v`, if any.
+Operation *reshapeOf(Value v) {
+  Operation *op = v.getDefiningOp();
+  return isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)
+             ? op
+             : nullptr;
+}
+
+/// `dest` reshaped the other way from `reshape`: into the type of
+/// `reshape`'s source.
+Value reshapedBack(OpBuilder &b, Operation *reshape, Value dest) {
+  Location loc = reshape->getLoc();
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape))
+    return tensor::CollapseShapeOp::create(b, loc, expand.getSrcType(), dest,
+                                           expand.getReassociationIndices());
+  auto collapse = cast<tensor::CollapseShapeOp>(reshape);
+  return tensor::ExpandShapeOp::create(b, loc, collapse.getSrcType(), dest,
+                                       collapse.getReassociationIndices());
+}
+
 struct OutputsToArgumentsPass
     : cleave::impl::CleaveOutputsToArgumentsBase<OutputsToArgumentsPass> {
   void runOnOperation() override {
@@ -49,9 +74,28 @@ struct OutputsToArgumentsPass
                                      attrs.getDictionary(ctx), ret.getLoc())))
         return signalPassFailure();
       Value dest = main.getArgument(index);
-      auto materialize = bufferization::MaterializeInDestinationOp::create(
-          b, ret.getLoc(), type, result, dest);
-      written.push_back(materialize.getResult());
+      // Through the reshapes that make the result, back to the op that
+      // computes it; the argument's reshapes go at the top, where they
+      // dominate that op's tensor.empty.
+      SmallVector<Operation *> reshapes;
+      Value source = result;
+      OpBuilder top = OpBuilder::atBlockBegin(&main.getBody().front());
+      for (Operation *reshape = reshapeOf(source);
+           reshape && !isa<BlockArgument>(reshape->getOperand(0));
+           reshape = reshapeOf(source)) {
+        reshapes.push_back(reshape);
+        dest = reshapedBack(top, reshape, dest);
+        source = reshape->getOperand(0);
+      }
+      Value value = bufferization::MaterializeInDestinationOp::create(
+                        b, ret.getLoc(), dest.getType(), source, dest)
+                        .getResult();
+      for (Operation *reshape : llvm::reverse(reshapes)) {
+        Operation *again = b.clone(*reshape);
+        again->setOperand(0, value);
+        value = again->getResult(0);
+      }
+      written.push_back(value);
     }
     ret->setOperands(written);
     // The results now alias the output arguments; the attribute moves there.

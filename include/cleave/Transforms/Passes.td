@@ -305,8 +305,9 @@ def CleaveDropReturnedArguments
     After bufferization the results of @main are the output arguments it
     wrote (see cleave-outputs-to-arguments). Upstream's
     drop-equivalent-buffer-results does not change public signatures, so this
-    pass drops every result of @main that is one of its block arguments,
-    leaving a function that returns nothing and writes its outputs in place.
+    pass drops every result of @main that is one of its block arguments
+    (or one reshaped and reshaped back to its own type), leaving a function
+    that returns nothing and writes its outputs in place.
   }];
 }
 
@@ -349,7 +350,12 @@ def CleaveOutputsToArguments
     return buffers the caller must free. This pass appends one argument per
     result (tagged `cleave.output` and `bufferization.writable`) and writes
     each result into it with `bufferization.materialize_in_destination`, so
-    the caller owns every buffer and the function returns nothing.
+    the caller owns every buffer and the function returns nothing. A result
+    made by reshapes (a language model's logits, [tokens, vocab] expanded
+    to [batch, seq, vocab]) is written before them, into the argument
+    reshaped back, and reshaped after: `eliminate-empty-tensors` then lets
+    the op that computes it (the LM head's GEMM) write the argument in
+    place, where a type mismatch would leave a copy at the end.
 
     Before: `func.func @main(%x) -> (tensor<4xf32>) { ... return %y }`
     After:  `func.func @main(%x, %out: tensor<4xf32>) { ... materialize %y in
