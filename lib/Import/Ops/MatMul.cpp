@@ -213,14 +213,21 @@ LogicalResult lowerEinsum(NodeContext &ctx) {
   for (size_t d = 0; d < loops.size(); ++d)
     iterators.push_back(d < out.size() ? utils::IteratorType::parallel
                                        : utils::IteratorType::reduction);
-  Value init = filledTensor(b, ctx.loc(), outShape, type, 0.0);
+  // Without a summed subscript (an outer product, like rotary embedding's
+  // positions times frequencies) each output is one product: no zero fill
+  // to add it to, so that it is plain elementwise work that fuses.
+  bool sums = loops.size() > out.size();
+  Value init = sums ? filledTensor(b, ctx.loc(), outShape, type, 0.0)
+                    : tensor::EmptyOp::create(b, ctx.loc(), outShape, type)
+                          .getResult();
   auto generic = linalg::GenericOp::create(
       b, ctx.loc(), TypeRange{init.getType()}, operands, ValueRange{init}, maps,
       iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
         Value product = args[0];
         for (Value v : args.drop_front().drop_back())
           product = mulS(nb, nl, product, v);
-        linalg::YieldOp::create(nb, nl, addS(nb, nl, args.back(), product));
+        linalg::YieldOp::create(
+            nb, nl, sums ? addS(nb, nl, args.back(), product) : product);
       });
   ctx.setOutput(0, generic.getResult(0));
   return success();
