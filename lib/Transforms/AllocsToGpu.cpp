@@ -55,9 +55,10 @@ bool deviceOnly(Value buffer) {
 }
 
 struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
-  /// A runtime function `name(args) -> ()`, declared on first use.
+  /// A runtime function `name(args) -> ()`, declared on first use (a
+  /// module pass for that: function passes run side by side).
   func::FuncOp runtimeFunction(StringRef name, TypeRange args) {
-    auto module = getOperation()->getParentOfType<ModuleOp>();
+    ModuleOp module = getOperation();
     if (auto f = module.lookupSymbol<func::FuncOp>(name))
       return f;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
@@ -68,8 +69,14 @@ struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
   }
 
   void runOnOperation() override {
+    for (auto func : llvm::to_vector(getOperation().getOps<func::FuncOp>()))
+      if (!func.isExternal())
+        run(func);
+  }
+
+  void run(func::FuncOp func) {
     SmallVector<Operation *> ops, hostAccesses;
-    getOperation().walk([&](Operation *op) {
+    func.walk([&](Operation *op) {
       if (insideKernel(op))
         return;
       if (isa<memref::AllocOp, memref::DeallocOp>(op))
@@ -121,10 +128,10 @@ struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
       for (Value operand : op->getOperands()) {
         auto arg = dyn_cast<BlockArgument>(cleave::viewedBuffer(operand));
         if (!arg || !isa<MemRefType>(arg.getType()) ||
-            arg.getOwner() != &getOperation().getBody().front())
+            arg.getOwner() != &func.getBody().front())
           continue;
         op->emitError() << "host code touches argument #" << arg.getArgNumber()
-                        << " of '" << getOperation().getName()
+                        << " of '" << func.getName()
                         << "', a graph input or output, which lives in device "
                            "memory on the CUDA target";
         return signalPassFailure();

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-allocs-to-gpu))' --verify-diagnostics
+// RUN: cleave-opt %s --cleave-allocs-to-gpu --verify-diagnostics
 
 // Tests that host code reading a function argument (a graph input, which the
 // runtime keeps in device memory on the CUDA target), here through a view,

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-allocs-to-gpu))' | FileCheck %s
+// RUN: cleave-opt %s --cleave-allocs-to-gpu | FileCheck %s
 
 // Tests cleave-allocs-to-gpu: a buffer only kernels and the runtime's CUDA
 // calls touch (here through a view) becomes stream-ordered device memory; a

@@ -622,7 +622,7 @@ def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
                            "mlir::memref::MemRefDialect"];
 }
 
-def CleaveAllocsToGpu : Pass<"cleave-allocs-to-gpu", "mlir::func::FuncOp"> {
+def CleaveAllocsToGpu : Pass<"cleave-allocs-to-gpu", "mlir::ModuleOp"> {
   let summary = "Host allocations become device allocations";
   let description = [{
     For the CUDA target, `memref.alloc`/`memref.dealloc` in host code:
