@@ -5,7 +5,9 @@
 // negated upper half) becomes one generic over the tensor with its split
 // dimension viewed as (2, half): which half an output element reads is an
 // affine function of its index in the 2, so elementwise fusion can take the
-// generic in.
+// generic in. A concatenation of one tensor with itself (rotary
+// embedding's cat(freqs, freqs)) likewise becomes a broadcast over a new
+// (copies) dimension: one generic where it was a copy per operand.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,8 +85,62 @@ struct ConcatHalvesToGenericPass
       rewrite(op);
   }
 
+  /// The concatenation's split dimension as (parts, part size): the
+  /// reassociation that collapses that view back, and the view's shape.
+  static std::pair<SmallVector<ReassociationIndices>, SmallVector<int64_t>>
+  splitView(RankedTensorType type, int64_t dim, int64_t parts) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= parts;
+    shape.insert(shape.begin() + dim, parts);
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t d = 0, e = 0; d < type.getRank(); ++d) {
+      groups.push_back({e++});
+      if (d == dim)
+        groups.back().push_back(e++);
+    }
+    return {groups, shape};
+  }
+
+  /// `concat(x, x, ...)`: a generic writing the (copies, size) view, reading
+  /// x without the copies index, collapsed back.
+  void rewriteCopies(tensor::ConcatOp concat) {
+    Value x = concat.getInputs()[0];
+    int64_t dim = concat.getDim();
+    int64_t parts = concat.getInputs().size();
+    auto [groups, shape] = splitView(concat.getResultType(), dim, parts);
+    MLIRContext *ctx = &getContext();
+    int64_t rank = concat.getResultType().getRank();
+    SmallVector<AffineExpr> reads;
+    for (int64_t d = 0; d < rank + 1; ++d)
+      if (d != dim)
+        reads.push_back(getAffineDimExpr(d, ctx));
+    OpBuilder b(concat);
+    Location loc = concat.getLoc();
+    Type element = concat.getResultType().getElementType();
+    Value init = tensor::EmptyOp::create(b, loc, shape, element);
+    SmallVector<utils::IteratorType> parallel(rank + 1,
+                                              utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        b, loc, init.getType(), ValueRange{x}, ValueRange{init},
+        ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, reads, ctx),
+                            AffineMap::getMultiDimIdentityMap(rank + 1, ctx)},
+        parallel, [&](OpBuilder &bb, Location l, ValueRange args) {
+          linalg::YieldOp::create(bb, l, args[0]);
+        });
+    Value result = tensor::CollapseShapeOp::create(
+        b, loc, concat.getResultType(), generic.getResult(0), groups);
+    concat.replaceAllUsesWith(result);
+    concat.erase();
+  }
+
   void rewrite(tensor::ConcatOp concat) {
-    if (concat.getInputs().size() != 2 || !concat.getResultType().hasStaticShape())
+    if (!concat.getResultType().hasStaticShape())
+      return;
+    ValueRange inputs = concat.getInputs();
+    if (inputs.size() >= 2 &&
+        llvm::all_of(inputs, [&](Value v) { return v == inputs[0]; }))
+      return rewriteCopies(concat);
+    if (inputs.size() != 2)
       return;
     int64_t dim = concat.getDim();
     std::optional<Half> lo = matchHalf(concat.getInputs()[0], dim);
@@ -100,16 +156,7 @@ struct ConcatHalvesToGenericPass
     Location loc = concat.getLoc();
     MLIRContext *ctx = &getContext();
     int64_t rank = sourceType.getRank();
-    SmallVector<int64_t> shape(sourceType.getShape());
-    int64_t halfSize = shape[dim] / 2;
-    shape[dim] = halfSize;
-    shape.insert(shape.begin() + dim, 2);
-    SmallVector<ReassociationIndices> groups;
-    for (int64_t d = 0, e = 0; d < rank; ++d) {
-      groups.push_back({e++});
-      if (d == dim)
-        groups.back().push_back(e++);
-    }
+    auto [groups, shape] = splitView(sourceType, dim, 2);
     auto splitType = RankedTensorType::get(shape, sourceType.getElementType());
     Value split =
         tensor::ExpandShapeOp::create(b, loc, splitType, lo->source, groups);

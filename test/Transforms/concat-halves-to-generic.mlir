@@ -45,3 +45,22 @@ func.func @not_halves(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x1
   %s = tensor.concat dim(1) %c, %d : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
   return %r, %s : tensor<4x16xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a concatenation of one tensor with itself (rotary embedding's
+// cat(freqs, freqs)) becomes one broadcast generic writing x twice over a
+// 16 x 2 x 8 view, reading x without the copies index, collapsed back.
+// CHECK-DAG: #[[X:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @copies
+// CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[X]], #[[ID]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0 : tensor<16x8xf32>) outs(%{{.*}} : tensor<16x2x8xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]]
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[G]] {{\[}}[0], [1, 2]] : tensor<16x2x8xf32> into tensor<16x16xf32>
+// CHECK: return %[[R]]
+// CHECK-NOT: tensor.concat
+func.func @copies(%x: tensor<16x8xf32>) -> tensor<16x16xf32> {
+  %r = tensor.concat dim(1) %x, %x : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x16xf32>
+  return %r : tensor<16x16xf32>
+}

@@ -245,6 +245,11 @@ def CleaveConcatHalvesToGeneric
     After: `%s = tensor.expand_shape %x [[0], [1, 2]] : ... into
     tensor<4x2x8xf32>`, a generic reading `%s` at `(d0, 1 - d1, d2)` that
     yields `select(d1 == 0, -x, x)`, and a `collapse_shape` back.
+
+    A concatenation of one tensor with itself, `concat(x, x)` (rotary's
+    `cat(freqs, freqs)`), becomes a broadcast the same way: a generic
+    writing the (copies, size) view and reading `x` without the copies
+    index, where bufferization would make a copy per operand.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect",
