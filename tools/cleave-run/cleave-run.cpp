@@ -79,6 +79,8 @@ static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks) {
     if (p.finished)
       continue;
     std::string where = "after " + std::to_string(p.completed) + " collectives";
+    if (p.exited)
+      where += ", exit status " + std::to_string(p.status);
     if (p.inside)
       waiting.push_back(std::to_string(r) + " (waiting in " + p.kind + ", " +
                         where + ")");

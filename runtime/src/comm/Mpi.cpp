@@ -55,6 +55,16 @@ uint64_t load(uint64_t &field) { return __atomic_load_n(&field, __ATOMIC_ACQUIRE
 void store(uint64_t &field, uint64_t v) {
   __atomic_store_n(&field, v, __ATOMIC_RELEASE);
 }
+/// Publishes that this rank ends the job with `code`, then ends it.
+[[noreturn]] void endJob(int code, bool abortPeers) {
+  store(published->status, static_cast<uint64_t>(code));
+  store(published->exited, 1);
+  std::fflush(stderr);
+  if (abortPeers)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
 std::string progressDir;
 std::atomic<int64_t> enteredAt{0}; // steady-clock ms, 0 outside collectives
 const char *currentKind = "";
@@ -155,7 +165,7 @@ void maybeInjectFault(int64_t point) {
       rank != state.rank || point != at)
     return;
   if (std::strcmp(what, "exit") == 0)
-    std::_Exit(3);
+    endJob(3, /*abortPeers=*/false);
   while (true)
     std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -560,12 +570,7 @@ double comm::collectiveTimeout() {
   return seconds > 0 ? seconds : 600;
 }
 
-void comm::abortJob(int code) {
-  std::fflush(stderr);
-  if (state.active)
-    MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
+void comm::abortJob(int code) { endJob(code, state.active); }
 
 //===----------------------------------------------------------------------===//
 // The C ABI
