@@ -127,6 +127,8 @@ void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
 
 } // namespace
 
+const char *cleave::rt::blasKernels() { return openblas_get_corename(); }
+
 extern "C" {
 void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS) {
   run<float, nullptr>(CLEAVE_ABI_GEMM_ARGS);

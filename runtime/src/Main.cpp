@@ -351,6 +351,8 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
                   options.bench, (long long)desc.ranks,
                   desc.ranks == 1 ? "" : "s", threads, warmup,
                   percentile(ms, 0.5), percentile(ms, 0.9), mean);
+      if (!onDevice())
+        std::printf("CPU GEMMs: OpenBLAS, %s kernels\n", blasKernels());
       if (desc.stages > 1 || desc.microbatches > 1) {
         std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "
                     "bubble (p-1)/(m+p-1) = %.2f\n",

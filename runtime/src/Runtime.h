@@ -86,6 +86,10 @@ private:
   size_t size = 0;
 };
 
+/// The kernels OpenBLAS chose for this CPU when it loaded (its core name,
+/// e.g. SkylakeX; Prescott is its generic fallback), for --bench to report.
+const char *blasKernels();
+
 } // namespace cleave::rt
 
 #endif // CLEAVE_RUNTIME_RUNTIME_H
