@@ -94,23 +94,69 @@ cleave::CopyDestination::CopyDestination(linalg::GenericOp copy, Value written)
       inversePermutation(out.compose(inversePermutation(in))));
 }
 
-FailureOr<MemRefType> cleave::CopyDestination::viewType() const {
-  // memref.transpose infers its strided type; a probe op (erased at once)
-  // is the way to ask it.
-  auto viewed = cast<MemRefType>(dest.getType());
-  if (!transpose.getValue().isIdentity()) {
-    OpBuilder b(dest.getContext());
-    OperationState state(dest.getLoc(), memref::TransposeOp::getOperationName());
-    memref::TransposeOp::build(b, state, dest, transpose);
-    viewed = cast<MemRefType>(state.types.front());
+/// The ops defining `dest` that come after `point` in its block, in program
+/// order: a plain allocation and views of it. Failure if anything else
+/// defines it there.
+static FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
+                                                            Operation *point) {
+  SmallVector<Operation *> defs;
+  for (Operation *op = dest.getDefiningOp();
+       op && op->getBlock() == point->getBlock() && point->isBeforeInBlock(op);) {
+    defs.push_back(op);
+    if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
+      break;
+    Value source = cleave::viewSource(op);
+    if (!source)
+      return failure();
+    op = source.getDefiningOp();
   }
-  FailureOr<MemRefType> buffer = readView.reshaped(viewed, /*undo=*/true);
-  if (failed(buffer))
-    return failure();
-  return writtenView.reshaped(*buffer, /*undo=*/false);
+  std::reverse(defs.begin(), defs.end());
+  return defs;
 }
 
-Value cleave::CopyDestination::build(OpBuilder &b, Location loc) const {
+FailureOr<cleave::CopyDestination>
+cleave::CopyDestination::of(linalg::GenericOp copy, Operation *writer,
+                            Value written) {
+  CopyDestination d(copy, written);
+  if (writer->getBlock() != copy->getBlock() || !writer->isBeforeInBlock(copy))
+    return failure();
+  // The writer writes the destination from where it stands: nothing between
+  // it and the copy may touch the destination, nor may the writer read it.
+  Value destRoot = viewedBuffer(d.dest);
+  if (destRoot == d.buffer() || touchedBetween(destRoot, writer, copy) ||
+      llvm::any_of(viewsOf(destRoot), [&](Value alias) {
+        return llvm::is_contained(alias.getUsers(), writer);
+      }))
+    return failure();
+  FailureOr<SmallVector<Operation *>> definitions =
+      definitionsAfter(d.dest, writer);
+  if (failed(definitions))
+    return failure();
+  d.definitions = std::move(*definitions);
+  // memref.transpose infers its strided type; its build method, without an
+  // op, is the way to ask it.
+  auto viewed = cast<MemRefType>(d.dest.getType());
+  if (!d.transpose.getValue().isIdentity()) {
+    OpBuilder b(d.dest.getContext());
+    OperationState state(d.dest.getLoc(),
+                         memref::TransposeOp::getOperationName());
+    memref::TransposeOp::build(b, state, d.dest, d.transpose);
+    viewed = cast<MemRefType>(state.types.front());
+  }
+  FailureOr<MemRefType> inBuffer = d.readView.reshaped(viewed, /*undo=*/true);
+  if (failed(inBuffer))
+    return failure();
+  FailureOr<MemRefType> type = d.writtenView.reshaped(*inBuffer, /*undo=*/false);
+  if (failed(type))
+    return failure();
+  d.type = *type;
+  return d;
+}
+
+Value cleave::CopyDestination::build(Operation *point, Location loc) const {
+  for (Operation *op : definitions)
+    op->moveBefore(point);
+  OpBuilder b(point);
   Value view = dest;
   if (!transpose.getValue().isIdentity())
     view = memref::TransposeOp::create(b, loc, dest, transpose);
@@ -118,19 +164,18 @@ Value cleave::CopyDestination::build(OpBuilder &b, Location loc) const {
   return writtenView.apply(b, loc, view, /*undo=*/false);
 }
 
-FailureOr<SmallVector<Operation *>>
-cleave::definitionsAfter(Value dest, Operation *point) {
-  SmallVector<Operation *> defs;
-  for (Operation *op = dest.getDefiningOp();
-       op && op->getBlock() == point->getBlock() && point->isBeforeInBlock(op);) {
-    defs.push_back(op);
-    if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
-      break;
-    Value source = viewSource(op);
-    if (!source)
-      return failure();
-    op = source.getDefiningOp();
+void cleave::eraseIfDead(Value buffer) {
+  if (!buffer.getDefiningOp<memref::AllocOp>())
+    return;
+  SmallVector<Value> views = viewsOf(buffer);
+  for (Value view : views)
+    for (Operation *user : view.getUsers())
+      if (!isa<memref::DeallocOp>(user) && !viewSource(user))
+        return;
+  // viewsOf lists a view after what it views: erase from the last.
+  for (Value view : llvm::reverse(views)) {
+    for (Operation *user : llvm::make_early_inc_range(view.getUsers()))
+      user->erase(); // a deallocation (views were erased before)
+    view.getDefiningOp()->erase();
   }
-  std::reverse(defs.begin(), defs.end());
-  return defs;
 }

@@ -60,38 +60,49 @@ struct ReshapeView {
                     bool undo) const;
 };
 
-/// Where a copy's destination lies as seen from the op that wrote the
-/// copy's source. `copy` has one input and one output, both through
-/// permutation maps (a transpose, a plain copy, or one that also rounds);
-/// `read`, the copy's input, and `written`, what the op wrote, are views of
-/// one buffer through at most one reshape each. Element j of `read` went to
-/// index (out o in^-1)(j) of the destination; the view of the destination
-/// through the inverse permutation, back through `read`'s reshape and
-/// forward through `written`'s, has `written`'s shape: writing it instead
-/// of `written` makes the copy needless.
+/// A copy's destination as seen from the op that wrote the copy's source,
+/// for that op to write it instead and make the copy needless. `copy` has
+/// one input and one output, both through permutation maps (a transpose, a
+/// plain copy, or one that also rounds); its input, `read`, and what the
+/// writer wrote, `written`, are views of one buffer through at most one
+/// reshape each. Element j of `read` went to index (out o in^-1)(j) of the
+/// destination; the view of the destination through the inverse
+/// permutation, back through `read`'s reshape and forward through
+/// `written`'s, has `written`'s shape.
 class CopyDestination {
 public:
-  CopyDestination(mlir::linalg::GenericOp copy, mlir::Value written);
+  /// The destination of `copy` for `writer`, which writes `written` and
+  /// comes before `copy` in its block; the caller has checked that nothing
+  /// else reads the buffer. Failure when the writer cannot write the
+  /// destination instead: it is that same buffer, something between the
+  /// writer and the copy touches it, the writer reads it, something other
+  /// than an allocation and views of it defines it after the writer, or the
+  /// strides do not allow the view.
+  static mlir::FailureOr<CopyDestination>
+  of(mlir::linalg::GenericOp copy, mlir::Operation *writer, mlir::Value written);
 
-  /// The view's type, or failure when the strides do not allow the
-  /// reshapes.
-  mlir::FailureOr<mlir::MemRefType> viewType() const;
+  /// The buffer the copy reads.
+  mlir::Value buffer() const { return readView.source; }
+  /// The view's type.
+  mlir::MemRefType viewType() const { return type; }
 
-  /// The view, built at `b`'s insertion point, where the destination must
-  /// exist; viewType() said it can be.
-  mlir::Value build(mlir::OpBuilder &b, mlir::Location loc) const;
+  /// Moves the destination's definitions above `point` (the writer, or an
+  /// op just before it) and builds the view there.
+  mlir::Value build(mlir::Operation *point, mlir::Location loc) const;
 
 private:
+  CopyDestination(mlir::linalg::GenericOp copy, mlir::Value written);
+
   mlir::Value dest;
   mlir::AffineMapAttr transpose;
   ReshapeView readView, writtenView;
+  mlir::MemRefType type;
+  llvm::SmallVector<mlir::Operation *> definitions; // after the writer
 };
 
-/// The ops defining `dest` that come after `point` in its block, in program
-/// order, to move above it: a plain allocation and views of it. Failure if
-/// anything else defines it there.
-mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
-definitionsAfter(mlir::Value dest, mlir::Operation *point);
+/// Erases the allocation `buffer`, its views and its deallocations when
+/// nothing else uses them; otherwise leaves them all.
+void eraseIfDead(mlir::Value buffer);
 
 } // namespace cleave
 

@@ -236,14 +236,11 @@ bool isRoundingCopy(linalg::GenericOp op, Type low) {
 
 /// The rounding of a GEMM's float32 result to its operands' 16-bit type,
 /// when that is all that reads the result: the call writes the rounded
-/// values into the rounding's destination (seen in the GEMM's output
-/// shape, `destination`) and the result's buffer goes.
+/// values into the rounding's destination, and the rounding and the
+/// result's buffer go.
 struct Rounding {
   linalg::GenericOp copy;
   cleave::CopyDestination destination;
-  MemRefType viewType;
-  SmallVector<Operation *> toHoist; // the destination's definitions after the GEMM
-  Value buffer;                     // the float32 result's allocation
 };
 
 std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
@@ -267,25 +264,13 @@ std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
         return std::nullopt;
       copy = generic;
     }
-  if (!copy || copy->getBlock() != gemm->getBlock() ||
-      !gemm->isBeforeInBlock(copy))
+  if (!copy)
     return std::nullopt;
-  // The call writes the destination where the GEMM was: nothing between
-  // the two may touch it, nor may the GEMM read it.
-  Value dest = copy.getDpsInits()[0];
-  Value destRoot = cleave::viewedBuffer(dest);
-  if (destRoot == buffer || cleave::touchedBetween(destRoot, gemm, copy) ||
-      llvm::any_of(cleave::viewsOf(destRoot), [&](Value alias) {
-        return llvm::is_contained(alias.getUsers(), gemm.getOperation());
-      }))
+  FailureOr<cleave::CopyDestination> destination =
+      cleave::CopyDestination::of(copy, gemm, c);
+  if (failed(destination))
     return std::nullopt;
-  FailureOr<SmallVector<Operation *>> toHoist =
-      cleave::definitionsAfter(dest, gemm);
-  cleave::CopyDestination destination(copy, c);
-  FailureOr<MemRefType> viewType = destination.viewType();
-  if (failed(toHoist) || failed(viewType))
-    return std::nullopt;
-  return Rounding{copy, destination, *viewType, *toHoist, buffer};
+  return Rounding{copy, *destination};
 }
 
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
@@ -332,23 +317,20 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     std::optional<Rounding> rounding;
     if (!operands.isF32() && overwrite && !bias)
       rounding = roundingOf(op, writer, operands);
+    // C's strides are those of the memref the call writes.
     std::optional<CallShape> shape;
-    if (rounding)
-      shape = callShape(op, loops, rounding->viewType);
-    if (!shape) {
+    if (rounding &&
+        !(shape = callShape(op, loops, rounding->destination.viewType())))
       rounding.reset();
+    if (!shape)
       shape = callShape(op, loops, cast<MemRefType>(c.getType()));
-    }
     if (!shape)
       return;
 
     OpBuilder b(op);
     Location loc = op.getLoc();
-    if (rounding) {
-      for (Operation *def : rounding->toHoist)
-        def->moveBefore(op);
-      c = rounding->destination.build(b, loc);
-    }
+    if (rounding)
+      c = rounding->destination.build(op, loc);
     auto index = [&](int64_t v) -> Value {
       return arith::ConstantIndexOp::create(b, loc, v);
     };
@@ -401,22 +383,7 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       writer->erase();
     if (rounding) {
       rounding->copy->erase();
-      eraseUnused(rounding->buffer);
-    }
-  }
-
-  /// Erases `buffer`, its views and its deallocation once nothing else
-  /// uses them.
-  static void eraseUnused(Value buffer) {
-    SmallVector<Value> views = cleave::viewsOf(buffer);
-    for (Value view : llvm::reverse(views)) {
-      for (Operation *user : llvm::make_early_inc_range(view.getUsers()))
-        if (isa<memref::DeallocOp>(user))
-          user->erase();
-      if (view.use_empty())
-        view.getDefiningOp()->erase();
-      else
-        return;
+      cleave::eraseIfDead(rounding->destination.buffer());
     }
   }
 };

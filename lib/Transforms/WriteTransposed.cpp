@@ -13,7 +13,6 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEWRITETRANSPOSED
@@ -61,20 +60,15 @@ struct WriteTransposedPass
     // The copy reads the result buffer directly or through one reshape; the
     // writer (and a GEMM's fill) write it the same way.
     Value result = cleave::ReshapeView(copy.getDpsInputs()[0]).source;
-    auto alloc = result.getDefiningOp<memref::AllocOp>();
-    if (!alloc)
+    if (!result.getDefiningOp<memref::AllocOp>())
       return;
     linalg::LinalgOp writer;
     linalg::FillOp fill;
-    SmallVector<Operation *> deallocs;
     for (Value alias : cleave::viewsOf(result))
       for (Operation *user : alias.getUsers()) {
-        if (user == copy || cleave::viewSource(user))
+        if (user == copy || cleave::viewSource(user) ||
+            isa<memref::DeallocOp>(user))
           continue;
-        if (isa<memref::DeallocOp>(user)) {
-          deallocs.push_back(user);
-          continue;
-        }
         auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
         if (linalgOp && !writer &&
             (cleave::isGemm(user) || isOverwritingElementwise(linalgOp)) &&
@@ -93,56 +87,26 @@ struct WriteTransposedPass
       }
     if (!writer || (fill && !cleave::isGemm(writer)))
       return; // an elementwise op overwrites what a fill wrote
-    if (fill && fill.getDpsInits()[0] != writer.getDpsInits()[0])
-      return; // the fill must write what the GEMM does
-    if (writer->getBlock() != copy->getBlock() ||
-        !writer->isBeforeInBlock(copy) ||
-        (fill && (fill->getBlock() != writer->getBlock() ||
-                  !fill->isBeforeInBlock(writer))))
-      return;
+    if (fill && (fill.getDpsInits()[0] != writer.getDpsInits()[0] ||
+                 fill->getBlock() != writer->getBlock() ||
+                 !fill->isBeforeInBlock(writer)))
+      return; // the fill must write what the GEMM does, before it
     // Everything is checked before anything changes. The fill will come
     // down to the writer (nothing else touches the buffer in between), so
-    // the destination is written from the writer on: nothing between it and
-    // the copy may touch the destination, the writer may not read it, and
-    // the destination must exist at the fill or the writer, whichever comes
-    // first once the fill has moved.
-    Value dest = copy.getDpsInits()[0];
-    Value destRoot = cleave::viewedBuffer(dest);
-    if (destRoot == result)
-      return; // a copy within the buffer itself
-    if (cleave::touchedBetween(destRoot, writer, copy) ||
-        llvm::any_of(cleave::viewsOf(destRoot), [&](Value alias) {
-          return llvm::is_contained(alias.getUsers(), writer.getOperation());
-        }))
+    // the destination is written from the writer on.
+    FailureOr<cleave::CopyDestination> destination =
+        cleave::CopyDestination::of(copy, writer, writer.getDpsInits()[0]);
+    if (failed(destination))
       return;
-    FailureOr<SmallVector<Operation *>> toHoist =
-        cleave::definitionsAfter(dest, writer);
-    cleave::CopyDestination destination(copy, writer.getDpsInits()[0]);
-    if (failed(toHoist) || failed(destination.viewType()))
-      return;
-
     if (fill)
       fill->moveBefore(writer);
-    Operation *first = fill ? fill.getOperation() : writer.getOperation();
-    for (Operation *op : *toHoist)
-      op->moveBefore(first);
-    OpBuilder b(first);
-    Value view = destination.build(b, copy.getLoc());
-    Operation *oldInit = writer.getDpsInits()[0].getDefiningOp();
-    Operation *copyReshape = copy.getDpsInputs()[0].getDefiningOp();
-    if (copyReshape == oldInit)
-      copyReshape = nullptr;
+    Value view = destination->build(
+        fill ? fill.getOperation() : writer.getOperation(), copy.getLoc());
     writer.getDpsInitsMutable()[0].set(view);
     if (fill)
       fill.getDpsInitsMutable()[0].set(view);
     copy->erase();
-    for (Operation *d : deallocs)
-      d->erase();
-    for (Operation *reshape : {copyReshape, oldInit})
-      if (reshape && reshape != alloc && reshape->use_empty())
-        reshape->erase();
-    if (alloc->use_empty())
-      alloc->erase();
+    cleave::eraseIfDead(result);
   }
 };
 
