@@ -58,12 +58,7 @@ CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
 /// collectives do, with the rank named.
 GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
   try {
-    GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
-    if (rounded && (g.beta != 0.0f || g.bias))
-      throw RuntimeError("a GEMM with a rounded 16-bit result takes neither "
-                         "beta * C nor a bias (beta " +
-                         std::to_string(g.beta) + ")");
-    return g;
+    return decodeGemm(CLEAVE_ABI_GEMM_ARGS, rounded);
   } catch (const RuntimeError &e) {
     std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
                  e.what());
@@ -71,40 +66,47 @@ GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
   }
 }
 
-/// Every GEMM of the call, one cblas_sgemm each; `Element` is A's and B's
-/// storage (float, or uint16_t widened by `Widen`).
+/// GEMM (o, i) of the call into the float32 matrix at `ci` (rows `ldc`
+/// apart), added to beta times what it holds, after `bias` (when not null)
+/// is written there; `Element` is A's and B's storage (float, or uint16_t
+/// widened by `Widen`).
+template <typename Element, float (*Widen)(uint16_t)>
+void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
+            float *ci, int64_t ldc, float beta, const float *bias) {
+  if (bias) {
+    addBias(ci, g.m, g.n, ldc, bias, beta);
+    beta = 1.0f;
+  }
+  const Element *ai =
+      reinterpret_cast<const Element *>(a) + g.a.at(o) + i * g.a.batchStride;
+  const Element *bi =
+      reinterpret_cast<const Element *>(b) + g.b.at(o) + i * g.b.batchStride;
+  if constexpr (std::is_same_v<Element, float>) {
+    cblas_sgemm(CblasRowMajor, trans(g.a.layout), trans(g.b.layout), g.m, g.n,
+                g.k, 1.0f, ai, g.a.layout.ld, bi, g.b.layout.ld, beta, ci, ldc);
+  } else {
+    std::vector<float> wa = widen<Widen>(ai, g.m, g.k, g.a.layout);
+    std::vector<float> wb = widen<Widen>(bi, g.k, g.n, g.b.layout);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.m, g.n, g.k, 1.0f,
+                wa.data(), g.k, wb.data(), g.n, beta, ci, ldc);
+  }
+}
+
+/// Every GEMM of the call, one cblas_sgemm each, into its float32 C.
 template <typename Element, float (*Widen)(uint16_t)>
 void run(CLEAVE_ABI_GEMM_PARAMS) {
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/false);
-  const Element *pa = reinterpret_cast<const Element *>(a);
-  const Element *pb = reinterpret_cast<const Element *>(b);
   float *pc = reinterpret_cast<float *>(c);
-  const float *pbias = reinterpret_cast<const float *>(bias);
+  const float *pbias =
+      g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
   for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t i = 0; i < g.batch; ++i) {
-      float *ci = pc + g.c.at(o) + i * g.c.batchStride;
-      float beta = g.beta;
-      if (g.bias) {
-        addBias(ci, m, n, g.c.layout.ld, pbias + g.offsetBias, beta);
-        beta = 1.0f;
-      }
-      const Element *ai = pa + g.a.at(o) + i * g.a.batchStride;
-      const Element *bi = pb + g.b.at(o) + i * g.b.batchStride;
-      if constexpr (std::is_same_v<Element, float>) {
-        cblas_sgemm(CblasRowMajor, trans(g.a.layout), trans(g.b.layout), m, n,
-                    k, 1.0f, ai, g.a.layout.ld, bi, g.b.layout.ld, beta, ci,
-                    g.c.layout.ld);
-      } else {
-        std::vector<float> wa = widen<Widen>(ai, m, k, g.a.layout);
-        std::vector<float> wb = widen<Widen>(bi, k, n, g.b.layout);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
-                    wa.data(), k, wb.data(), n, beta, ci, g.c.layout.ld);
-      }
-    }
+    for (int64_t i = 0; i < g.batch; ++i)
+      gemmAt<Element, Widen>(g, a, b, o, i, pc + g.c.at(o) + i * g.c.batchStride,
+                             g.c.layout.ld, g.beta, pbias);
 }
 
-/// The _rounded entries: each GEMM into a float32 scratch matrix, then
-/// rounded by `Narrow` into C.
+/// The _rounded entries: each GEMM into a packed float32 scratch matrix,
+/// then rounded by `Narrow` into the 16-bit C.
 template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
 void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
@@ -112,12 +114,7 @@ void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
   std::vector<float> scratch(m * n);
   for (int64_t o = 0; o < g.outer; ++o)
     for (int64_t i = 0; i < g.batch; ++i) {
-      // The scratch matrix is packed: C's offsets go to the 16-bit C only.
-      run<uint16_t, Widen>(1, 1, m, n, k, a, g.a.at(o) + i * g.a.batchStride,
-                           0, 0, rowStrideA, colStrideA, b,
-                           g.b.at(o) + i * g.b.batchStride, 0, 0, rowStrideB,
-                           colStrideB, reinterpret_cast<intptr_t>(scratch.data()),
-                           0, 0, 0, n, 0, 0, 0.0f);
+      gemmAt<uint16_t, Widen>(g, a, b, o, i, scratch.data(), n, 0.0f, nullptr);
       uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j)

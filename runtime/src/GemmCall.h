@@ -37,8 +37,12 @@ struct GemmCall {
 };
 
 /// The call's arguments decoded; RuntimeError naming the operand when BLAS
-/// cannot read one.
-inline GemmCall decodeGemm(CLEAVE_ABI_GEMM_PARAMS) {
+/// cannot read one, or, for a `rounded` entry (16-bit C), when it is asked
+/// to add beta * C or a bias.
+inline GemmCall decodeGemm(CLEAVE_ABI_GEMM_PARAMS, bool rounded = false) {
+  if (rounded && (beta != 0.0f || bias != 0))
+    throw RuntimeError("a GEMM with a rounded 16-bit result takes neither "
+                       "beta * C nor a bias");
   (void)a, (void)b, (void)c;
   auto operand = [](const char *name, int64_t rows, int64_t cols,
                     int64_t offset, int64_t outerStride, int64_t batchStride,

@@ -248,10 +248,12 @@ void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
   constexpr GemmType OutType = Rounded ? InType : GemmType::F32;
   size_t bytes = elementBytes(InType), outBytes = elementBytes(OutType);
   orExit([&] {
-    GemmCall g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
-    if (Rounded && (beta != 0.0f || g.bias))
-      throw RuntimeError("a GEMM with a rounded 16-bit result takes neither "
-                         "beta * C nor a bias, on " + where());
+    GemmCall g;
+    try {
+      g = decodeGemm(CLEAVE_ABI_GEMM_ARGS, Rounded);
+    } catch (const RuntimeError &e) {
+      throw RuntimeError(std::string(e.what()) + ", on " + where());
+    }
     Gemm::Shape shape{m, n, k};
     shape.transA = g.a.layout.transposed;
     shape.transB = g.b.layout.transposed;
