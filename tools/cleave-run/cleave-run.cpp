@@ -71,7 +71,8 @@ static const char *betterOpenBlasCore() {
   using CoreName = char *(*)();
   auto coreName =
       reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"));
-  bool generic = coreName && std::strcmp(coreName(), "Prescott") == 0;
+  const char *core = coreName ? coreName() : nullptr;
+  bool generic = core && std::strcmp(core, "Prescott") == 0;
   dlclose(lib);
   if (!generic)
     return nullptr;
