@@ -15,7 +15,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <numeric>
 
 using namespace cleave;
 using namespace cleave::onnx_import;
@@ -188,55 +190,68 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
   // them goes through ConstTensor, which needs a context.
   std::unique_ptr<mlir::MLIRContext> typedFieldsContext;
 
-  for (const WeightRequest &request : requests) {
-    const std::string &name = request.name;
+  // A tensor of the model: its shape, element size and a reader of its
+  // bytes.
+  struct Source {
+    llvm::SmallVector<int64_t> shape;
+    size_t elementBytes = 0;
+    uint64_t bytes = 0;
+    bool isFloat = false;
+    std::function<Expected<std::string>(uint64_t offset, uint64_t size)> read;
+  };
+  auto open = [&](const std::string &name) -> Expected<Source> {
     auto it = initializers.find(name);
     if (it == initializers.end())
       return makeError("parameter '" + name + "' is neither an initializer nor "
                        "a Constant of '" + modelPath + "'");
     const onnx::TensorProto &tensor = *it->second;
-    llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+    Source source;
+    source.shape.assign(tensor.dims().begin(), tensor.dims().end());
     int64_t count = 1;
-    for (int64_t d : shape)
+    for (int64_t d : source.shape)
       count *= d;
-    size_t elementBytes = onnxElementBytes(tensor.data_type());
-    uint64_t bytes = count * elementBytes;
-    // --precision: float32 weights the program reads as 16-bit floats.
-    auto narrowing = tensor.data_type() == onnx::TensorProto::FLOAT
-                         ? narrowingTo(request.dtype)
-                         : nullptr;
-    uint64_t storedBytes = narrowing ? count * 2 : bytes;
-
-    // Reads `size` bytes at `offset` of the tensor's data.
-    std::optional<ExternalDataRef> external;
+    source.elementBytes = onnxElementBytes(tensor.data_type());
+    source.bytes = count * source.elementBytes;
+    source.isFloat = tensor.data_type() == onnx::TensorProto::FLOAT;
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-      auto ref = resolveExternalData(tensor, modelDir, bytes);
+      auto ref = resolveExternalData(tensor, modelDir, source.bytes);
       if (!ref)
         return ref.takeError();
-      external = *ref;
-    }
-    std::string encoded;
-    if (!external && !tensor.has_raw_data()) {
-      if (!typedFieldsContext)
-        typedFieldsContext = std::make_unique<mlir::MLIRContext>();
-      encoded = encodeTypedFields(*typedFieldsContext, tensor, modelDir);
-      if (encoded.size() != bytes)
-        return makeError("cannot encode the data of parameter '" + name + "'");
-    }
-    auto read = [&](uint64_t offset, uint64_t size) -> Expected<std::string> {
-      if (external) {
-        auto slice = llvm::MemoryBuffer::getFileSlice(external->path, size,
-                                                      external->offset + offset);
+      ExternalDataRef external = *ref;
+      source.read = [external, name](uint64_t offset,
+                                     uint64_t size) -> Expected<std::string> {
+        auto slice = llvm::MemoryBuffer::getFileSlice(external.path, size,
+                                                      external.offset + offset);
         if (!slice)
           return makeError("cannot read external data of '" + name +
-                           "' from '" + external->path +
+                           "' from '" + external.path +
                            "': " + slice.getError().message());
         return (*slice)->getBuffer().str();
-      }
-      const std::string &all = tensor.has_raw_data() ? tensor.raw_data() : encoded;
-      return all.substr(offset, size);
+      };
+      return source;
+    }
+    if (tensor.has_raw_data()) {
+      source.read = [&tensor](uint64_t offset,
+                              uint64_t size) -> Expected<std::string> {
+        return tensor.raw_data().substr(offset, size);
+      };
+      return source;
+    }
+    if (!typedFieldsContext)
+      typedFieldsContext = std::make_unique<mlir::MLIRContext>();
+    auto encoded = std::make_shared<std::string>(
+        encodeTypedFields(*typedFieldsContext, tensor, modelDir));
+    if (encoded->size() != source.bytes)
+      return makeError("cannot encode the data of parameter '" + name + "'");
+    source.read = [encoded](uint64_t offset,
+                            uint64_t size) -> Expected<std::string> {
+      return encoded->substr(offset, size);
     };
+    return source;
+  };
 
+  for (const WeightRequest &request : requests) {
+    const std::string &name = request.name;
     auto holds = [&](size_t rank) {
       return request.heldBy.empty() || request.heldBy[rank];
     };
@@ -245,15 +260,36 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         sink.pad();
       else
         infos[rank].placements.push_back({0, 0, /*held=*/false});
-    if (request.offsets.empty()) {
+
+    // A joined parameter is made of its parts; any other of itself.
+    llvm::SmallVector<const WeightRequest *> pieces;
+    if (request.parts.empty())
+      pieces.push_back(&request);
+    for (const WeightRequest &part : request.parts)
+      pieces.push_back(&part);
+    std::vector<Source> sources;
+    for (const WeightRequest *piece : pieces) {
+      auto source = open(piece->name);
+      if (!source)
+        return source.takeError();
+      sources.push_back(std::move(*source));
+    }
+    // --precision: float32 weights the program reads as 16-bit floats.
+    bool isFloat =
+        llvm::all_of(sources, [](const Source &s) { return s.isFloat; });
+    auto narrowing = isFloat ? narrowingTo(request.dtype) : nullptr;
+
+    if (request.parts.empty() && request.offsets.empty()) {
       // Whole on every rank: stream in 16 MiB slices so memory does not grow
       // with the tensor.
-      constexpr uint64_t kSlice = 16 << 20;
+      const Source &source = sources.front();
+      uint64_t storedBytes = narrowing ? source.bytes / 2 : source.bytes;
       for (auto [rank, sink] : llvm::enumerate(sinks))
         if (holds(rank))
           infos[rank].placements.push_back({sink.position, storedBytes});
-      for (uint64_t done = 0; done < bytes; done += kSlice) {
-        auto chunk = read(done, std::min(kSlice, bytes - done));
+      constexpr uint64_t kSlice = 16 << 20;
+      for (uint64_t done = 0; done < source.bytes; done += kSlice) {
+        auto chunk = source.read(done, std::min(kSlice, source.bytes - done));
         if (!chunk)
           return chunk.takeError();
         if (narrowing)
@@ -264,19 +300,50 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       }
       continue;
     }
-    // Split: read once, reorder if asked, cut a block for every rank.
-    auto data = read(0, bytes);
-    if (!data)
-      return data.takeError();
-    if (request.columnParts > 0)
-      *data = reorderColumns(*data, shape.back(), request.columnParts,
-                             request.columnShards, elementBytes);
+    // Split or joined: every piece read once (reordered if asked), then for
+    // each rank its block of every piece, side by side row by row.
+    std::vector<std::string> data;
+    std::vector<size_t> rowBytes;
+    for (auto [piece, source] : llvm::zip(pieces, sources)) {
+      auto bytes = source.read(0, source.bytes);
+      if (!bytes)
+        return bytes.takeError();
+      if (piece->columnParts > 0)
+        *bytes = reorderColumns(*bytes, source.shape.back(), piece->columnParts,
+                                piece->columnShards, source.elementBytes);
+      data.push_back(std::move(*bytes));
+      int64_t width = piece->offsets.empty() || source.shape.empty()
+                          ? (source.shape.empty() ? 1 : source.shape.back())
+                          : piece->sliceShape.back();
+      rowBytes.push_back(width * source.elementBytes);
+    }
     for (auto [rank, sink] : llvm::enumerate(sinks)) {
       if (!holds(rank))
         continue;
+      std::vector<std::string> blocks;
+      for (auto [piece, source, bytes] : llvm::zip(pieces, sources, data)) {
+        blocks.emplace_back();
+        if (piece->offsets.empty())
+          blocks.back() = bytes;
+        else
+          copyBlock(bytes.data(), source.shape, piece->offsets[rank],
+                    piece->sliceShape, source.elementBytes, blocks.back());
+      }
       std::string block;
-      copyBlock(data->data(), shape, request.offsets[rank], request.sliceShape,
-                elementBytes, block);
+      if (blocks.size() == 1) {
+        block = std::move(blocks.front());
+      } else {
+        size_t rows = blocks.front().size() / rowBytes.front();
+        for (auto [piece, bytes] : llvm::zip(blocks, rowBytes))
+          if (piece.size() != rows * bytes)
+            return makeError("the parts of parameter '" + name +
+                             "' do not have the same rows");
+        block.reserve(rows * std::accumulate(rowBytes.begin(), rowBytes.end(),
+                                             size_t(0)));
+        for (size_t row = 0; row < rows; ++row)
+          for (auto [piece, bytes] : llvm::zip(blocks, rowBytes))
+            block.append(piece, row * bytes, bytes);
+      }
       if (narrowing)
         block = narrowing(block);
       infos[rank].placements.push_back({sink.position, block.size()});

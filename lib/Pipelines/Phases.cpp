@@ -84,6 +84,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   }
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-bias-into-gemm, "
+           "cleave-join-projections, "
            "cleave-generalize-for-fusion, "
            "cleave-concat-halves-to-generic, cleave-fuse-elementwise, "
            "canonicalize, cse, cleave-fuse-elementwise, canonicalize, cse)";

@@ -85,6 +85,31 @@ static PipelineSignature pipelineOf(ModuleOp module) {
   return p;
 }
 
+/// What a parameter's argument attributes say about how the model's tensor
+/// is held: its split over the mesh (and so its shape in the model), the
+/// reorder of a fused projection, its pipeline stages, who chose the split.
+static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
+                              const MeshSpec &mesh) {
+  buffer.globalShape = buffer.shape;
+  if (!attrs)
+    return;
+  if (auto split = attrs.getAs<ArrayAttr>(kShardingAttrName)) {
+    for (auto [d, axes] :
+         llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {
+      buffer.split.emplace_back(axes.asArrayRef());
+      for (int16_t a : axes.asArrayRef())
+        buffer.globalShape[d] *= mesh.axisSizes[a];
+    }
+  }
+  if (auto groups = attrs.getAs<IntegerAttr>(kColumnGroupsAttrName))
+    buffer.columnGroups = groups.getInt();
+  if (auto stages = attrs.getAs<DenseI64ArrayAttr>("cleave.stages"))
+    buffer.stages.assign(stages.asArrayRef().begin(),
+                         stages.asArrayRef().end());
+  if (auto origin = attrs.getAs<StringAttr>(kShardingOriginAttrName))
+    buffer.origin = origin.str();
+}
+
 FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main) {
@@ -143,20 +168,29 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     }
     buffer.shape.assign(type.getShape().begin(), type.getShape().end());
     buffer.bytes = storageBytes(type);
-    buffer.globalShape = buffer.shape;
-    if (auto split = main.getArgAttrOfType<ArrayAttr>(i, kShardingAttrName)) {
-      for (auto [d, axes] : llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {
-        buffer.split.emplace_back(axes.asArrayRef());
-        for (int16_t a : axes.asArrayRef())
-          buffer.globalShape[d] *= signature.mesh.axisSizes[a];
-      }
+    describeParameter(buffer, main.getArgAttrDict(i), signature.mesh);
+    auto parts = main.getArgAttrOfType<ArrayAttr>(i, kJoinedAttrName);
+    auto widths =
+        main.getArgAttrOfType<DenseI64ArrayAttr>(i, kJoinedColumnsAttrName);
+    if (parts && (!widths || widths.size() != int64_t(parts.size()))) {
+      main.emitError() << "joined parameter '" << buffer.name
+                       << "' has no width for each part";
+      return failure();
     }
-    if (auto groups = main.getArgAttrOfType<IntegerAttr>(i, kColumnGroupsAttrName))
-      buffer.columnGroups = groups.getInt();
-    if (auto stages = main.getArgAttrOfType<DenseI64ArrayAttr>(i, "cleave.stages"))
-      buffer.stages.assign(stages.asArrayRef().begin(), stages.asArrayRef().end());
-    if (auto origin = main.getArgAttrOfType<StringAttr>(i, kShardingOriginAttrName))
-      buffer.origin = origin.str();
+    for (auto [attrs, width] :
+         llvm::zip(parts ? parts.getValue() : ArrayRef<Attribute>(),
+                   widths ? widths.asArrayRef() : ArrayRef<int64_t>())) {
+      BufferSignature part;
+      part.kind = BufferSignature::Kind::Param;
+      auto partAttrs = cast<DictionaryAttr>(attrs);
+      part.name = partAttrs.getAs<StringAttr>(kParamAttrName).str();
+      part.dtype = buffer.dtype;
+      part.shape = buffer.shape;
+      part.shape.back() = width;
+      part.bytes = buffer.bytes / buffer.shape.back() * width;
+      describeParameter(part, partAttrs, signature.mesh);
+      buffer.parts.push_back(std::move(part));
+    }
     signature.buffers.push_back(std::move(buffer));
   }
   return signature;
@@ -326,10 +360,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   int64_t ranks = signature.mesh.rankCount();
   // Weights: streamed from the model, cut per rank, placements recorded in
   // the signature (every rank's file has the same layout).
-  std::vector<WeightRequest> requests;
-  for (const BufferSignature &b : signature.buffers) {
-    if (b.kind != BufferSignature::Kind::Param)
-      continue;
+  auto requestFor = [&](const BufferSignature &b) {
     WeightRequest request;
     request.name = b.name;
     request.dtype = b.dtype;
@@ -351,7 +382,15 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     if (!b.stages.empty())
       for (int64_t rank = 0; rank < ranks; ++rank)
         request.heldBy.push_back(llvm::is_contained(b.stages, signature.stageOf(rank)));
-    requests.push_back(std::move(request));
+    return request;
+  };
+  std::vector<WeightRequest> requests;
+  for (const BufferSignature &b : signature.buffers) {
+    if (b.kind != BufferSignature::Kind::Param)
+      continue;
+    requests.push_back(requestFor(b));
+    for (const BufferSignature &part : b.parts)
+      requests.back().parts.push_back(requestFor(part));
   }
   std::vector<std::string> weightPaths;
   if (ranks == 1) {
@@ -411,7 +450,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   for (int64_t rank = 0; rank < ranks; ++rank)
     paramBytes = std::max(paramBytes, signature.paramBytesHeldBy(rank));
   for (const BufferSignature &b : signature.buffers)
-    paramCount += b.kind == BufferSignature::Kind::Param;
+    paramCount += b.modelParams().size();
   llvm::json::Array meshAxes;
   for (auto [name, size] :
        llvm::zip(signature.mesh.axisNames, signature.mesh.axisSizes))

@@ -88,22 +88,24 @@ std::string cleave::planReport(const ModelSignature &sig,
         std::max(stageParams[sig.stageOf(r)], sig.paramBytesHeldBy(r));
   uint64_t inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
   size_t params = 0, split = 0;
-  for (const BufferSignature &b : sig.buffers) {
-    if (b.kind != BufferSignature::Kind::Param) {
-      io += b.bytes;
-      continue;
-    }
-    ++params;
-    uint64_t whole = b.bytes;
-    for (size_t d = 0; d < b.shape.size(); ++d)
-      whole = whole / b.shape[d] * b.globalShape[d];
-    inModel += whole;
-    if (shardingString(sig, b) != "whole") {
-      ++split;
-      splitPerRank += b.bytes;
-      splitInModel += whole;
-    }
+  for (const BufferSignature &buffer : sig.buffers) {
+    if (buffer.kind != BufferSignature::Kind::Param)
+      io += buffer.bytes;
   }
+  for (const BufferSignature &buffer : sig.buffers)
+    for (const BufferSignature *param : buffer.modelParams()) {
+      const BufferSignature &b = *param;
+      ++params;
+      uint64_t whole = b.bytes;
+      for (size_t d = 0; d < b.shape.size(); ++d)
+        whole = whole / b.shape[d] * b.globalShape[d];
+      inModel += whole;
+      if (shardingString(sig, b) != "whole") {
+        ++split;
+        splitPerRank += b.bytes;
+        splitInModel += whole;
+      }
+    }
   uint64_t perRank = *std::max_element(stageParams.begin(), stageParams.end());
   os << "Parameters: " << params << " (" << split << " split), "
      << bytesString(inModel) << " bytes in the model, " << bytesString(perRank)
@@ -114,29 +116,36 @@ std::string cleave::planReport(const ModelSignature &sig,
                        (unsigned long long)splitInModel,
                        (unsigned long long)splitPerRank,
                        double(splitInModel) / double(splitPerRank));
-  for (const BufferSignature &b : sig.buffers) {
-    if (b.kind != BufferSignature::Kind::Param)
-      continue;
-    os << llvm::format("  %-40s %-5s %-12s %-14s %12llu bytes/rank",
-                       b.name.c_str(), b.dtype.c_str(),
-                       shapeString(b.globalShape).c_str(),
-                       shardingString(sig, b).c_str(),
-                       (unsigned long long)b.bytes);
-    if (pipe.stages > 1) {
-      llvm::SmallVector<std::string> list;
-      for (int64_t st : b.stages)
-        list.push_back(std::to_string(st));
-      os << "  stage" << (list.size() == 1 ? " " : "s ") << llvm::join(list, ",");
+  for (const BufferSignature &buffer : sig.buffers)
+    for (const BufferSignature *param : buffer.modelParams()) {
+      const BufferSignature &b = *param;
+      os << llvm::format(
+          "  %-40s %-5s %-12s %-14s %12llu bytes/rank", b.name.c_str(),
+          b.dtype.c_str(), shapeString(b.globalShape).c_str(),
+          shardingString(sig, b).c_str(), (unsigned long long)b.bytes);
+      if (pipe.stages > 1) {
+        llvm::SmallVector<std::string> list;
+        for (int64_t st : b.stages)
+          list.push_back(std::to_string(st));
+        os << "  stage" << (list.size() == 1 ? " " : "s ")
+           << llvm::join(list, ",");
+      }
+      if (!b.origin.empty())
+        os << "  <- " << b.origin;
+      else if (shardingString(sig, b) != "whole")
+        os << "  <- propagated";
+      if (b.columnGroups > 0)
+        os << " (stored reordered: " << b.columnGroups
+           << " fused parts, each split by rank)";
+      if (!buffer.parts.empty()) {
+        llvm::SmallVector<llvm::StringRef> others;
+        for (const BufferSignature &part : buffer.parts)
+          if (&part != param)
+            others.push_back(part.name);
+        os << " (joined into one GEMM with " << llvm::join(others, ", ") << ")";
+      }
+      os << "\n";
     }
-    if (!b.origin.empty())
-      os << "  <- " << b.origin;
-    else if (shardingString(sig, b) != "whole")
-      os << "  <- propagated";
-    if (b.columnGroups > 0)
-      os << " (stored reordered: " << b.columnGroups
-         << " fused parts, each split by rank)";
-    os << "\n";
-  }
 
   if (pipelined) {
     int64_t p = pipe.stages, m = pipe.microbatches;

@@ -1,7 +1,9 @@
 """Per-layer counts of a model compiled with --target cuda --compile-to
 lower, from the same stack at 1 and 2 layers (the difference is one layer):
 kernels (cubins, gpu.binary), their launches, and cuBLASLt GEMM calls, next
-to the ONNX MatMul nodes per layer counted in the models themselves.
+to the ONNX MatMul nodes per layer counted in the models themselves, and
+the GEMMs those make once MatMuls that multiply the same activation by a
+weight each (Q, K and V; gate and up) are one GEMM (cleave-join-projections).
 
 With one model (MODEL.mlir MODEL.onnx), the same counts for the whole model.
 
@@ -15,20 +17,25 @@ import onnx
 def counts(mlir_path, onnx_path):
     text = open(mlir_path).read()
     model = onnx.load(onnx_path, load_external_data=False)
+    weights = {init.name for init in model.graph.initializer}
+    matmuls = [node for node in model.graph.node if node.op_type == "MatMul"]
+    joined = {node.input[0] for node in matmuls if node.input[1] in weights}
+    alone = [node for node in matmuls if node.input[1] not in weights]
     return (len(re.findall(r"gpu\.binary @", text)),
             len(re.findall(r"gpu\.launch_func", text)),
             len(re.findall(r"llvm\.call @cleave_rt_cuda_(?:sgemm|gemm_)", text)),
-            sum(node.op_type == "MatMul" for node in model.graph.node))
+            len(matmuls), len(joined) + len(alone))
 
 
 one = counts(sys.argv[1], sys.argv[2])
 if len(sys.argv) == 3:
-    kernels, launches, gemms, matmuls = one
+    kernels, launches, gemms, matmuls, groups = one
     print(f"kernels: {kernels}, launches: {launches}; GEMM calls: {gemms}, "
-          f"ONNX MatMul nodes: {matmuls}")
+          f"ONNX MatMul nodes: {matmuls}, joined: {groups}")
     sys.exit(0)
 two = counts(sys.argv[3], sys.argv[4])
-kernels, launches, gemms, matmuls = (b - a for a, b in zip(one, two))
+kernels, launches, gemms, matmuls, groups = (b - a for a, b in zip(one, two))
 print(f"kernels per layer: {kernels}, launches per layer: {launches}")
-print(f"GEMM calls per layer: {gemms}, ONNX MatMul nodes per layer: {matmuls}")
+print(f"GEMM calls per layer: {gemms}, ONNX MatMul nodes per layer: {matmuls}, "
+      f"joined: {groups}")
 print(f"every kernel a cubin, launched once: {'yes' if two[0] == two[1] else 'no'}")

@@ -41,6 +41,22 @@ struct BufferSignature {
   llvm::SmallVector<int64_t> globalShape;
   int64_t columnGroups = 0;
   std::string origin;
+  /// A parameter cleave-join-projections made of several of the model's:
+  /// those, in order, side by side along the last dimension (each with its
+  /// own shape on this rank, split and origin). Empty for any other buffer.
+  std::vector<BufferSignature> parts;
+
+  /// The model's parameters this buffer holds: its parts, or itself.
+  llvm::SmallVector<const BufferSignature *> modelParams() const {
+    llvm::SmallVector<const BufferSignature *> list;
+    if (kind != Kind::Param)
+      return list;
+    if (parts.empty())
+      list.push_back(this);
+    for (const BufferSignature &part : parts)
+      list.push_back(&part);
+    return list;
+  }
 };
 
 /// A collective of the program, for the plan report.

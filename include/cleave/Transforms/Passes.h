@@ -27,6 +27,13 @@ inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
 inline constexpr llvm::StringLiteral kColumnGroupsAttrName =
     "cleave.column_groups";
 
+/// Argument attributes of a parameter cleave-join-projections made of the
+/// model's: each part's own argument attributes, in order, and each part's
+/// width along the last dimension (on this rank).
+inline constexpr llvm::StringLiteral kJoinedAttrName = "cleave.joined";
+inline constexpr llvm::StringLiteral kJoinedColumnsAttrName =
+    "cleave.joined_columns";
+
 #define GEN_PASS_DECL
 #include "cleave/Transforms/Passes.h.inc"
 

@@ -186,6 +186,53 @@ def CleaveLowerPrecision
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveJoinProjections
+    : Pass<"cleave-join-projections", "mlir::func::FuncOp"> {
+  let summary = "Projections of one activation become one GEMM over their "
+                "weights side by side";
+  let description = [{
+    Attention's Q, K and V projections, and a gated MLP's gate and up
+    projections, read the same activation. As separate GEMMs each packs
+    that activation again (BLAS) and each is a call of its own, too narrow
+    to fill a GPU; under `--precision` each result is also rounded by a
+    kernel of its own. Where `linalg.matmul`s in one block read the same
+    activation, each with a weight parameter only it reads, all starting
+    from zeros or all from their own bias parameter broadcast over the rows
+    (`cleave-bias-into-gemm`), and their parameters belong to the same
+    pipeline stages, they become one matmul over a new parameter made of
+    the weights side by side along their columns (and one bias made of the
+    biases), and each old result is a column slice of the new one.
+
+    The new parameter, in the place of the first part, is named after its
+    parts joined by `+`, and records each part's own argument attributes
+    (`cleave.joined`, in order) and width on this rank
+    (`cleave.joined_columns`). The bundle writes each rank's block of every
+    part side by side, row by row, so any split of the parts (a column
+    split under tensor parallelism) is joined per rank, and the plan still
+    lists the model's parameters.
+
+    When every part's result then goes through the same reshapes (keeping
+    the last dimension whole) into the same one-input elementwise generic,
+    that generic runs once over the joined result and its parts' results
+    are column slices of it: under `--precision`, Q, K and V are rounded to
+    16 bits by one kernel.
+
+    Before:
+    ```mlir
+    %q = linalg.matmul ins(%x, %wq : tensor<16x64xf32>, tensor<64x64xf32>) outs(%z)
+    %k = linalg.matmul ins(%x, %wk : tensor<16x64xf32>, tensor<64x32xf32>) outs(%z2)
+    ```
+    After:
+    ```mlir
+    %qk = linalg.matmul ins(%x, %wqk : tensor<16x64xf32>, tensor<64x96xf32>) outs(%z3)
+    %q = tensor.extract_slice %qk[0, 0] [16, 64] [1, 1]
+    %k = tensor.extract_slice %qk[0, 64] [16, 32] [1, 1]
+    ```
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def CleaveBiasIntoGemm : Pass<"cleave-bias-into-gemm", "mlir::func::FuncOp"> {
   let summary = "A bias added to a GEMM's result becomes the GEMM's starting "
                 "value";

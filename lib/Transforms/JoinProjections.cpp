@@ -1,0 +1,410 @@
+//===- JoinProjections.cpp - Sibling projections as one GEMM --------------===//
+//
+// See Passes.td. GEMMs that read the same activation, each with a weight of
+// its own (attention's Q, K and V; a gated MLP's gate and up projections),
+// become one GEMM over the weights joined along their columns, and each old
+// result a column slice of the joined one. The joined weight (and bias) is a
+// new @main argument that records the model's parameters it is made of, in
+// order, so that the bundle writes each rank's blocks of them side by side.
+// One identical elementwise op after every part (the rounding to bf16 under
+// --precision) then runs once, over the joined result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEJOINPROJECTIONS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// A parameter of @main: an entry block argument tagged `cleave.param`.
+BlockArgument parameter(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front() ||
+      !func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName))
+    return nullptr;
+  return arg;
+}
+
+/// A projection: a plain `linalg.matmul` whose weight is a parameter it
+/// alone reads, starting from zeros or from its own bias parameter
+/// broadcast over the rows (cleave-bias-into-gemm's form).
+struct Projection {
+  linalg::MatmulOp gemm;
+  BlockArgument weight;
+  BlockArgument bias;              // null: starts from zeros
+  linalg::GenericOp biasBroadcast; // the broadcast of `bias`
+};
+
+/// The bias parameter `init` broadcasts over a GEMM's rows, if it is one
+/// (only the GEMM reads the broadcast, only the broadcast the parameter).
+std::optional<Projection> biasStart(func::FuncOp func, Value init) {
+  auto broadcast = init.getDefiningOp<linalg::GenericOp>();
+  if (!broadcast || !init.hasOneUse() || broadcast.getNumDpsInputs() != 1 ||
+      broadcast.getNumLoops() != 2 || broadcast.getNumReductionLoops() != 0)
+    return std::nullopt;
+  MLIRContext *ctx = func.getContext();
+  AffineMap rows = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
+  SmallVector<AffineMap> maps = broadcast.getIndexingMapsArray();
+  Block &body = broadcast.getRegion().front();
+  BlockArgument bias = parameter(func, broadcast.getDpsInputs()[0]);
+  if (!bias || !bias.hasOneUse() || maps[0] != rows || !maps[1].isIdentity() ||
+      body.getTerminator()->getOperand(0) != body.getArgument(0))
+    return std::nullopt;
+  Projection p;
+  p.bias = bias;
+  p.biasBroadcast = broadcast;
+  return p;
+}
+
+std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
+  if (gemm.getIndexingMapsArray() !=
+      linalg::MatmulOp::getDefaultIndexingMaps(gemm.getContext()))
+    return std::nullopt;
+  BlockArgument weight = parameter(func, gemm.getInputs()[1]);
+  if (!weight || !weight.hasOneUse())
+    return std::nullopt;
+  Value init = gemm.getDpsInits()[0];
+  std::optional<Projection> p;
+  if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
+    if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+      return std::nullopt;
+    p = Projection{};
+  } else {
+    p = biasStart(func, init);
+  }
+  if (p) {
+    p->gemm = gemm;
+    p->weight = weight;
+  }
+  return p;
+}
+
+/// What projections must share to be joined: besides the activation, the
+/// element types, how they start, and the pipeline stages that hold their
+/// parameters.
+struct JoinKey {
+  Value activation;
+  Type weightType, resultType, biasType;
+  Attribute stages;
+  Block *block;
+  bool operator==(const JoinKey &o) const {
+    return activation == o.activation && weightType == o.weightType &&
+           resultType == o.resultType && biasType == o.biasType &&
+           stages == o.stages && block == o.block;
+  }
+};
+
+JoinKey keyOf(func::FuncOp func, Projection p) {
+  auto elementOf = [](Value v) {
+    return v ? cast<ShapedType>(v.getType()).getElementType() : Type();
+  };
+  return {p.gemm.getInputs()[0],
+          elementOf(p.weight),
+          elementOf(p.gemm.getResult(0)),
+          elementOf(p.bias),
+          func.getArgAttr(p.weight.getArgNumber(), "cleave.stages"),
+          p.gemm->getBlock()};
+}
+
+/// A one-input elementwise generic over identity maps, writing a fresh
+/// tensor: the same op can run over the joined columns.
+bool isPointwise(linalg::GenericOp op) {
+  return op && op.getNumDpsInputs() == 1 && op.getNumDpsInits() == 1 &&
+         op.getNumReductionLoops() == 0 &&
+         llvm::all_of(op.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isIdentity(); }) &&
+         op.getRegion().front().getArgument(1).use_empty() &&
+         op.getRegion().front().getOps<linalg::IndexOp>().empty();
+}
+
+/// The path from a projection's result to the elementwise op after it:
+/// expand/collapse_shapes that keep the last dimension whole (and are all
+/// its uses), then the op.
+struct Tail {
+  SmallVector<Operation *> reshapes;
+  linalg::GenericOp op;
+};
+
+std::optional<Tail> tailOf(Value result) {
+  Tail tail;
+  Value v = result;
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user)) {
+      SmallVector<ReassociationIndices> groups =
+          isa<tensor::ExpandShapeOp>(user)
+              ? cast<tensor::ExpandShapeOp>(user).getReassociationIndices()
+              : cast<tensor::CollapseShapeOp>(user).getReassociationIndices();
+      if (groups.back().size() != 1)
+        return std::nullopt;
+      tail.reshapes.push_back(user);
+      v = user->getResult(0);
+      continue;
+    }
+    tail.op = dyn_cast<linalg::GenericOp>(user);
+    if (!isPointwise(tail.op))
+      return std::nullopt;
+    return tail;
+  }
+  return std::nullopt;
+}
+
+/// `type` with its last dimension `size`.
+RankedTensorType withLast(Type type, int64_t size) {
+  auto ranked = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(ranked.getShape());
+  shape.back() = size;
+  return RankedTensorType::get(shape, ranked.getElementType());
+}
+
+/// Column slices of `joined` (its last dimension), one per width.
+SmallVector<Value> columnSlices(OpBuilder &b, Location loc, Value joined,
+                                ArrayRef<int64_t> widths) {
+  auto type = cast<RankedTensorType>(joined.getType());
+  int64_t rank = type.getRank();
+  SmallVector<Value> slices;
+  int64_t offset = 0;
+  for (int64_t width : widths) {
+    SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)),
+        strides(rank, b.getIndexAttr(1)), sizes;
+    for (int64_t d = 0; d < rank - 1; ++d)
+      sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
+    sizes.push_back(b.getIndexAttr(width));
+    offsets.back() = b.getIndexAttr(offset);
+    slices.push_back(tensor::ExtractSliceOp::create(
+        b, loc, withLast(type, width), joined, offsets, sizes, strides));
+    offset += width;
+  }
+  return slices;
+}
+
+/// A generic like `like` (maps, iterators, body) over `input` into a fresh
+/// tensor of `type`.
+linalg::GenericOp cloneGeneric(OpBuilder &b, linalg::GenericOp like,
+                               Value input, RankedTensorType type) {
+  Location loc = like.getLoc();
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{input}, ValueRange{empty},
+      like.getIndexingMapsArray(), like.getIteratorTypesArray());
+  b.cloneRegionBefore(like.getRegion(), op.getRegion(), op.getRegion().end());
+  return op;
+}
+
+/// `reshape` (an expand or collapse_shape) of `source` instead, whose last
+/// dimension differs.
+Value cloneReshape(OpBuilder &b, Operation *reshape, Value source) {
+  Location loc = reshape->getLoc();
+  int64_t last = cast<ShapedType>(source.getType()).getShape().back();
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape))
+    return tensor::ExpandShapeOp::create(
+        b, loc, withLast(expand.getResultType(), last), source,
+        expand.getReassociationIndices());
+  auto collapse = cast<tensor::CollapseShapeOp>(reshape);
+  return tensor::CollapseShapeOp::create(b, loc, source,
+                                         collapse.getReassociationIndices());
+}
+
+/// Whether two reshapes do the same to every dimension but the last.
+bool sameReshape(Operation *a, Operation *c) {
+  if (a->getName() != c->getName())
+    return false;
+  auto groupsOf = [](Operation *op) {
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+      return expand.getReassociationIndices();
+    return cast<tensor::CollapseShapeOp>(op).getReassociationIndices();
+  };
+  auto shape = [](Operation *op) {
+    return cast<ShapedType>(op->getResult(0).getType()).getShape().drop_back();
+  };
+  return groupsOf(a) == groupsOf(c) && shape(a) == shape(c);
+}
+
+struct JoinProjectionsPass
+    : cleave::impl::CleaveJoinProjectionsBase<JoinProjectionsPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    SmallVector<std::pair<JoinKey, SmallVector<Projection>>> groups;
+    func.walk([&](linalg::MatmulOp gemm) {
+      std::optional<Projection> p = projection(func, gemm);
+      if (!p)
+        return;
+      JoinKey key = keyOf(func, *p);
+      auto it = llvm::find_if(groups, [&](auto &g) { return g.first == key; });
+      if (it == groups.end())
+        groups.push_back({key, {*p}});
+      else
+        it->second.push_back(*p);
+    });
+    SmallVector<BlockArgument> joinedParts;
+    for (auto &[key, members] : groups)
+      if (members.size() >= 2 && failed(join(func, members, joinedParts)))
+        return signalPassFailure();
+    // The joined parameters took the parts' places; nothing reads these.
+    llvm::BitVector erase(func.getNumArguments());
+    for (BlockArgument part : joinedParts)
+      erase.set(part.getArgNumber());
+    if (failed(func.eraseArguments(erase)))
+      return signalPassFailure();
+  }
+
+  /// A new parameter, where the first of `parts` is, made of `parts` side
+  /// by side along the last dimension.
+  BlockArgument joinArguments(func::FuncOp func,
+                              ArrayRef<BlockArgument> parts) {
+    Builder b(func.getContext());
+    SmallVector<std::string> names;
+    SmallVector<Attribute> attrs;
+    SmallVector<int64_t> widths;
+    int64_t total = 0;
+    for (BlockArgument part : parts) {
+      DictionaryAttr partAttrs = func.getArgAttrDict(part.getArgNumber());
+      names.push_back(
+          cast<StringAttr>(partAttrs.get(cleave::kParamAttrName)).str());
+      attrs.push_back(partAttrs);
+      widths.push_back(cast<ShapedType>(part.getType()).getShape().back());
+      total += widths.back();
+    }
+    SmallVector<NamedAttribute> joinedAttrs = {
+        b.getNamedAttr(cleave::kParamAttrName,
+                       b.getStringAttr(llvm::join(names, "+"))),
+        b.getNamedAttr(cleave::kJoinedAttrName, b.getArrayAttr(attrs)),
+        b.getNamedAttr(cleave::kJoinedColumnsAttrName,
+                       b.getDenseI64ArrayAttr(widths))};
+    if (Attribute stages =
+            func.getArgAttr(parts.front().getArgNumber(), "cleave.stages"))
+      joinedAttrs.push_back(b.getNamedAttr("cleave.stages", stages));
+    unsigned index = parts.front().getArgNumber();
+    if (failed(func.insertArgument(
+            index, withLast(parts.front().getType(), total),
+            b.getDictionaryAttr(joinedAttrs), parts.front().getLoc())))
+      return nullptr;
+    return func.getArgument(index);
+  }
+
+  LogicalResult join(func::FuncOp func, MutableArrayRef<Projection> members,
+                     SmallVectorImpl<BlockArgument> &joinedParts) {
+    // Program order, so the joined GEMM can go where the first one was.
+    llvm::sort(members, [](const Projection &a, const Projection &b) {
+      return a.gemm->isBeforeInBlock(b.gemm);
+    });
+    SmallVector<BlockArgument> weights, biases;
+    SmallVector<int64_t> widths;
+    for (const Projection &p : members) {
+      weights.push_back(p.weight);
+      if (p.bias)
+        biases.push_back(p.bias);
+      widths.push_back(cast<ShapedType>(p.weight.getType()).getShape().back());
+    }
+    BlockArgument weight = joinArguments(func, weights);
+    BlockArgument bias = biases.empty() ? nullptr : joinArguments(func, biases);
+    if (!weight || (!biases.empty() && !bias))
+      return failure();
+    joinedParts.append(weights);
+    joinedParts.append(biases);
+
+    linalg::MatmulOp first = members.front().gemm;
+    OpBuilder b(first);
+    Location loc = b.getFusedLoc(llvm::map_to_vector(
+        members, [](Projection p) { return p.gemm.getLoc(); }));
+    RankedTensorType resultType =
+        withLast(first.getResult(0).getType(),
+                 cast<ShapedType>(weight.getType()).getShape().back());
+    Value start;
+    if (bias) {
+      start = cloneGeneric(b, members.front().biasBroadcast, bias, resultType)
+                  .getResult(0);
+    } else {
+      Value empty = tensor::EmptyOp::create(b, loc, resultType.getShape(),
+                                            resultType.getElementType());
+      Value zero = arith::ConstantOp::create(
+          b, loc, b.getZeroAttr(resultType.getElementType()));
+      start = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+    }
+    Value joined =
+        linalg::MatmulOp::create(b, loc, TypeRange{resultType},
+                                 ValueRange{first.getInputs()[0], weight},
+                                 ValueRange{start})
+            .getResult(0);
+    SmallVector<Value> parts = columnSlices(b, loc, joined, widths);
+    for (auto [p, part] : llvm::zip(members, parts)) {
+      p.gemm.getResult(0).replaceAllUsesWith(part);
+      Value init = p.gemm.getDpsInits()[0];
+      p.gemm->erase();
+      if (p.biasBroadcast)
+        p.biasBroadcast->erase();
+      else if (init.use_empty())
+        init.getDefiningOp()->erase();
+    }
+    joinTails(b, joined, parts, widths);
+    return success();
+  }
+
+  /// Where every part goes through the same reshapes into the same
+  /// elementwise op, that op runs once over the joined result and each
+  /// part's result is a column slice of it.
+  void joinTails(OpBuilder &b, Value joined, ArrayRef<Value> parts,
+                 ArrayRef<int64_t> widths) {
+    SmallVector<Tail> tails;
+    for (Value part : parts) {
+      std::optional<Tail> tail = tailOf(part);
+      if (!tail)
+        return;
+      tails.push_back(*tail);
+    }
+    Tail front = tails.front();
+    auto elementOf = [](linalg::GenericOp op) {
+      return cast<ShapedType>(op.getResult(0).getType()).getElementType();
+    };
+    for (Tail t : tails)
+      if (t.reshapes.size() != front.reshapes.size() ||
+          !llvm::all_of(llvm::zip(t.reshapes, front.reshapes),
+                        [](auto pair) {
+                          return sameReshape(std::get<0>(pair),
+                                             std::get<1>(pair));
+                        }) ||
+          elementOf(t.op) != elementOf(front.op) ||
+          t.op.getIteratorTypesArray() != front.op.getIteratorTypesArray() ||
+          !OperationEquivalence::isRegionEquivalentTo(
+              &t.op.getRegion(), &front.op.getRegion(),
+              OperationEquivalence::IgnoreLocations))
+        return;
+    b.setInsertionPointAfterValue(parts.back());
+    Value v = joined;
+    for (Operation *reshape : front.reshapes)
+      v = cloneReshape(b, reshape, v);
+    int64_t total = cast<ShapedType>(joined.getType()).getShape().back();
+    linalg::GenericOp op = cloneGeneric(
+        b, front.op, v, withLast(front.op.getResult(0).getType(), total));
+    SmallVector<Value> slices =
+        columnSlices(b, front.op.getLoc(), op.getResult(0), widths);
+    for (auto [t, slice, part] : llvm::zip(tails, slices, parts)) {
+      t.op.getResult(0).replaceAllUsesWith(slice);
+      Value init = t.op.getDpsInits()[0];
+      t.op->erase();
+      if (init.use_empty() && init.getDefiningOp())
+        init.getDefiningOp()->erase();
+      for (Operation *reshape : llvm::reverse(t.reshapes))
+        reshape->erase();
+      part.getDefiningOp()->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,136 @@
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-join-projections))' --split-input-file | FileCheck %s
+
+// Tests Q, K and V with biases (cleave-bias-into-gemm's form), K and V
+// narrower (grouped-query attention) and split over a mesh axis: one matmul
+// over the weights side by side, one broadcast of the biases side by side,
+// each old result a column slice. The joined parameters take the first
+// part's place, keep each part's attributes and width, and the parts go.
+// CHECK-LABEL: func.func @qkv(
+// CHECK-SAME: %arg0: tensor<6x4xf32> {cleave.input = "x"},
+// CHECK-SAME: %arg1: tensor<4x16xf32> {cleave.joined = [{cleave.param = "wq", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wk", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wv", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}], cleave.joined_columns = array<i64: 8, 4, 4>, cleave.param = "wq+wk+wv", cleave.stages = array<i64: 1>},
+// CHECK-SAME: %arg2: tensor<16xf32> {cleave.joined = [{cleave.param = "bq", cleave.stages = array<i64: 1>}, {cleave.param = "bk", cleave.stages = array<i64: 1>}, {cleave.param = "bv", cleave.stages = array<i64: 1>}], cleave.joined_columns = array<i64: 8, 4, 4>, cleave.param = "bq+bk+bv", cleave.stages = array<i64: 1>})
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<16xf32>) outs(%{{.*}} : tensor<6x16xf32>)
+// CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xf32>, tensor<4x16xf32>) outs(%[[B]] : tensor<6x16xf32>)
+// CHECK-NEXT: %[[Q:.*]] = tensor.extract_slice %[[P]][0, 0] [6, 8] [1, 1]
+// CHECK-NEXT: %[[K:.*]] = tensor.extract_slice %[[P]][0, 8] [6, 4] [1, 1]
+// CHECK-NEXT: %[[V:.*]] = tensor.extract_slice %[[P]][0, 12] [6, 4] [1, 1]
+// CHECK-NOT: linalg.matmul
+// CHECK: return %[[Q]], %[[K]], %[[V]]
+#row = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @qkv(%x: tensor<6x4xf32> {cleave.input = "x"},
+               %wq: tensor<4x8xf32> {cleave.param = "wq", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>},
+               %bq: tensor<8xf32> {cleave.param = "bq", cleave.stages = array<i64: 1>},
+               %wk: tensor<4x4xf32> {cleave.param = "wk", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>},
+               %bk: tensor<4xf32> {cleave.param = "bk", cleave.stages = array<i64: 1>},
+               %wv: tensor<4x4xf32> {cleave.param = "wv", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>},
+               %bv: tensor<4xf32> {cleave.param = "bv", cleave.stages = array<i64: 1>})
+    -> (tensor<6x8xf32>, tensor<6x4xf32>, tensor<6x4xf32>) {
+  %e8 = tensor.empty() : tensor<6x8xf32>
+  %e4 = tensor.empty() : tensor<6x4xf32>
+  %sq = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bq : tensor<8xf32>) outs(%e8 : tensor<6x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<6x8xf32>
+  %q = linalg.matmul ins(%x, %wq : tensor<6x4xf32>, tensor<4x8xf32>) outs(%sq : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %sk = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bk : tensor<4xf32>) outs(%e4 : tensor<6x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<6x4xf32>
+  %k = linalg.matmul ins(%x, %wk : tensor<6x4xf32>, tensor<4x4xf32>) outs(%sk : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %sv = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bv : tensor<4xf32>) outs(%e4 : tensor<6x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<6x4xf32>
+  %v = linalg.matmul ins(%x, %wv : tensor<6x4xf32>, tensor<4x4xf32>) outs(%sv : tensor<6x4xf32>) -> tensor<6x4xf32>
+  return %q, %k, %v : tensor<6x8xf32>, tensor<6x4xf32>, tensor<6x4xf32>
+}
+
+// -----
+
+// Tests the rounding after each part (--precision bf16, after the same
+// expand_shape): one rounding over the joined result, then the slices. The
+// projections start from zeros: the joined one does too.
+// CHECK-LABEL: func.func @rounded(
+// CHECK-SAME: %arg1: tensor<4x12xbf16> {{{.*}}cleave.param = "wq+wk"})
+// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x12xf32>)
+// CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xbf16>, tensor<4x12xbf16>) outs(%[[Z]] : tensor<6x12xf32>)
+// CHECK: %[[E:.*]] = tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [2, 3, 12]
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[E]] : tensor<2x3x12xf32>) outs(%{{.*}} : tensor<2x3x12xbf16>)
+// CHECK: arith.truncf
+// CHECK: %[[Q:.*]] = tensor.extract_slice %[[R]][0, 0, 0] [2, 3, 8] [1, 1, 1]
+// CHECK-NEXT: %[[K:.*]] = tensor.extract_slice %[[R]][0, 0, 8] [2, 3, 4] [1, 1, 1]
+// CHECK-NOT: arith.truncf
+// CHECK: return %[[Q]], %[[K]]
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @rounded(%x: tensor<6x4xbf16> {cleave.input = "x"},
+                   %wq: tensor<4x8xbf16> {cleave.param = "wq"},
+                   %wk: tensor<4x4xbf16> {cleave.param = "wk"})
+    -> (tensor<2x3x8xbf16>, tensor<2x3x4xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %e8 = tensor.empty() : tensor<6x8xf32>
+  %z8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %q = linalg.matmul ins(%x, %wq : tensor<6x4xbf16>, tensor<4x8xbf16>) outs(%z8 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %qe = tensor.expand_shape %q [[0, 1], [2]] output_shape [2, 3, 8] : tensor<6x8xf32> into tensor<2x3x8xf32>
+  %o8 = tensor.empty() : tensor<2x3x8xbf16>
+  %qr = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%qe : tensor<2x3x8xf32>) outs(%o8 : tensor<2x3x8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<2x3x8xbf16>
+  %e4 = tensor.empty() : tensor<6x4xf32>
+  %z4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %k = linalg.matmul ins(%x, %wk : tensor<6x4xbf16>, tensor<4x4xbf16>) outs(%z4 : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %ke = tensor.expand_shape %k [[0, 1], [2]] output_shape [2, 3, 4] : tensor<6x4xf32> into tensor<2x3x4xf32>
+  %o4 = tensor.empty() : tensor<2x3x4xbf16>
+  %kr = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ke : tensor<2x3x4xf32>) outs(%o4 : tensor<2x3x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<2x3x4xbf16>
+  return %qr, %kr : tensor<2x3x8xbf16>, tensor<2x3x4xbf16>
+}
+
+// -----
+
+// Tests what stays apart: a weight another op reads too (a tied
+// embedding), parameters of different pipeline stages, a projection with a
+// bias beside one without, a weight that is not a parameter, and a lone
+// projection. Each keeps its own matmul and argument.
+// CHECK-LABEL: func.func @apart(
+// CHECK-NOT: cleave.joined
+// CHECK-COUNT-6: linalg.matmul
+// CHECK-NOT: linalg.matmul
+#row = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @apart(%x: tensor<6x4xf32> {cleave.input = "x"},
+                 %tied: tensor<4x4xf32> {cleave.param = "tied"},
+                 %a: tensor<4x4xf32> {cleave.param = "a", cleave.stages = array<i64: 0>},
+                 %b: tensor<4x4xf32> {cleave.param = "b", cleave.stages = array<i64: 1>},
+                 %c: tensor<4x4xf32> {cleave.param = "c", cleave.stages = array<i64: 0>},
+                 %bc: tensor<4xf32> {cleave.param = "bc", cleave.stages = array<i64: 0>},
+                 %notparam: tensor<4x4xf32> {cleave.input = "w"})
+    -> (tensor<6x4xf32>, tensor<4x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %t = linalg.matmul ins(%x, %tied : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %e2 = tensor.empty() : tensor<4x4xf32>
+  %tt = linalg.transpose ins(%tied : tensor<4x4xf32>) outs(%e2 : tensor<4x4xf32>) permutation = [1, 0]
+  %pa = linalg.matmul ins(%x, %a : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %pb = linalg.matmul ins(%x, %b : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %sc = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bc : tensor<4xf32>) outs(%e : tensor<6x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<6x4xf32>
+  %pc = linalg.matmul ins(%x, %c : tensor<6x4xf32>, tensor<4x4xf32>) outs(%sc : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %pn = linalg.matmul ins(%x, %notparam : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %pn2 = linalg.matmul ins(%pn, %notparam : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z : tensor<6x4xf32>) -> tensor<6x4xf32>
+  return %t, %tt, %pa, %pb, %pc, %pn2 : tensor<6x4xf32>, tensor<4x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>
+}
