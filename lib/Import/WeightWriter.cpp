@@ -301,7 +301,8 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       continue;
     }
     // Split or joined: every piece read once (reordered if asked), then for
-    // each rank its block of every piece, side by side row by row.
+    // each rank its block of every piece, side by side along the join's
+    // dimension.
     std::vector<std::string> data;
     std::vector<size_t> rowBytes;
     for (auto [piece, source] : llvm::zip(pieces, sources)) {
@@ -312,10 +313,14 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         *bytes = reorderColumns(*bytes, source.shape.back(), piece->columnParts,
                                 piece->columnShards, source.elementBytes);
       data.push_back(std::move(*bytes));
-      int64_t width = piece->offsets.empty() || source.shape.empty()
-                          ? (source.shape.empty() ? 1 : source.shape.back())
-                          : piece->sliceShape.back();
-      rowBytes.push_back(width * source.elementBytes);
+      // Joined along `joinAxis`: a rank's block is `rows` runs of
+      // `rowBytes`, one run from each piece in turn.
+      llvm::ArrayRef<int64_t> block =
+          piece->offsets.empty() ? source.shape : piece->sliceShape;
+      size_t run = source.elementBytes;
+      for (size_t d = request.joinAxis; d < block.size(); ++d)
+        run *= block[d];
+      rowBytes.push_back(run);
     }
     for (auto [rank, sink] : llvm::enumerate(sinks)) {
       if (!holds(rank))

@@ -171,12 +171,17 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     describeParameter(buffer, main.getArgAttrDict(i), signature.mesh);
     auto parts = main.getArgAttrOfType<ArrayAttr>(i, kJoinedAttrName);
     auto widths =
-        main.getArgAttrOfType<DenseI64ArrayAttr>(i, kJoinedColumnsAttrName);
-    if (parts && (!widths || widths.size() != int64_t(parts.size()))) {
+        main.getArgAttrOfType<DenseI64ArrayAttr>(i, kJoinedWidthsAttrName);
+    auto axis = main.getArgAttrOfType<IntegerAttr>(i, kJoinedAxisAttrName);
+    if (parts && (!widths || widths.size() != int64_t(parts.size()) || !axis ||
+                  axis.getInt() < 0 ||
+                  axis.getInt() >= int64_t(buffer.shape.size()))) {
       main.emitError() << "joined parameter '" << buffer.name
-                       << "' has no width for each part";
+                       << "' does not say how its parts are joined";
       return failure();
     }
+    if (parts)
+      buffer.joinAxis = axis.getInt();
     for (auto [attrs, width] :
          llvm::zip(parts ? parts.getValue() : ArrayRef<Attribute>(),
                    widths ? widths.asArrayRef() : ArrayRef<int64_t>())) {
@@ -186,8 +191,8 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       part.name = partAttrs.getAs<StringAttr>(kParamAttrName).str();
       part.dtype = buffer.dtype;
       part.shape = buffer.shape;
-      part.shape.back() = width;
-      part.bytes = buffer.bytes / buffer.shape.back() * width;
+      part.shape[buffer.joinAxis] = width;
+      part.bytes = buffer.bytes / buffer.shape[buffer.joinAxis] * width;
       describeParameter(part, partAttrs, signature.mesh);
       buffer.parts.push_back(std::move(part));
     }
@@ -389,6 +394,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     if (b.kind != BufferSignature::Kind::Param)
       continue;
     requests.push_back(requestFor(b));
+    requests.back().joinAxis = b.joinAxis;
     for (const BufferSignature &part : b.parts)
       requests.back().parts.push_back(requestFor(part));
   }

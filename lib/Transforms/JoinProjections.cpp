@@ -2,8 +2,9 @@
 //
 // See Passes.td. GEMMs that read the same activation, each with a weight of
 // its own (attention's Q, K and V; a gated MLP's gate and up projections),
-// become one GEMM over the weights joined along their columns, and each old
-// result a column slice of the joined one. The joined weight (and bias) is a
+// become one GEMM over the weights joined along their N dimension (columns,
+// or rows of a weight stored transposed), and each old result a column slice
+// of the joined one. The joined weight (and bias) is a
 // new @main argument that records the model's parameters it is made of, in
 // order, so that the bundle writes each rank's blocks of them side by side.
 // One identical elementwise op after every part (the rounding to bf16 under
@@ -39,11 +40,13 @@ BlockArgument parameter(func::FuncOp func, Value v) {
 }
 
 /// A projection: a plain `linalg.matmul` whose weight is a parameter it
-/// alone reads, starting from zeros or from its own bias parameter
-/// broadcast over the rows (cleave-bias-into-gemm's form).
+/// alone reads, stored (K, N) or, transposed into the matmul, (N, K) (an
+/// ONNX Gemm with transB), starting from zeros or from its own bias
+/// parameter broadcast over the rows (cleave-bias-into-gemm's form).
 struct Projection {
   linalg::MatmulOp gemm;
   BlockArgument weight;
+  linalg::TransposeOp transpose;   // null: the weight is (K, N)
   BlockArgument bias;              // null: starts from zeros
   linalg::GenericOp biasBroadcast; // the broadcast of `bias`
 };
@@ -73,7 +76,13 @@ std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
   if (gemm.getIndexingMapsArray() !=
       linalg::MatmulOp::getDefaultIndexingMaps(gemm.getContext()))
     return std::nullopt;
-  BlockArgument weight = parameter(func, gemm.getInputs()[1]);
+  Value rhs = gemm.getInputs()[1];
+  auto transpose = rhs.getDefiningOp<linalg::TransposeOp>();
+  if (transpose &&
+      (!rhs.hasOneUse() || transpose.getPermutation() != ArrayRef<int64_t>{1, 0}))
+    return std::nullopt;
+  BlockArgument weight =
+      parameter(func, transpose ? transpose.getInput() : rhs);
   if (!weight || !weight.hasOneUse())
     return std::nullopt;
   Value init = gemm.getDpsInits()[0];
@@ -88,6 +97,7 @@ std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
   if (p) {
     p->gemm = gemm;
     p->weight = weight;
+    p->transpose = transpose;
   }
   return p;
 }
@@ -100,10 +110,11 @@ struct JoinKey {
   Type weightType, resultType, biasType;
   Attribute stages;
   Block *block;
+  bool transposed;
   bool operator==(const JoinKey &o) const {
     return activation == o.activation && weightType == o.weightType &&
            resultType == o.resultType && biasType == o.biasType &&
-           stages == o.stages && block == o.block;
+           stages == o.stages && block == o.block && transposed == o.transposed;
   }
 };
 
@@ -116,7 +127,8 @@ JoinKey keyOf(func::FuncOp func, Projection p) {
           elementOf(p.gemm.getResult(0)),
           elementOf(p.bias),
           func.getArgAttr(p.weight.getArgNumber(), "cleave.stages"),
-          p.gemm->getBlock()};
+          p.gemm->getBlock(),
+          bool(p.transpose)};
 }
 
 /// A one-input elementwise generic over identity maps, writing a fresh
@@ -265,9 +277,9 @@ struct JoinProjectionsPass
   }
 
   /// A new parameter, where the first of `parts` is, made of `parts` side
-  /// by side along the last dimension.
-  BlockArgument joinArguments(func::FuncOp func,
-                              ArrayRef<BlockArgument> parts) {
+  /// by side along dimension `axis`.
+  BlockArgument joinArguments(func::FuncOp func, ArrayRef<BlockArgument> parts,
+                              int64_t axis) {
     Builder b(func.getContext());
     SmallVector<std::string> names;
     SmallVector<Attribute> attrs;
@@ -278,21 +290,25 @@ struct JoinProjectionsPass
       names.push_back(
           cast<StringAttr>(partAttrs.get(cleave::kParamAttrName)).str());
       attrs.push_back(partAttrs);
-      widths.push_back(cast<ShapedType>(part.getType()).getShape().back());
+      widths.push_back(cast<ShapedType>(part.getType()).getShape()[axis]);
       total += widths.back();
     }
     SmallVector<NamedAttribute> joinedAttrs = {
         b.getNamedAttr(cleave::kParamAttrName,
                        b.getStringAttr(llvm::join(names, "+"))),
         b.getNamedAttr(cleave::kJoinedAttrName, b.getArrayAttr(attrs)),
-        b.getNamedAttr(cleave::kJoinedColumnsAttrName,
-                       b.getDenseI64ArrayAttr(widths))};
+        b.getNamedAttr(cleave::kJoinedWidthsAttrName,
+                       b.getDenseI64ArrayAttr(widths)),
+        b.getNamedAttr(cleave::kJoinedAxisAttrName, b.getI64IntegerAttr(axis))};
     if (Attribute stages =
             func.getArgAttr(parts.front().getArgNumber(), "cleave.stages"))
       joinedAttrs.push_back(b.getNamedAttr("cleave.stages", stages));
     unsigned index = parts.front().getArgNumber();
+    auto type = cast<RankedTensorType>(parts.front().getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = total;
     if (failed(func.insertArgument(
-            index, withLast(parts.front().getType(), total),
+            index, RankedTensorType::get(shape, type.getElementType()),
             b.getDictionaryAttr(joinedAttrs), parts.front().getLoc())))
       return nullptr;
     return func.getArgument(index);
@@ -306,14 +322,18 @@ struct JoinProjectionsPass
     });
     SmallVector<BlockArgument> weights, biases;
     SmallVector<int64_t> widths;
-    for (const Projection &p : members) {
+    for (Projection p : members) {
       weights.push_back(p.weight);
       if (p.bias)
         biases.push_back(p.bias);
-      widths.push_back(cast<ShapedType>(p.weight.getType()).getShape().back());
+      widths.push_back(
+          cast<ShapedType>(p.gemm.getResult(0).getType()).getShape().back());
     }
-    BlockArgument weight = joinArguments(func, weights);
-    BlockArgument bias = biases.empty() ? nullptr : joinArguments(func, biases);
+    // The weights' N is their columns, or their rows when stored (N, K).
+    bool transposed = bool(members.front().transpose);
+    BlockArgument weight = joinArguments(func, weights, transposed ? 0 : 1);
+    BlockArgument bias =
+        biases.empty() ? nullptr : joinArguments(func, biases, 0);
     if (!weight || (!biases.empty() && !bias))
       return failure();
     joinedParts.append(weights);
@@ -323,9 +343,20 @@ struct JoinProjectionsPass
     OpBuilder b(first);
     Location loc = b.getFusedLoc(llvm::map_to_vector(
         members, [](Projection p) { return p.gemm.getLoc(); }));
-    RankedTensorType resultType =
-        withLast(first.getResult(0).getType(),
-                 cast<ShapedType>(weight.getType()).getShape().back());
+    int64_t total = 0;
+    for (int64_t w : widths)
+      total += w;
+    RankedTensorType resultType = withLast(first.getResult(0).getType(), total);
+    Value rhs = weight;
+    if (transposed) {
+      auto type = cast<RankedTensorType>(weight.getType());
+      Value empty = tensor::EmptyOp::create(
+          b, loc, {type.getDimSize(1), type.getDimSize(0)},
+          type.getElementType());
+      rhs = linalg::TransposeOp::create(b, loc, weight, empty,
+                                        ArrayRef<int64_t>{1, 0})
+                .getResult()[0];
+    }
     Value start;
     if (bias) {
       start = cloneGeneric(b, members.front().biasBroadcast, bias, resultType)
@@ -339,7 +370,7 @@ struct JoinProjectionsPass
     }
     Value joined =
         linalg::MatmulOp::create(b, loc, TypeRange{resultType},
-                                 ValueRange{first.getInputs()[0], weight},
+                                 ValueRange{first.getInputs()[0], rhs},
                                  ValueRange{start})
             .getResult(0);
     SmallVector<Value> parts = columnSlices(b, loc, joined, widths);
@@ -347,6 +378,8 @@ struct JoinProjectionsPass
       p.gemm.getResult(0).replaceAllUsesWith(part);
       Value init = p.gemm.getDpsInits()[0];
       p.gemm->erase();
+      if (p.transpose)
+        p.transpose->erase();
       if (p.biasBroadcast)
         p.biasBroadcast->erase();
       else if (init.use_empty())

@@ -7,8 +7,8 @@
 // part's place, keep each part's attributes and width, and the parts go.
 // CHECK-LABEL: func.func @qkv(
 // CHECK-SAME: %arg0: tensor<6x4xf32> {cleave.input = "x"},
-// CHECK-SAME: %arg1: tensor<4x16xf32> {cleave.joined = [{cleave.param = "wq", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wk", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wv", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}], cleave.joined_columns = array<i64: 8, 4, 4>, cleave.param = "wq+wk+wv", cleave.stages = array<i64: 1>},
-// CHECK-SAME: %arg2: tensor<16xf32> {cleave.joined = [{cleave.param = "bq", cleave.stages = array<i64: 1>}, {cleave.param = "bk", cleave.stages = array<i64: 1>}, {cleave.param = "bv", cleave.stages = array<i64: 1>}], cleave.joined_columns = array<i64: 8, 4, 4>, cleave.param = "bq+bk+bv", cleave.stages = array<i64: 1>})
+// CHECK-SAME: %arg1: tensor<4x16xf32> {cleave.joined = [{cleave.param = "wq", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wk", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}, {cleave.param = "wv", cleave.sharding = [array<i16>, array<i16: 0>], cleave.stages = array<i64: 1>}], cleave.joined_axis = 1 : i64, cleave.joined_widths = array<i64: 8, 4, 4>, cleave.param = "wq+wk+wv", cleave.stages = array<i64: 1>},
+// CHECK-SAME: %arg2: tensor<16xf32> {cleave.joined = [{cleave.param = "bq", cleave.stages = array<i64: 1>}, {cleave.param = "bk", cleave.stages = array<i64: 1>}, {cleave.param = "bv", cleave.stages = array<i64: 1>}], cleave.joined_axis = 0 : i64, cleave.joined_widths = array<i64: 8, 4, 4>, cleave.param = "bq+bk+bv", cleave.stages = array<i64: 1>})
 // CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<16xf32>) outs(%{{.*}} : tensor<6x16xf32>)
 // CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xf32>, tensor<4x16xf32>) outs(%[[B]] : tensor<6x16xf32>)
 // CHECK-NEXT: %[[Q:.*]] = tensor.extract_slice %[[P]][0, 0] [6, 8] [1, 1]
@@ -55,7 +55,7 @@ func.func @qkv(%x: tensor<6x4xf32> {cleave.input = "x"},
 // expand_shape): one rounding over the joined result, then the slices. The
 // projections start from zeros: the joined one does too.
 // CHECK-LABEL: func.func @rounded(
-// CHECK-SAME: %arg1: tensor<4x12xbf16> {{{.*}}cleave.param = "wq+wk"})
+// CHECK-SAME: %arg1: tensor<4x12xbf16> {{{.*}}cleave.joined_axis = 1 : i64, {{.*}}cleave.param = "wq+wk"})
 // CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x12xf32>)
 // CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xbf16>, tensor<4x12xbf16>) outs(%[[Z]] : tensor<6x12xf32>)
 // CHECK: %[[E:.*]] = tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [2, 3, 12]
@@ -94,6 +94,36 @@ func.func @rounded(%x: tensor<6x4xbf16> {cleave.input = "x"},
     linalg.yield %t : bf16
   } -> tensor<2x3x4xbf16>
   return %qr, %kr : tensor<2x3x8xbf16>, tensor<2x3x4xbf16>
+}
+
+// -----
+
+// Tests weights stored (N, K) and transposed into the matmuls (an ONNX Gemm
+// with transB): joined along their rows, the joined weight transposed once.
+// CHECK-LABEL: func.func @transposed(
+// CHECK-SAME: %arg1: tensor<12x4xf32> {cleave.joined = [{cleave.param = "wq"}, {cleave.param = "wk"}], cleave.joined_axis = 0 : i64, cleave.joined_widths = array<i64: 8, 4>, cleave.param = "wq+wk"})
+// CHECK: %[[T:.*]] = linalg.transpose ins(%arg1 : tensor<12x4xf32>) outs(%{{.*}} : tensor<4x12xf32>) permutation = [1, 0]
+// CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %[[T]] : tensor<6x4xf32>, tensor<4x12xf32>)
+// CHECK-NEXT: %[[Q:.*]] = tensor.extract_slice %[[P]][0, 0] [6, 8] [1, 1]
+// CHECK-NEXT: %[[K:.*]] = tensor.extract_slice %[[P]][0, 8] [6, 4] [1, 1]
+// CHECK-NOT: linalg.transpose
+// CHECK: return %[[Q]], %[[K]]
+func.func @transposed(%x: tensor<6x4xf32> {cleave.input = "x"},
+                      %wq: tensor<8x4xf32> {cleave.param = "wq"},
+                      %wk: tensor<4x4xf32> {cleave.param = "wk"})
+    -> (tensor<6x8xf32>, tensor<6x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e8 = tensor.empty() : tensor<6x8xf32>
+  %z8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %t8 = tensor.empty() : tensor<4x8xf32>
+  %wqt = linalg.transpose ins(%wq : tensor<8x4xf32>) outs(%t8 : tensor<4x8xf32>) permutation = [1, 0]
+  %q = linalg.matmul ins(%x, %wqt : tensor<6x4xf32>, tensor<4x8xf32>) outs(%z8 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %e4 = tensor.empty() : tensor<6x4xf32>
+  %z4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %t4 = tensor.empty() : tensor<4x4xf32>
+  %wkt = linalg.transpose ins(%wk : tensor<4x4xf32>) outs(%t4 : tensor<4x4xf32>) permutation = [1, 0]
+  %k = linalg.matmul ins(%x, %wkt : tensor<6x4xf32>, tensor<4x4xf32>) outs(%z4 : tensor<6x4xf32>) -> tensor<6x4xf32>
+  return %q, %k : tensor<6x8xf32>, tensor<6x4xf32>
 }
 
 // -----

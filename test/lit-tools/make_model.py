@@ -16,6 +16,10 @@ Kinds:
   attention-fused
              the same with one fused [32,96] QKV projection and a Split
   embedding  token ids[2,8] -> Gather from a [32,16] table -> MatMul [16,16]
+  gemm-projections
+             three Gemms with transB (weights stored [N, K]) and biases
+             reading one x[6,16]: N = 16, 8, 8, as Q, K and V of grouped-query
+             attention
 """
 import os
 import sys
@@ -162,10 +166,29 @@ def embedding(out):
               out)
 
 
+def gemm_projections(out):
+    rng = np.random.default_rng(3)
+    nodes, weights, outputs = [], [], []
+    for name, width in (("q", 16), ("k", 8), ("v", 8)):
+        weights += [_weight(rng, f"{name}.weight", width, 16),
+                    _weight(rng, f"{name}.bias", width)]
+        nodes.append(helper.make_node(
+            "Gemm", ["x", f"{name}.weight", f"{name}.bias"], [name], transB=1,
+            name=f"/{name}_proj/Gemm"))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                                     [6, width]))
+    graph = helper.make_graph(
+        nodes, "gemm_projections",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 16])],
+        outputs, weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              out)
+
+
 if __name__ == "__main__":
     kinds = {"embedding": embedding, "external": external, "unused": unused,
              "constant": constant, "mlp": mlp,
-             "attention": attention,
+             "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)

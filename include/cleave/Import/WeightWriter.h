@@ -50,9 +50,10 @@ struct WeightRequest {
   /// every rank.
   std::vector<bool> heldBy;
   /// A parameter the compiler joined from the model's (named here, not in
-  /// `name`): each rank's block of every part, side by side along the last
-  /// dimension. The parts' own `heldBy` and `dtype` are not read.
+  /// `name`): each rank's block of every part, side by side along dimension
+  /// `joinAxis`. The parts' own `heldBy` and `dtype` are not read.
   std::vector<WeightRequest> parts;
+  int64_t joinAxis = 0;
   /// The element type the program reads ("bf16", "f16"); written converted
   /// from the model's float32 (--precision). Empty: the model's own type.
   std::string dtype;

@@ -42,9 +42,11 @@ struct BufferSignature {
   int64_t columnGroups = 0;
   std::string origin;
   /// A parameter cleave-join-projections made of several of the model's:
-  /// those, in order, side by side along the last dimension (each with its
-  /// own shape on this rank, split and origin). Empty for any other buffer.
+  /// those, in order, side by side along `joinAxis` (each with its own
+  /// shape on this rank, split and origin). Empty for any other buffer.
   std::vector<BufferSignature> parts;
+  /// The dimension the parts are side by side along.
+  int64_t joinAxis = 0;
 
   /// The model's parameters this buffer holds: its parts, or itself.
   llvm::SmallVector<const BufferSignature *> modelParams() const {

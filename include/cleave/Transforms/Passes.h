@@ -28,11 +28,12 @@ inline constexpr llvm::StringLiteral kColumnGroupsAttrName =
     "cleave.column_groups";
 
 /// Argument attributes of a parameter cleave-join-projections made of the
-/// model's: each part's own argument attributes, in order, and each part's
-/// width along the last dimension (on this rank).
+/// model's: each part's own argument attributes, in order; the dimension
+/// they are side by side along; each part's size along it (on this rank).
 inline constexpr llvm::StringLiteral kJoinedAttrName = "cleave.joined";
-inline constexpr llvm::StringLiteral kJoinedColumnsAttrName =
-    "cleave.joined_columns";
+inline constexpr llvm::StringLiteral kJoinedAxisAttrName = "cleave.joined_axis";
+inline constexpr llvm::StringLiteral kJoinedWidthsAttrName =
+    "cleave.joined_widths";
 
 #define GEN_PASS_DECL
 #include "cleave/Transforms/Passes.h.inc"

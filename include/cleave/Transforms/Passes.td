@@ -196,20 +196,23 @@ def CleaveJoinProjections
     that activation again (BLAS) and each is a call of its own, too narrow
     to fill a GPU; under `--precision` each result is also rounded by a
     kernel of its own. Where `linalg.matmul`s in one block read the same
-    activation, each with a weight parameter only it reads, all starting
-    from zeros or all from their own bias parameter broadcast over the rows
-    (`cleave-bias-into-gemm`), and their parameters belong to the same
-    pipeline stages, they become one matmul over a new parameter made of
-    the weights side by side along their columns (and one bias made of the
-    biases), and each old result is a column slice of the new one.
+    activation, each with a weight parameter only it reads (stored (K, N),
+    or all of them (N, K) and transposed into the matmul, as an ONNX Gemm
+    with transB), all starting from zeros or all from their own bias
+    parameter broadcast over the rows (`cleave-bias-into-gemm`), and their
+    parameters belong to the same pipeline stages, they become one matmul
+    over a new parameter made of the weights side by side along N (and one
+    bias made of the biases), and each old result is a column slice of the
+    new one.
 
     The new parameter, in the place of the first part, is named after its
     parts joined by `+`, and records each part's own argument attributes
-    (`cleave.joined`, in order) and width on this rank
-    (`cleave.joined_columns`). The bundle writes each rank's block of every
-    part side by side, row by row, so any split of the parts (a column
-    split under tensor parallelism) is joined per rank, and the plan still
-    lists the model's parameters.
+    (`cleave.joined`, in order), the dimension they are joined along
+    (`cleave.joined_axis`) and each part's size along it on this rank
+    (`cleave.joined_widths`). The bundle writes each rank's block of every
+    part side by side, so any split of the parts (a column split under
+    tensor parallelism) is joined per rank, and the plan still lists the
+    model's parameters.
 
     When every part's result then goes through the same reshapes (keeping
     the last dimension whole) into the same one-input elementwise generic,
