@@ -279,30 +279,75 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         llvm::all_of(sources, [](const Source &s) { return s.isFloat; });
     auto narrowing = isFloat ? narrowingTo(request.dtype) : nullptr;
 
-    if (request.parts.empty() && request.offsets.empty()) {
-      // Whole on every rank: stream in 16 MiB slices so memory does not grow
-      // with the tensor.
-      const Source &source = sources.front();
-      uint64_t storedBytes = narrowing ? source.bytes / 2 : source.bytes;
+    // Where every rank holding it holds it whole, it is streamed in slices
+    // of about 16 MiB, so memory does not grow with the tensor: a joined
+    // parameter a run of rows of each piece in turn.
+    bool whole = llvm::all_of(pieces, [](const WeightRequest *piece) {
+      return piece->offsets.empty() && piece->columnParts == 0;
+    });
+    if (whole) {
+      constexpr uint64_t kSlice = 16 << 20;
+      // Each piece is `rows` runs of `run[i]` bytes (one run: not joined).
+      std::vector<uint64_t> run;
+      uint64_t total = 0, rowTotal = 0;
+      for (const Source &source : sources) {
+        uint64_t bytes = source.elementBytes;
+        for (size_t d = request.joinAxis; d < source.shape.size(); ++d)
+          bytes *= source.shape[d];
+        run.push_back(pieces.size() == 1 || source.shape.empty() ? source.bytes
+                                                                 : bytes);
+        total += source.bytes;
+        rowTotal += run.back();
+      }
+      uint64_t rows = run.front() ? sources.front().bytes / run.front() : 0;
+      for (auto [source, bytes] : llvm::zip(sources, run))
+        if (bytes * rows != source.bytes)
+          return makeError("the parts of parameter '" + name +
+                           "' do not have the same rows");
       for (auto [rank, sink] : llvm::enumerate(sinks))
         if (holds(rank))
-          infos[rank].placements.push_back({sink.position, storedBytes});
-      constexpr uint64_t kSlice = 16 << 20;
-      for (uint64_t done = 0; done < source.bytes; done += kSlice) {
-        auto chunk = source.read(done, std::min(kSlice, source.bytes - done));
-        if (!chunk)
-          return chunk.takeError();
+          infos[rank].placements.push_back(
+              {sink.position, narrowing ? total / 2 : total});
+      auto emit = [&](std::string bytes) {
         if (narrowing)
-          *chunk = narrowing(*chunk);
+          bytes = narrowing(bytes);
         for (auto [rank, sink] : llvm::enumerate(sinks))
           if (holds(rank))
-            sink.emit(chunk->data(), chunk->size());
+            sink.emit(bytes.data(), bytes.size());
+      };
+      uint64_t rowsPerChunk = std::max<uint64_t>(1, kSlice / std::max<uint64_t>(1, rowTotal));
+      for (uint64_t row = 0; row < rows; row += rowsPerChunk) {
+        uint64_t count = std::min(rowsPerChunk, rows - row);
+        if (count == 1 && rowTotal > kSlice) {
+          // One row is large: each piece's run in slices.
+          for (auto [source, bytes] : llvm::zip(sources, run))
+            for (uint64_t done = 0; done < bytes; done += kSlice) {
+              auto chunk = source.read(row * bytes + done,
+                                       std::min(kSlice, bytes - done));
+              if (!chunk)
+                return chunk.takeError();
+              emit(std::move(*chunk));
+            }
+          continue;
+        }
+        std::vector<std::string> chunks;
+        for (auto [source, bytes] : llvm::zip(sources, run)) {
+          auto chunk = source.read(row * bytes, count * bytes);
+          if (!chunk)
+            return chunk.takeError();
+          chunks.push_back(std::move(*chunk));
+        }
+        std::string out;
+        out.reserve(count * rowTotal);
+        for (uint64_t r = 0; r < count; ++r)
+          for (auto [chunk, bytes] : llvm::zip(chunks, run))
+            out.append(chunk, r * bytes, bytes);
+        emit(std::move(out));
       }
       continue;
     }
-    // Split or joined: every piece read once (reordered if asked), then for
-    // each rank its block of every piece, side by side along the join's
-    // dimension.
+    // Split: every piece read once (reordered if asked), then for each rank
+    // its block of every piece, side by side along the join's dimension.
     std::vector<std::string> data;
     std::vector<size_t> rowBytes;
     for (auto [piece, source] : llvm::zip(pieces, sources)) {
