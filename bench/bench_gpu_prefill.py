@@ -7,8 +7,13 @@ d_model 1024, 16 heads, MLP 4096, batch 4 x 1024 tokens, float32 and
 PyTorch (eager, the same weights from bench/gpt2_stack.py's stack_weights) in
 float32 (TF32 off, as Cleave's float32 GEMMs) and in bfloat16, timed the same
 way: p50 of per-run latencies, each run synchronized. Prints the ratios
-Cleave / eager (the issue's target: at most 0.7) and the largest difference
-between the float32 outputs.
+Cleave / eager (the issue's target: at most 0.7), the largest difference
+between the float32 outputs, and the rate of GEMM work each program
+achieves over its whole layers (every kernel included): the model's GEMM
+FLOPs (projections, MLP, and attention's two products over the full
+sequence, as both programs compute them) over the latency, and for bf16 the
+fraction of the GPU's dense bf16 peak where the GPU is one whose peak is
+known here (the issue's target for a GEMM-heavy layer: 60 % or more).
 
 Usage: bench_gpu_prefill.py KIT [--runs N] [--device cuda|cpu]
 """
@@ -76,6 +81,23 @@ def time_eager(torch, run, runs, device):
     return float(np.percentile(times, 50))
 
 
+# Dense bf16 tensor-core peaks by NVIDIA's data sheets, TFLOP/s (SXM parts).
+BF16_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
+
+
+def prefill_flops(layers, batch, seq, d):
+    """GEMM FLOPs of the stack: per layer Q, K, V, the output projection and
+    the MLP (12 d^2 multiply-adds a token) and attention's scores and
+    weighted sum (2 seq d a token each)."""
+    tokens = batch * seq
+    return layers * (2 * tokens * 12 * d * d + 2 * 2 * tokens * seq * d)
+
+
+def tflops(flops, ms):
+    """TFLOP/s of `flops` done in `ms` milliseconds."""
+    return flops / (ms * 1e-3) / 1e12
+
+
 def time_cleave(kit, bundle, hidden, out, runs):
     result = run_bundle(bundle, {"hidden": hidden}, out, kit, ["--bench", str(runs)])
     if result.returncode != 0:
@@ -99,6 +121,7 @@ def main():
     work = tempfile.mkdtemp(prefix="cleave-prefill-")
     np.save(os.path.join(work, "hidden.npy"), hidden)
     tokens = f"{batch} x {seq} tokens, {layers} layers"
+    flops = prefill_flops(layers, batch, seq, d)
 
     results = {}
     for precision in ("f32", "bf16"):
@@ -107,7 +130,8 @@ def main():
                                          os.path.join(args.kit, f"prefill-{precision}"),
                                          os.path.join(work, "hidden.npy"), out,
                                          args.runs)
-        print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens})",
+        print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens}); "
+              f"{tflops(flops, results[precision]):.3g} TFLOP/s of GEMM work",
               flush=True)
 
     try:
@@ -119,6 +143,16 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     weights = stack_weights(layers, spec["shape"], spec["seed"], spec["tile"])
     mask = np.triu(np.full((seq, seq), -1e9, np.float32), 1)[None, None]
+    peak = None
+    if args.device == "cuda" and torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name()
+        peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in gpu), None)
+        print(f"GPU: {gpu}; dense bf16 peak "
+              f"{f'{peak:.0f} TFLOP/s' if peak else 'not known here'}")
+        if peak:
+            print(f"Cleave bf16: {100 * tflops(flops, results['bf16']) / peak:.0f}% "
+                  f"of the bf16 peak over whole layers (target for a GEMM-heavy "
+                  f"layer: 60%)")
     status = 0
     with torch.no_grad():
         for precision, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
@@ -128,6 +162,8 @@ def main():
             eager = time_eager(torch, lambda: eager_forward(torch, w, layers, heads, x, m),
                                args.runs, args.device)
             ratio = results[precision] / eager
+            print(f"PyTorch eager {precision}: {tflops(flops, eager):.3g} TFLOP/s "
+                  f"of GEMM work")
             print(f"PyTorch {torch.__version__} eager {precision}: p50 {eager:.3f} ms; "
                   f"Cleave / eager {ratio:.2f}x (target <= 0.7: "
                   f"{'met' if ratio <= 0.7 else 'not met'})", flush=True)

@@ -80,7 +80,7 @@ fi
 {
   echo "gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
   cat "$out/gpu.txt"
-  grep -hE "TFLOP/s|passed|FAILED|WRONG|p50|max \|diff\||skipped|error" \
+  grep -hE "TFLOP/s|bf16 peak|passed|FAILED|WRONG|p50|max \|diff\||skipped|error" \
     "$out/gemm.txt" "$out/torch.txt" "$out/cases.log" "$out/prefill.txt" 2>/dev/null
 } > "$out/summary.txt"
 cat "$out/summary.txt"
