@@ -4,11 +4,11 @@
 // its own (attention's Q, K and V; a gated MLP's gate and up projections),
 // become one GEMM over the weights joined along their N dimension (columns,
 // or rows of a weight stored transposed), and each old result a column slice
-// of the joined one. The joined weight (and bias) is a
-// new @main argument that records the model's parameters it is made of, in
-// order, so that the bundle writes each rank's blocks of them side by side.
-// One identical elementwise op after every part (the rounding to bf16 under
-// --precision) then runs once, over the joined result.
+// of the joined one. The joined weight (and bias) is a new @main argument
+// that records the model's parameters it is made of, in order, so that the
+// bundle writes each rank's blocks of them side by side. What is then done
+// alike to the parts (the rounding to bf16 under --precision) is joined by
+// cleave-join-elementwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,49 +131,6 @@ JoinKey keyOf(func::FuncOp func, Projection p) {
           bool(p.transpose)};
 }
 
-/// A one-input elementwise generic over identity maps, writing a fresh
-/// tensor: the same op can run over the joined columns.
-bool isPointwise(linalg::GenericOp op) {
-  return op && op.getNumDpsInputs() == 1 && op.getNumDpsInits() == 1 &&
-         op.getNumReductionLoops() == 0 &&
-         llvm::all_of(op.getIndexingMapsArray(),
-                      [](AffineMap m) { return m.isIdentity(); }) &&
-         op.getRegion().front().getArgument(1).use_empty() &&
-         op.getRegion().front().getOps<linalg::IndexOp>().empty();
-}
-
-/// The path from a projection's result to the elementwise op after it:
-/// expand/collapse_shapes that keep the last dimension whole (and are all
-/// its uses), then the op.
-struct Tail {
-  SmallVector<Operation *> reshapes;
-  linalg::GenericOp op;
-};
-
-std::optional<Tail> tailOf(Value result) {
-  Tail tail;
-  Value v = result;
-  while (v.hasOneUse()) {
-    Operation *user = *v.getUsers().begin();
-    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user)) {
-      SmallVector<ReassociationIndices> groups =
-          isa<tensor::ExpandShapeOp>(user)
-              ? cast<tensor::ExpandShapeOp>(user).getReassociationIndices()
-              : cast<tensor::CollapseShapeOp>(user).getReassociationIndices();
-      if (groups.back().size() != 1)
-        return std::nullopt;
-      tail.reshapes.push_back(user);
-      v = user->getResult(0);
-      continue;
-    }
-    tail.op = dyn_cast<linalg::GenericOp>(user);
-    if (!isPointwise(tail.op))
-      return std::nullopt;
-    return tail;
-  }
-  return std::nullopt;
-}
-
 /// `type` with its last dimension `size`.
 RankedTensorType withLast(Type type, int64_t size) {
   auto ranked = cast<RankedTensorType>(type);
@@ -215,35 +172,6 @@ linalg::GenericOp cloneGeneric(OpBuilder &b, linalg::GenericOp like,
       like.getIndexingMapsArray(), like.getIteratorTypesArray());
   b.cloneRegionBefore(like.getRegion(), op.getRegion(), op.getRegion().end());
   return op;
-}
-
-/// `reshape` (an expand or collapse_shape) of `source` instead, whose last
-/// dimension differs.
-Value cloneReshape(OpBuilder &b, Operation *reshape, Value source) {
-  Location loc = reshape->getLoc();
-  int64_t last = cast<ShapedType>(source.getType()).getShape().back();
-  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape))
-    return tensor::ExpandShapeOp::create(
-        b, loc, withLast(expand.getResultType(), last), source,
-        expand.getReassociationIndices());
-  auto collapse = cast<tensor::CollapseShapeOp>(reshape);
-  return tensor::CollapseShapeOp::create(b, loc, source,
-                                         collapse.getReassociationIndices());
-}
-
-/// Whether two reshapes do the same to every dimension but the last.
-bool sameReshape(Operation *a, Operation *c) {
-  if (a->getName() != c->getName())
-    return false;
-  auto groupsOf = [](Operation *op) {
-    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
-      return expand.getReassociationIndices();
-    return cast<tensor::CollapseShapeOp>(op).getReassociationIndices();
-  };
-  auto shape = [](Operation *op) {
-    return cast<ShapedType>(op->getResult(0).getType()).getShape().drop_back();
-  };
-  return groupsOf(a) == groupsOf(c) && shape(a) == shape(c);
 }
 
 struct JoinProjectionsPass
@@ -385,58 +313,7 @@ struct JoinProjectionsPass
       else if (init.use_empty())
         init.getDefiningOp()->erase();
     }
-    joinTails(b, joined, parts, widths);
     return success();
-  }
-
-  /// Where every part goes through the same reshapes into the same
-  /// elementwise op, that op runs once over the joined result and each
-  /// part's result is a column slice of it.
-  void joinTails(OpBuilder &b, Value joined, ArrayRef<Value> parts,
-                 ArrayRef<int64_t> widths) {
-    SmallVector<Tail> tails;
-    for (Value part : parts) {
-      std::optional<Tail> tail = tailOf(part);
-      if (!tail)
-        return;
-      tails.push_back(*tail);
-    }
-    Tail front = tails.front();
-    auto elementOf = [](linalg::GenericOp op) {
-      return cast<ShapedType>(op.getResult(0).getType()).getElementType();
-    };
-    for (Tail t : tails)
-      if (t.reshapes.size() != front.reshapes.size() ||
-          !llvm::all_of(llvm::zip(t.reshapes, front.reshapes),
-                        [](auto pair) {
-                          return sameReshape(std::get<0>(pair),
-                                             std::get<1>(pair));
-                        }) ||
-          elementOf(t.op) != elementOf(front.op) ||
-          t.op.getIteratorTypesArray() != front.op.getIteratorTypesArray() ||
-          !OperationEquivalence::isRegionEquivalentTo(
-              &t.op.getRegion(), &front.op.getRegion(),
-              OperationEquivalence::IgnoreLocations))
-        return;
-    b.setInsertionPointAfterValue(parts.back());
-    Value v = joined;
-    for (Operation *reshape : front.reshapes)
-      v = cloneReshape(b, reshape, v);
-    int64_t total = cast<ShapedType>(joined.getType()).getShape().back();
-    linalg::GenericOp op = cloneGeneric(
-        b, front.op, v, withLast(front.op.getResult(0).getType(), total));
-    SmallVector<Value> slices =
-        columnSlices(b, front.op.getLoc(), op.getResult(0), widths);
-    for (auto [t, slice, part] : llvm::zip(tails, slices, parts)) {
-      t.op.getResult(0).replaceAllUsesWith(slice);
-      Value init = t.op.getDpsInits()[0];
-      t.op->erase();
-      if (init.use_empty() && init.getDefiningOp())
-        init.getDefiningOp()->erase();
-      for (Operation *reshape : llvm::reverse(t.reshapes))
-        reshape->erase();
-      part.getDefiningOp()->erase();
-    }
   }
 };
 

@@ -51,53 +51,6 @@ func.func @qkv(%x: tensor<6x4xf32> {cleave.input = "x"},
 
 // -----
 
-// Tests the rounding after each part (--precision bf16, after the same
-// expand_shape): one rounding over the joined result, then the slices. The
-// projections start from zeros: the joined one does too.
-// CHECK-LABEL: func.func @rounded(
-// CHECK-SAME: %arg1: tensor<4x12xbf16> {{{.*}}cleave.joined_axis = 1 : i64, {{.*}}cleave.param = "wq+wk"})
-// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x12xf32>)
-// CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<6x4xbf16>, tensor<4x12xbf16>) outs(%[[Z]] : tensor<6x12xf32>)
-// CHECK: %[[E:.*]] = tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [2, 3, 12]
-// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[E]] : tensor<2x3x12xf32>) outs(%{{.*}} : tensor<2x3x12xbf16>)
-// CHECK: arith.truncf
-// CHECK: %[[Q:.*]] = tensor.extract_slice %[[R]][0, 0, 0] [2, 3, 8] [1, 1, 1]
-// CHECK-NEXT: %[[K:.*]] = tensor.extract_slice %[[R]][0, 0, 8] [2, 3, 4] [1, 1, 1]
-// CHECK-NOT: arith.truncf
-// CHECK: return %[[Q]], %[[K]]
-#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
-func.func @rounded(%x: tensor<6x4xbf16> {cleave.input = "x"},
-                   %wq: tensor<4x8xbf16> {cleave.param = "wq"},
-                   %wk: tensor<4x4xbf16> {cleave.param = "wk"})
-    -> (tensor<2x3x8xbf16>, tensor<2x3x4xbf16>) {
-  %zero = arith.constant 0.0 : f32
-  %e8 = tensor.empty() : tensor<6x8xf32>
-  %z8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<6x8xf32>) -> tensor<6x8xf32>
-  %q = linalg.matmul ins(%x, %wq : tensor<6x4xbf16>, tensor<4x8xbf16>) outs(%z8 : tensor<6x8xf32>) -> tensor<6x8xf32>
-  %qe = tensor.expand_shape %q [[0, 1], [2]] output_shape [2, 3, 8] : tensor<6x8xf32> into tensor<2x3x8xf32>
-  %o8 = tensor.empty() : tensor<2x3x8xbf16>
-  %qr = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%qe : tensor<2x3x8xf32>) outs(%o8 : tensor<2x3x8xbf16>) {
-  ^bb0(%in: f32, %out: bf16):
-    %t = arith.truncf %in : f32 to bf16
-    linalg.yield %t : bf16
-  } -> tensor<2x3x8xbf16>
-  %e4 = tensor.empty() : tensor<6x4xf32>
-  %z4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<6x4xf32>) -> tensor<6x4xf32>
-  %k = linalg.matmul ins(%x, %wk : tensor<6x4xbf16>, tensor<4x4xbf16>) outs(%z4 : tensor<6x4xf32>) -> tensor<6x4xf32>
-  %ke = tensor.expand_shape %k [[0, 1], [2]] output_shape [2, 3, 4] : tensor<6x4xf32> into tensor<2x3x4xf32>
-  %o4 = tensor.empty() : tensor<2x3x4xbf16>
-  %kr = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%ke : tensor<2x3x4xf32>) outs(%o4 : tensor<2x3x4xbf16>) {
-  ^bb0(%in: f32, %out: bf16):
-    %t = arith.truncf %in : f32 to bf16
-    linalg.yield %t : bf16
-  } -> tensor<2x3x4xbf16>
-  return %qr, %kr : tensor<2x3x8xbf16>, tensor<2x3x4xbf16>
-}
-
-// -----
-
 // Tests weights stored (N, K) and transposed into the matmuls (an ONNX Gemm
 // with transB): joined along their rows, the joined weight transposed once.
 // CHECK-LABEL: func.func @transposed(

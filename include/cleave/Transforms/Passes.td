@@ -186,6 +186,48 @@ def CleaveLowerPrecision
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveJoinElementwise
+    : Pass<"cleave-join-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Elementwise ops doing the same to adjacent column slices of "
+                "one tensor become one op";
+  let description = [{
+    Once Q, K and V are column slices of one GEMM's result
+    (`cleave-join-projections`), what is done to each of them alike is
+    still one kernel each: the rounding of each to bf16 under
+    `--precision`, rotary embedding of Q and of K. Two elementwise
+    generics in one block, each writing a fresh tensor, with the same
+    indexing maps, iterator types and body, join when each pair of their
+    inputs is either the same value or two adjacent column ranges of one
+    tensor (a range of its last dimension, whole in the others), possibly
+    expanded the same way into (heads, rest...); the loop that runs over
+    the heads (or the columns) must index nothing else but the output, at
+    one dimension. The joined generic reads the two ranges as one and
+    writes the heads of both; each old result is its range of heads of
+    the new one. Repeated until nothing more joins, so three ranges (Q, K
+    and V) become one op.
+
+    Before (rotary embedding of Q, 4 heads, and of K, 2 heads, of one
+    projection's columns 0-63 and 64-95):
+    ```mlir
+    %q = tensor.extract_slice %qkv[0, 0] [16, 64] [1, 1]
+    %qh = tensor.expand_shape %q [[0], [1, 2]] ... into tensor<16x4x16xf32>
+    %rq = linalg.generic ... ins(%qh, %cos) outs(%e4 : tensor<4x16x16xf32>)
+    %k = tensor.extract_slice %qkv[0, 64] [16, 32] [1, 1]
+    %kh = tensor.expand_shape %k [[0], [1, 2]] ... into tensor<16x2x16xf32>
+    %rk = linalg.generic ... ins(%kh, %cos) outs(%e2 : tensor<2x16x16xf32>)
+    ```
+    After:
+    ```mlir
+    %qk = tensor.extract_slice %qkv[0, 0] [16, 96] [1, 1]
+    %qkh = tensor.expand_shape %qk [[0], [1, 2]] ... into tensor<16x6x16xf32>
+    %r = linalg.generic ... ins(%qkh, %cos) outs(%e6 : tensor<6x16x16xf32>)
+    %rq = tensor.extract_slice %r[0, 0, 0] [4, 16, 16] [1, 1, 1]
+    %rk = tensor.extract_slice %r[4, 0, 0] [2, 16, 16] [1, 1, 1]
+    ```
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 def CleaveJoinProjections
     : Pass<"cleave-join-projections", "mlir::func::FuncOp"> {
   let summary = "Projections of one activation become one GEMM over their "
@@ -214,11 +256,8 @@ def CleaveJoinProjections
     tensor parallelism) is joined per rank, and the plan still lists the
     model's parameters.
 
-    When every part's result then goes through the same reshapes (keeping
-    the last dimension whole) into the same one-input elementwise generic,
-    that generic runs once over the joined result and its parts' results
-    are column slices of it: under `--precision`, Q, K and V are rounded to
-    16 bits by one kernel.
+    What is then done alike to the parts (under `--precision`, their
+    rounding to 16 bits) becomes one op in `cleave-join-elementwise`.
 
     Before:
     ```mlir
