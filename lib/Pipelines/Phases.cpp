@@ -87,8 +87,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "cleave-join-projections, "
            "cleave-generalize-for-fusion, "
            "cleave-concat-halves-to-generic, cleave-fuse-elementwise, "
-           "canonicalize, cse, cleave-fuse-elementwise, canonicalize, cse, "
-           "cleave-join-elementwise, canonicalize, cse)";
+           "canonicalize, cse, cleave-fuse-siblings, cleave-fuse-elementwise, "
+           "canonicalize, cse, cleave-join-elementwise, canonicalize, cse)";
   case Phase::Bufferize:
     return "func.func(cleave-duplicate-shared-fills), "
            "cleave-outputs-to-arguments, eliminate-empty-tensors, "

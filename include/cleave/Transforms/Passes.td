@@ -186,6 +186,26 @@ def CleaveLowerPrecision
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveFuseSiblings : Pass<"cleave-fuse-siblings", "mlir::func::FuncOp"> {
+  let summary = "Elementwise ops that read one value alike become one op with "
+                "both results";
+  let description = [{
+    Elementwise fusion takes a producer into its consumer only when the
+    consumer is its one reader; a value two elementwise ops read (rotary
+    embedding's angles, of which one takes the cosine and one the sine)
+    stays a kernel of its own, and each reader another. Two elementwise
+    generics in one block with the same loop ranges, each writing fresh
+    tensors it does not read, that read some value through the same
+    indexing map, become one generic with the results of both, where the
+    first one is, when every input of the second is available there (so
+    neither reads the other's results, and nothing between them is moved).
+    The shared producer then has one reader, and the next round of
+    `cleave-fuse-elementwise` takes it in. Repeated until nothing more
+    fuses.
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 def CleaveJoinElementwise
     : Pass<"cleave-join-elementwise", "mlir::func::FuncOp"> {
   let summary = "Elementwise ops doing the same to adjacent column slices of "
