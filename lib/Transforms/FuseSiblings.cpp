@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEFUSESIBLINGS
@@ -66,19 +68,28 @@ struct FuseSiblingsPass
   }
 
   bool fuseOnePair() {
-    SmallVector<linalg::GenericOp> candidates;
+    // Siblings share an input: pair within the readers of each value, not
+    // all with all (a long model has thousands of elementwise ops).
+    llvm::MapVector<Value, SmallVector<linalg::GenericOp>> readers;
+    DenseMap<Operation *, SmallVector<int64_t>> ranges;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (isCandidate(op))
-        candidates.push_back(op);
+      if (!isCandidate(op))
+        return;
+      ranges[op] = op.getStaticLoopRanges();
+      llvm::SmallDenseSet<Value> inputs(op.getDpsInputs().begin(),
+                                        op.getDpsInputs().end());
+      for (Value input : inputs)
+        readers[input].push_back(op);
     });
-    for (linalg::GenericOp a : candidates)
-      for (linalg::GenericOp b : candidates)
-        if (a != b && a->getBlock() == b->getBlock() && a->isBeforeInBlock(b) &&
-            a.getStaticLoopRanges() == b.getStaticLoopRanges() &&
-            shareAnInput(a, b) && inputsBefore(b, a)) {
-          fuse(a, b);
-          return true;
-        }
+    for (auto &[value, ops] : readers)
+      for (linalg::GenericOp a : ops)
+        for (linalg::GenericOp b : ops)
+          if (a != b && a->getBlock() == b->getBlock() &&
+              a->isBeforeInBlock(b) && ranges[a] == ranges[b] &&
+              shareAnInput(a, b) && inputsBefore(b, a)) {
+            fuse(a, b);
+            return true;
+          }
     return false;
   }
 

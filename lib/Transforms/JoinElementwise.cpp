@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEJOINELEMENTWISE
@@ -170,25 +172,33 @@ struct JoinElementwisePass
   }
 
   bool joinOnePair() {
-    SmallVector<linalg::GenericOp> candidates;
+    // Only ops reading column ranges of one tensor can join: pair within
+    // the readers of each tensor, not all with all (a long model has
+    // thousands of elementwise ops).
+    llvm::MapVector<Value, SmallVector<linalg::GenericOp>> readers;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (isCandidate(op))
-        candidates.push_back(op);
+      if (!isCandidate(op))
+        return;
+      llvm::SmallDenseSet<Value> sources;
+      for (Value input : op.getDpsInputs())
+        if (std::optional<ColumnSlice> c = columnSlice(input))
+          if (sources.insert(c->source).second)
+            readers[c->source].push_back(op);
     });
-    for (linalg::GenericOp a : candidates)
-      for (linalg::GenericOp b : candidates) {
-        if (a == b)
-          continue;
-        std::optional<Join> join = joinable(a, b);
-        if (!join)
-          continue;
-        // The joined op goes where the earlier one is: the inputs they share
-        // are there already, and it reads the column ranges from their
-        // source, which the earlier one's range comes from too.
-        Operation *point = a->isBeforeInBlock(b) ? a : b;
-        rewrite(a, b, *join, point);
-        return true;
-      }
+    for (auto &[source, ops] : readers)
+      for (linalg::GenericOp a : ops)
+        for (linalg::GenericOp b : ops) {
+          if (a == b)
+            continue;
+          std::optional<Join> join = joinable(a, b);
+          if (!join)
+            continue;
+          // The joined op goes where the earlier one is: the inputs they
+          // share are there already, and it reads the column ranges from
+          // their source, which the earlier one's range comes from too.
+          rewrite(a, b, *join, a->isBeforeInBlock(b) ? a : b);
+          return true;
+        }
     return false;
   }
 
