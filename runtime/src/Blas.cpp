@@ -18,7 +18,10 @@
 #include <cblas.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
+#include <unistd.h>
 #include <vector>
 
 using namespace cleave::rt;
@@ -125,6 +128,26 @@ void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
 } // namespace
 
 const char *cleave::rt::blasKernels() { return openblas_get_corename(); }
+
+void cleave::rt::useBetterBlasKernels(char **argv) {
+  const char *core = openblas_get_corename();
+  if (std::getenv("OPENBLAS_CORETYPE") || !core ||
+      std::strcmp(core, "Prescott") != 0)
+    return;
+  __builtin_cpu_init();
+  const char *better = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    better = "Haswell";
+  if (!better)
+    return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  execv("/proc/self/exe", argv);
+  // Not restarted (no /proc): keep the generic kernels, which still work.
+  unsetenv("OPENBLAS_CORETYPE");
+}
 
 extern "C" {
 void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS) {

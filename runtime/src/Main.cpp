@@ -418,6 +418,7 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
 } // namespace
 
 int main(int argc, char **argv) {
+  useBetterBlasKernels(argv);
   try {
     return run(argc, argv);
   } catch (const std::exception &e) {

@@ -90,6 +90,14 @@ private:
 /// e.g. SkylakeX; Prescott is its generic fallback), for --bench to report.
 const char *blasKernels();
 
+/// Where OpenBLAS fell back to its generic Prescott kernels on a CPU with
+/// better ones (an OpenBLAS older than the CPU: Debian's 0.3.21 does not
+/// know Emerald Rapids) and OPENBLAS_CORETYPE is unset, sets it (SkylakeX
+/// with AVX-512, Haswell with AVX2) and starts this program again in this
+/// process, since OpenBLAS reads it only when it loads. Otherwise returns.
+/// Before MPI starts: a rank restarted under mpiexec keeps its place.
+void useBetterBlasKernels(char **argv);
+
 } // namespace cleave::rt
 
 #endif // CLEAVE_RUNTIME_RUNTIME_H

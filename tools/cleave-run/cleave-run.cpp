@@ -23,12 +23,11 @@
 
 #include <cerrno>
 #include <csignal>
-#include <dlfcn.h>
-#include <sys/wait.h>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -60,30 +59,6 @@ Prescott (SSE3) kernels, about 3x slower here. When OPENBLAS_CORETYPE is
 unset and OpenBLAS reports Prescott on a CPU with AVX-512 or AVX2,
 cleave-run sets it to SkylakeX or Haswell for the program.
 )";
-
-/// The OpenBLAS kernels to ask for, when the OpenBLAS the program will load
-/// fell back to its generic Prescott kernels on a CPU that has better ones
-/// (it does not know the CPU); otherwise null.
-static const char *betterOpenBlasCore() {
-  void *lib = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL);
-  if (!lib)
-    return nullptr;
-  using CoreName = char *(*)();
-  auto coreName =
-      reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"));
-  const char *core = coreName ? coreName() : nullptr;
-  bool generic = core && std::strcmp(core, "Prescott") == 0;
-  dlclose(lib);
-  if (!generic)
-    return nullptr;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return "Haswell";
-  return nullptr;
-}
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "cleave-run") << message << "\n";
@@ -199,9 +174,6 @@ int main(int argc, char **argv) {
   // OpenBLAS reads this when it loads: its threads should sleep soon after a
   // GEMM instead of spinning while the model's own loops run.
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
-  if (!std::getenv("OPENBLAS_CORETYPE"))
-    if (const char *core = betterOpenBlasCore())
-      setenv("OPENBLAS_CORETYPE", core, 1);
   std::vector<std::string> args;
   if (*ranks > 1) {
     std::string mpiexec;
