@@ -13,6 +13,7 @@
 #include "GemmCall.h"
 #include "comm/Comm.h"
 
+#include "cleave/Runtime/BlasCore.h"
 #include "cleave/Runtime/Float16.h"
 
 #include <cblas.h>
@@ -130,17 +131,9 @@ void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
 const char *cleave::rt::blasKernels() { return openblas_get_corename(); }
 
 void cleave::rt::useBetterBlasKernels(char **argv) {
-  const char *core = openblas_get_corename();
-  if (std::getenv("OPENBLAS_CORETYPE") || !core ||
-      std::strcmp(core, "Prescott") != 0)
+  if (std::getenv("OPENBLAS_CORETYPE"))
     return;
-  __builtin_cpu_init();
-  const char *better = nullptr;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    better = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    better = "Haswell";
+  const char *better = betterBlasCore(openblas_get_corename());
   if (!better)
     return;
   setenv("OPENBLAS_CORETYPE", better, 1);

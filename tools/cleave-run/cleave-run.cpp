@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Runtime/BlasCore.h"
 #include "cleave/Runtime/Progress.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -25,6 +26,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <string>
 #include <sys/wait.h>
 #include <thread>
@@ -59,6 +61,23 @@ Prescott (SSE3) kernels, about 3x slower here. When OPENBLAS_CORETYPE is
 unset and OpenBLAS reports Prescott on a CPU with AVX-512 or AVX2,
 cleave-run sets it to SkylakeX or Haswell for the program.
 )";
+
+/// The OpenBLAS kernels to ask for when the OpenBLAS the program will load
+/// falls back to its generic ones here (BlasCore.h); otherwise null. The
+/// program does this itself since 2026-12-01; setting it here keeps
+/// bundles built before that fast, and spares the others a restart.
+static const char *betterOpenBlasCore() {
+  void *lib = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_LOCAL);
+  if (!lib)
+    return nullptr;
+  using CoreName = char *(*)();
+  auto coreName =
+      reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"));
+  const char *better =
+      cleave::rt::betterBlasCore(coreName ? coreName() : nullptr);
+  dlclose(lib);
+  return better;
+}
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "cleave-run") << message << "\n";
@@ -174,6 +193,9 @@ int main(int argc, char **argv) {
   // OpenBLAS reads this when it loads: its threads should sleep soon after a
   // GEMM instead of spinning while the model's own loops run.
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
+  if (!std::getenv("OPENBLAS_CORETYPE"))
+    if (const char *core = betterOpenBlasCore())
+      setenv("OPENBLAS_CORETYPE", core, 1);
   std::vector<std::string> args;
   if (*ranks > 1) {
     std::string mpiexec;
