@@ -154,6 +154,28 @@ std::string reorderColumns(const std::string &data, int64_t lastDim,
   return out;
 }
 
+/// The bytes of a row-major block of `shape` from dimension `axis` on: the
+/// run of it that lies side by side with the other parts' runs when parts
+/// are joined along `axis`.
+uint64_t runBytes(llvm::ArrayRef<int64_t> shape, int64_t axis,
+                  size_t elementBytes) {
+  uint64_t bytes = elementBytes;
+  for (size_t d = axis; d < shape.size(); ++d)
+    bytes *= shape[d];
+  return bytes;
+}
+
+/// Appends `rows` rows of `pieces` side by side to `out`: row r of the
+/// result is run r of every piece in turn, piece i's runs `run[i]` bytes.
+void appendSideBySide(std::string &out, llvm::ArrayRef<std::string> pieces,
+                      llvm::ArrayRef<uint64_t> run, uint64_t rows) {
+  out.reserve(out.size() +
+              rows * std::accumulate(run.begin(), run.end(), uint64_t(0)));
+  for (uint64_t r = 0; r < rows; ++r)
+    for (auto [piece, bytes] : llvm::zip(pieces, run))
+      out.append(piece, r * bytes, bytes);
+}
+
 } // namespace
 
 Expected<std::vector<WeightFileInfo>>
@@ -291,11 +313,10 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       std::vector<uint64_t> run;
       uint64_t total = 0, rowTotal = 0;
       for (const Source &source : sources) {
-        uint64_t bytes = source.elementBytes;
-        for (size_t d = request.joinAxis; d < source.shape.size(); ++d)
-          bytes *= source.shape[d];
-        run.push_back(pieces.size() == 1 || source.shape.empty() ? source.bytes
-                                                                 : bytes);
+        run.push_back(pieces.size() == 1
+                          ? source.bytes
+                          : runBytes(source.shape, request.joinAxis,
+                                     source.elementBytes));
         total += source.bytes;
         rowTotal += run.back();
       }
@@ -338,10 +359,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
           chunks.push_back(std::move(*chunk));
         }
         std::string out;
-        out.reserve(count * rowTotal);
-        for (uint64_t r = 0; r < count; ++r)
-          for (auto [chunk, bytes] : llvm::zip(chunks, run))
-            out.append(chunk, r * bytes, bytes);
+        appendSideBySide(out, chunks, run, count);
         emit(std::move(out));
       }
       continue;
@@ -349,7 +367,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     // Split: every piece read once (reordered if asked), then for each rank
     // its block of every piece, side by side along the join's dimension.
     std::vector<std::string> data;
-    std::vector<size_t> rowBytes;
+    std::vector<uint64_t> rowBytes;
     for (auto [piece, source] : llvm::zip(pieces, sources)) {
       auto bytes = source.read(0, source.bytes);
       if (!bytes)
@@ -360,12 +378,9 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       data.push_back(std::move(*bytes));
       // Joined along `joinAxis`: a rank's block is `rows` runs of
       // `rowBytes`, one run from each piece in turn.
-      llvm::ArrayRef<int64_t> block =
-          piece->offsets.empty() ? source.shape : piece->sliceShape;
-      size_t run = source.elementBytes;
-      for (size_t d = request.joinAxis; d < block.size(); ++d)
-        run *= block[d];
-      rowBytes.push_back(run);
+      rowBytes.push_back(runBytes(
+          piece->offsets.empty() ? source.shape : piece->sliceShape,
+          request.joinAxis, source.elementBytes));
     }
     for (auto [rank, sink] : llvm::enumerate(sinks)) {
       if (!holds(rank))
@@ -388,11 +403,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
           if (piece.size() != rows * bytes)
             return makeError("the parts of parameter '" + name +
                              "' do not have the same rows");
-        block.reserve(rows * std::accumulate(rowBytes.begin(), rowBytes.end(),
-                                             size_t(0)));
-        for (size_t row = 0; row < rows; ++row)
-          for (auto [piece, bytes] : llvm::zip(blocks, rowBytes))
-            block.append(piece, row * bytes, bytes);
+        appendSideBySide(block, blocks, rowBytes, rows);
       }
       if (narrowing)
         block = narrowing(block);
