@@ -173,9 +173,14 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     auto widths =
         main.getArgAttrOfType<DenseI64ArrayAttr>(i, kJoinedWidthsAttrName);
     auto axis = main.getArgAttrOfType<IntegerAttr>(i, kJoinedAxisAttrName);
+    auto isPart = [](Attribute a) {
+      auto attrs = dyn_cast<DictionaryAttr>(a);
+      return attrs && attrs.getAs<StringAttr>(kParamAttrName);
+    };
     if (parts && (!widths || widths.size() != int64_t(parts.size()) || !axis ||
                   axis.getInt() < 0 ||
-                  axis.getInt() >= int64_t(buffer.shape.size()))) {
+                  axis.getInt() >= int64_t(buffer.shape.size()) ||
+                  !llvm::all_of(parts, isPart))) {
       main.emitError() << "joined parameter '" << buffer.name
                        << "' does not say how its parts are joined";
       return failure();

@@ -88,10 +88,9 @@ std::string cleave::planReport(const ModelSignature &sig,
         std::max(stageParams[sig.stageOf(r)], sig.paramBytesHeldBy(r));
   uint64_t inModel = 0, io = 0, splitPerRank = 0, splitInModel = 0;
   size_t params = 0, split = 0;
-  for (const BufferSignature &buffer : sig.buffers) {
+  for (const BufferSignature &buffer : sig.buffers)
     if (buffer.kind != BufferSignature::Kind::Param)
       io += buffer.bytes;
-  }
   for (const BufferSignature &buffer : sig.buffers)
     for (const BufferSignature *param : buffer.modelParams()) {
       const BufferSignature &b = *param;
