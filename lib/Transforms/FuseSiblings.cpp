@@ -26,7 +26,8 @@ using namespace mlir;
 namespace {
 
 /// An elementwise generic on tensors whose outputs are fresh tensors it
-/// does not read.
+/// does not read (its loop ranges, which must be static, are checked
+/// apart: computing them is not cheap).
 bool isCandidate(linalg::GenericOp op) {
   if (!op.hasPureTensorSemantics() || op.getNumReductionLoops() != 0)
     return false;
@@ -34,8 +35,7 @@ bool isCandidate(linalg::GenericOp op) {
     if (!init.get().getDefiningOp<tensor::EmptyOp>() ||
         !op.getMatchingBlockArgument(&init).use_empty())
       return false;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  return !ShapedType::isDynamicShape(ranges);
+  return true;
 }
 
 /// Whether `a` and `b` read some value through the same map.
@@ -75,7 +75,10 @@ struct FuseSiblingsPass
     getOperation().walk([&](linalg::GenericOp op) {
       if (!isCandidate(op))
         return;
-      ranges[op] = op.getStaticLoopRanges();
+      SmallVector<int64_t> loops = op.getStaticLoopRanges();
+      if (ShapedType::isDynamicShape(loops))
+        return;
+      ranges[op] = std::move(loops);
       llvm::SmallDenseSet<Value> inputs(op.getDpsInputs().begin(),
                                         op.getDpsInputs().end());
       for (Value input : inputs)
