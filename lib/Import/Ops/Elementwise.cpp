@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - ONNX elementwise, comparison and cast ops --------===//
 //
-// Unary and binary math, comparisons, logic, variadic Min/Max/Sum/Mean, Where,
-// Cast/CastLike, Gelu, Identity and Constant. Every op folds when its operands
+// Unary and binary math, comparisons, logic, IsNaN/IsInf, variadic
+// Min/Max/Sum/Mean, Where, Cast/CastLike, Gelu, Identity and Constant. Every op folds when its operands
 // are compile-time constants (shape arithmetic, masks); otherwise it becomes one
 // broadcasting linalg.generic.
 //
@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -240,6 +241,75 @@ LogicalResult lowerUnary(NodeContext &ctx) {
                                  return emitUnary(b, loc, Op, args[0]);
                                }));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// IsNaN and IsInf: a float tested, a bool result
+//===----------------------------------------------------------------------===//
+
+/// Which infinities IsInf looks for; IsNaN looks for none of them.
+struct FloatTest {
+  bool nan = false;
+  bool positive = false;
+  bool negative = false;
+
+  bool fold(double x) const {
+    if (std::isnan(x))
+      return nan;
+    if (std::isinf(x))
+      return x > 0 ? positive : negative;
+    return false;
+  }
+
+  Value emit(OpBuilder &b, Location loc, Value x) const {
+    if (nan)
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+    Type type = x.getType();
+    double inf = std::numeric_limits<double>::infinity();
+    if (positive && negative)
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                   math::AbsFOp::create(b, loc, x),
+                                   scalarConstant(b, loc, type, inf));
+    if (positive || negative)
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x,
+                                   scalarConstant(b, loc, type,
+                                                  positive ? inf : -inf));
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::AlwaysFalse, x, x);
+  }
+};
+
+LogicalResult lowerFloatTest(NodeContext &ctx, FloatTest test) {
+  Type type = ctx.inputElementType(0);
+  if (!isFloat(type))
+    return ctx.emitError() << "element type " << type
+                           << " is not supported (a float type is)";
+  Type i1 = ctx.builder().getI1Type();
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    ElementwiseFolder folder({c}, shape);
+    ctx.setOutput(0, folder.foldFloat(i1, [&](ArrayRef<double> a) {
+      return test.fold(a[0]) ? 1.0 : 0.0;
+    }));
+    return success();
+  }
+  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), ctx.input(0), shape, i1,
+                               [&](OpBuilder &b, Location loc, ValueRange args) {
+                                 return test.emit(b, loc, args[0]);
+                               }));
+  return success();
+}
+
+LogicalResult lowerIsNaN(NodeContext &ctx) {
+  FloatTest test;
+  test.nan = true;
+  return lowerFloatTest(ctx, test);
+}
+
+LogicalResult lowerIsInf(NodeContext &ctx) {
+  FloatTest test;
+  test.positive = ctx.intAttr("detect_positive", 1) != 0;
+  test.negative = ctx.intAttr("detect_negative", 1) != 0;
+  return lowerFloatTest(ctx, test);
 }
 
 //===----------------------------------------------------------------------===//
@@ -626,6 +696,8 @@ void cleave::onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("Floor", 6, lowerUnary<Unary::Floor>);
   r.add("Not", 1, lowerUnary<Unary::Not>);
   r.add("Softplus", 1, lowerUnary<Unary::Softplus>);
+  r.add("IsNaN", 9, lowerIsNaN);
+  r.add("IsInf", 10, lowerIsInf);
 
   r.add("Add", 7, lowerBinary<Binary::Add>);
   r.add("Sub", 7, lowerBinary<Binary::Sub>);
