@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Exports small Hugging Face transformers models to ONNX, as users export them.
+
+The models of test/models/hf-*.onnx: the transformers library's own GPT-2,
+LLaMA (grouped-query attention: 4 heads, 2 key/value heads), Qwen2 (LLaMA's
+shape with biases on Q, K and V) and BERT (with attention_mask and
+token_type_ids inputs), each 2 layers of width 64, built from a config with
+random weights (no download), and exported by PyTorch's current exporter
+(torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
+16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
+library's default, which the exporter writes as MatMul and Softmax with Q
+and K each scaled by the fourth root of the head size and a guard that
+zeroes rows of NaN (IsNaN, Where).
+
+Every parameter is drawn at random (norm weights around 1): left at their
+initial zeros, the biases would all be one value, which the exporter stores
+as one shared initializer, unlike a trained model's.
+
+Needs torch, transformers and onnxscript (not in the README's test command;
+the models are committed). Usage: export_hf_models.py OUT_DIR
+"""
+import argparse
+import os
+
+BATCH, SEQ, VOCAB = 2, 16, 97
+SIZES = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+             num_attention_heads=4, intermediate_size=128,
+             max_position_embeddings=128, use_cache=False)
+
+
+def build(name, transformers, torch):
+    """(model, example inputs, input names) of one model."""
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    if name == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+            use_cache=False)
+        return transformers.GPT2LMHeadModel(config), (ids,), ["input_ids"]
+    if name == "llama":
+        config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
+        return transformers.LlamaForCausalLM(config), (ids,), ["input_ids"]
+    if name == "qwen2":
+        config = transformers.Qwen2Config(**SIZES, num_key_value_heads=2)
+        return transformers.Qwen2ForCausalLM(config), (ids,), ["input_ids"]
+    if name == "bert":
+        config = transformers.BertConfig(**SIZES)
+        mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+        mask[1, SEQ // 2:] = 0  # the second sequence is padded
+        types = torch.zeros(BATCH, SEQ, dtype=torch.long)
+        return (transformers.BertModel(config), (ids, mask, types),
+                ["input_ids", "attention_mask", "token_type_ids"])
+    raise ValueError(name)
+
+
+def randomize(model, torch):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.02)
+            elif "norm" in name.lower():
+                p.normal_(1.0, 0.1)
+            else:
+                p.normal_(0.0, 0.1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir")
+    args = parser.parse_args()
+    import torch
+    import transformers
+    torch.manual_seed(0)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name in ("gpt2", "llama", "qwen2", "bert"):
+        model, inputs, names = build(name, transformers, torch)
+        model.eval()
+        randomize(model, torch)
+        path = os.path.join(args.out_dir, f"hf-{name}.onnx")
+        torch.onnx.export(model, inputs, path, input_names=names,
+                          output_names=["out"], opset_version=18, dynamo=True,
+                          external_data=False)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
