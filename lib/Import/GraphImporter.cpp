@@ -409,6 +409,9 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
                << "' has shape " << formatShape(shape)
                << ", whose first dimension (the batch) does not split into " << m
                << " microbatches";
+      if (fixedBatchInput.empty() && hasShape && !declared.empty() &&
+          declared[0] != ShapedType::kDynamic)
+        fixedBatchInput = input.name();
       shape[0] /= m;
     }
     argTypes.push_back(RankedTensorType::get(shape, elementType));
@@ -543,8 +546,19 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   }
   opBuilder.setInsertionPointToStart(entry);
 
-  if (failed(importNodes(graph.node())))
+  if (failed(importNodes(graph.node()))) {
+    // An export on static shapes often writes its batch into Reshape
+    // targets and the like, which then do not fit one microbatch.
+    if (!fixedBatchInput.empty())
+      mlir::emitRemark(fileLoc)
+          << "--microbatches " << importOptions.microbatches
+          << " imports the graph for one microbatch, but the model fixes the "
+             "batch of input '"
+          << fixedBatchInput
+          << "'; if the failing node hard-codes that batch, export the model "
+             "with a dynamic batch dimension";
     return nullptr;
+  }
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;

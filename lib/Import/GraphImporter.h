@@ -66,6 +66,9 @@ private:
   /// Parameters added while importing nodes, named once @main's type is set.
   llvm::SmallVector<std::string> lateParams;
   llvm::StringMap<int64_t> opsets;
+  /// Under --microbatches, a graph input whose batch the model fixes (an
+  /// export on static shapes), for the note on a node that then fails.
+  std::string fixedBatchInput;
 };
 
 } // namespace cleave::onnx_import
