@@ -84,11 +84,12 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   }
   case Phase::Fuse:
     return "func.func(canonicalize, cse, cleave-bias-into-gemm, "
-           "cleave-join-projections, "
+           "cleave-scale-after-gemm, cleave-join-projections, "
            "cleave-generalize-for-fusion, "
            "cleave-concat-halves-to-generic, cleave-fuse-elementwise, "
            "canonicalize, cse, cleave-fuse-siblings, cleave-fuse-elementwise, "
-           "canonicalize, cse, cleave-join-elementwise, canonicalize, cse)";
+           "canonicalize, cse, cleave-join-elementwise, canonicalize, cse, "
+           "cleave-refine-reshapes)";
   case Phase::Bufferize:
     return "func.func(cleave-duplicate-shared-fills), "
            "cleave-outputs-to-arguments, eliminate-empty-tensors, "

@@ -1,9 +1,10 @@
 """Per-layer counts of a model compiled with --target cuda --compile-to
 lower, from the same stack at 1 and 2 layers (the difference is one layer):
 kernels (cubins, gpu.binary), their launches, and cuBLASLt GEMM calls, next
-to the ONNX MatMul nodes per layer counted in the models themselves, and
-the GEMMs those make once MatMuls that multiply the same activation by a
-weight each (Q, K and V; gate and up) are one GEMM (cleave-join-projections).
+to the ONNX MatMul and Gemm nodes per layer counted in the models
+themselves, and the GEMMs those make once those that multiply the same
+activation by a weight each (Q, K and V; gate and up) are one GEMM
+(cleave-join-projections).
 
 With one model (MODEL.mlir MODEL.onnx), the same counts for the whole model.
 
@@ -18,7 +19,8 @@ def counts(mlir_path, onnx_path):
     text = open(mlir_path).read()
     model = onnx.load(onnx_path, load_external_data=False)
     weights = {init.name for init in model.graph.initializer}
-    matmuls = [node for node in model.graph.node if node.op_type == "MatMul"]
+    matmuls = [node for node in model.graph.node
+               if node.op_type in ("MatMul", "Gemm")]
     joined = {node.input[0] for node in matmuls if node.input[1] in weights}
     alone = [node for node in matmuls if node.input[1] not in weights]
     return (len(re.findall(r"gpu\.binary @", text)),
@@ -31,11 +33,11 @@ one = counts(sys.argv[1], sys.argv[2])
 if len(sys.argv) == 3:
     kernels, launches, gemms, matmuls, groups = one
     print(f"kernels: {kernels}, launches: {launches}; GEMM calls: {gemms}, "
-          f"ONNX MatMul nodes: {matmuls}, joined: {groups}")
+          f"ONNX MatMul and Gemm nodes: {matmuls}, joined: {groups}")
     sys.exit(0)
 two = counts(sys.argv[3], sys.argv[4])
 kernels, launches, gemms, matmuls, groups = (b - a for a, b in zip(one, two))
 print(f"kernels per layer: {kernels}, launches per layer: {launches}")
-print(f"GEMM calls per layer: {gemms}, ONNX MatMul nodes per layer: {matmuls}, "
+print(f"GEMM calls per layer: {gemms}, ONNX MatMul and Gemm nodes per layer: {matmuls}, "
       f"joined: {groups}")
 print(f"every kernel a cubin, launched once: {'yes' if two[0] == two[1] else 'no'}")

@@ -327,6 +327,70 @@ def CleaveBiasIntoGemm : Pass<"cleave-bias-into-gemm", "mlir::func::FuncOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveScaleAfterGemm : Pass<"cleave-scale-after-gemm", "mlir::func::FuncOp"> {
+  let summary = "A constant scale of a GEMM's operand moves to its result";
+  let description = [{
+    PyTorch's exported `scaled_dot_product_attention` scales Q and K by the
+    fourth root of the head size each, after the head split and before the
+    scores GEMM. Each scale is an elementwise op on an operand: it keeps the
+    head split a kernel of its own (a GEMM reads its operands as they lie in
+    memory, with strides; it cannot multiply them) and reads and writes Q
+    and K once more. A product is linear in each operand, so where a
+    `linalg.matmul` or `linalg.batch_matmul` starts from a zero fill and an
+    operand is an elementwise generic used only there (directly or through
+    reshapes used only there) that yields its identity-mapped input times a
+    constant (in its body, or a splat constant input), the GEMM reads the
+    input and its result is multiplied by the constant instead, after the
+    reshapes that alone read it, where the multiply fuses into the result's
+    reader (attention's mask add, the softmax). Both operands' scales become
+    one. GEMMs that start from a bias are left alone (the bias would be
+    scaled too); so, under `--precision`, are operands rounded to 16 bits
+    after their scale, where moving the scale would change what is rounded.
+
+    Before:
+    ```mlir
+    %qs = linalg.generic ins(%q, %c) { mulf }   // %c: dense<0.5> : tensor<f32>
+    %ks = linalg.generic ins(%k, %c) { mulf }
+    %s = linalg.batch_matmul ins(%qs, %ks) outs(%zeros)
+    ```
+    After: `%p = linalg.batch_matmul ins(%q, %k) outs(%zeros)`, then
+    `%s = linalg.generic ins(%p) { mulf %in, 0.25 }`.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+def CleaveRefineReshapes : Pass<"cleave-refine-reshapes", "mlir::func::FuncOp"> {
+  let summary = "A collapse followed by an expand goes through the finest "
+                "shape the two share";
+  let description = [{
+    Fusion can leave a tensor read through `collapse_shape` then
+    `expand_shape` where the collapse merges dimensions that the expand
+    splits again differently: Q of grouped-query attention, (batch, heads,
+    tokens, 2, 8) collapsed to (batch * heads, tokens, 16) for a batch
+    matmul that fusion then expanded to (batch, kv heads, group, tokens,
+    16). Where Q is a strided view (a column range of a joined projection),
+    bufferization cannot merge batch and heads and copies it, a kernel of
+    its own. With static shapes, such a pair is rewritten as a collapse to
+    the finest shape both ends merge into, then an expand from it: here
+    (batch, heads, tokens, 16), whose collapse only merges the contiguous
+    last two dimensions, then (batch, kv heads, group, tokens, 16).
+    Size-1 dimensions left over at the end join the last group.
+
+    Before:
+    ```mlir
+    %c = tensor.collapse_shape %q [[0, 1], [2], [3, 4]]
+        : tensor<2x4x16x2x8xf32> into tensor<8x16x16xf32>
+    %e = tensor.expand_shape %c [[0, 1, 2], [3], [4]] output_shape [2, 2, 2, 16, 16]
+    ```
+    After: `%c = tensor.collapse_shape %q [[0], [1], [2], [3, 4]]` into
+    `tensor<2x4x16x16xf32>`, then `tensor.expand_shape %c [[0], [1, 2], [3],
+    [4]]`.
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 def CleaveConcatHalvesToGeneric
     : Pass<"cleave-concat-halves-to-generic", "mlir::func::FuncOp"> {
   let summary = "A concatenation of a tensor's two halves becomes one "
