@@ -1,14 +1,17 @@
-//===- Reduction.cpp - ONNX reductions, Softmax and LogSoftmax ------------===//
+//===- Reduction.cpp - ONNX reductions, Softmax, LogSoftmax and CumSum ----===//
 //
 // ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2 become linalg.reduce (with an
 // elementwise pre- or post-step where the op needs one). Softmax and LogSoftmax
 // are decomposed into max, exp, sum and divide so later phases can fuse them.
+// CumSum is a generic that sums, for each position, the positions before it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Builders.h"
 #include "../ImportContext.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
@@ -117,9 +120,98 @@ LogicalResult lowerSoftmax(NodeContext &ctx) {
   return success();
 }
 
+/// CumSum: element i along the axis is the sum of elements 0..i (1..i-1
+/// when exclusive; from the end when reversed). A generic over (..., i,
+/// ..., j) with j a reduction, adding element j where it counts for i:
+/// quadratic in the axis's length, which for the positions of padded
+/// tokens (RoBERTa's) is the sequence.
+LogicalResult lowerCumSum(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  int64_t rank = shape.size();
+  Type type = ctx.inputElementType(0);
+  if (rank == 0)
+    return ctx.fail("the input must have rank 1 or more");
+  auto axisTensor = ctx.requireConstantInput(1, "axis");
+  if (failed(axisTensor))
+    return failure();
+  if ((*axisTensor)->getNumElements() != 1)
+    return ctx.fail("the axis must be one value");
+  auto axis = ctx.normalizeAxis((*axisTensor)->getInt(0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  bool exclusive = ctx.intAttr("exclusive", 0) != 0;
+  bool reverse = ctx.intAttr("reverse", 0) != 0;
+  // Whether element j counts for element i.
+  auto counts = [&](int64_t i, int64_t j) {
+    return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+  };
+
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    int64_t length = shape[*axis];
+    int64_t inner = productOf(shape.drop_front(*axis + 1));
+    int64_t outer = productOf(shape.take_front(*axis));
+    int64_t n = outer * length * inner;
+    std::vector<double> floats(isFloat(type) ? n : 0);
+    std::vector<int64_t> ints(isFloat(type) ? 0 : n);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t in = 0; in < inner; ++in)
+        for (int64_t i = 0; i < length; ++i) {
+          int64_t at = (o * length + i) * inner + in;
+          for (int64_t j = 0; j < length; ++j) {
+            if (!counts(i, j))
+              continue;
+            int64_t from = (o * length + j) * inner + in;
+            if (isFloat(type))
+              floats[at] += c->getDouble(from);
+            else
+              ints[at] += c->getInt(from);
+          }
+        }
+    ctx.setOutput(0, isFloat(type) ? ConstTensor::floats(type, shape, floats)
+                                   : ConstTensor::ints(type, shape, ints));
+    return success();
+  }
+
+  // Loops: the result's dimensions, then j; the input is read at j along
+  // the axis.
+  MLIRContext *mctx = b.getContext();
+  SmallVector<AffineExpr> resultDims, inputDims;
+  for (int64_t d = 0; d < rank; ++d) {
+    resultDims.push_back(getAffineDimExpr(d, mctx));
+    inputDims.push_back(getAffineDimExpr(d == *axis ? rank : d, mctx));
+  }
+  AffineMap inputMap = AffineMap::get(rank + 1, 0, inputDims, mctx);
+  AffineMap resultMap = AffineMap::get(rank + 1, 0, resultDims, mctx);
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  Value zeros = filledTensor(b, loc, shape, type, 0.0);
+  arith::CmpIPredicate predicate =
+      reverse ? (exclusive ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::sge)
+              : (exclusive ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sle);
+  int64_t axisLoop = *axis;
+  auto sum = linalg::GenericOp::create(
+      b, loc, zeros.getType(), ValueRange{ctx.input(0)}, ValueRange{zeros},
+      ArrayRef<AffineMap>{inputMap, resultMap}, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        Value i = linalg::IndexOp::create(nested, nestedLoc, axisLoop);
+        Value j = linalg::IndexOp::create(nested, nestedLoc, rank);
+        Value take = arith::CmpIOp::create(nested, nestedLoc, predicate, j, i);
+        Value added = addS(nested, nestedLoc, args[1], args[0]);
+        linalg::YieldOp::create(
+            nested, nestedLoc,
+            arith::SelectOp::create(nested, nestedLoc, take, added, args[1])
+                .getResult());
+      });
+  ctx.setOutput(0, sum.getResult(0));
+  return success();
+}
+
 } // namespace
 
 void cleave::onnx_import::registerReductionOps(OpRegistry &r) {
+  r.add("CumSum", 11, lowerCumSum);
   r.add("ReduceSum", 1, lowerReduce<Reduction::Sum>);
   r.add("ReduceMean", 1, lowerReduce<Reduction::Mean>);
   r.add("ReduceMax", 1, lowerReduce<Reduction::Max>);
