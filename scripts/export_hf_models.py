@@ -3,8 +3,9 @@
 
 The models of test/models/hf-*.onnx: the transformers library's own GPT-2,
 LLaMA (grouped-query attention: 4 heads, 2 key/value heads), Qwen2 (LLaMA's
-shape with biases on Q, K and V) and BERT (with attention_mask and
-token_type_ids inputs), each 2 layers of width 64, built from a config with
+shape with biases on Q, K and V), BERT (with attention_mask and
+token_type_ids inputs) and RoBERTa (positions counted past padding tokens
+with CumSum), each 2 layers of width 64, built from a config with
 random weights (no download), and exported by PyTorch's current exporter
 (torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
 16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
@@ -49,6 +50,11 @@ def build(name, transformers, torch):
         types = torch.zeros(BATCH, SEQ, dtype=torch.long)
         return (transformers.BertModel(config), (ids, mask, types),
                 ["input_ids", "attention_mask", "token_type_ids"])
+    if name == "roberta":
+        config = transformers.RobertaConfig(**SIZES)
+        mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+        return (transformers.RobertaModel(config), (ids, mask),
+                ["input_ids", "attention_mask"])
     raise ValueError(name)
 
 
@@ -71,7 +77,7 @@ def main():
     import transformers
     torch.manual_seed(0)
     os.makedirs(args.out_dir, exist_ok=True)
-    for name in ("gpt2", "llama", "qwen2", "bert"):
+    for name in ("gpt2", "llama", "qwen2", "bert", "roberta"):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)
