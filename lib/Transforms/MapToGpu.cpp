@@ -12,6 +12,8 @@
 
 #include "GpuKernelBuilder.h"
 
+#include "cleave/Support/OnnxNode.h"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEMAPTOGPU
 #include "cleave/Transforms/Passes.h.inc"
@@ -117,8 +119,11 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
 
     // Any other reduction: one thread per output element, in sequence over
     // the reduced points.
-    op->emitRemark("reduction without a recognised combiner: one GPU thread per "
-                   "output element");
+    // On the location alone: the remark names the ONNX node, not the IR.
+    mlir::emitRemark(op->getLoc())
+        << "reduction without a recognised combiner: one GPU thread per "
+           "output element (ONNX node '"
+        << cleave::onnxNodeName(op->getLoc()) << "')";
     launchPerOutput(b, loc, outputs, [&](OpBuilder &tb, Value linear) {
       SmallVector<Value> p = delinearize(tb, loc, linear, sizesOf(parallel));
       SmallVector<Value> zeros(reduced.size(), index(tb, loc, 0));

@@ -6,7 +6,8 @@
 // per row, with a remark.
 // RUN: cleave-opt %s --cleave-map-to-gpu 2>&1 | FileCheck %s
 
-// CHECK: remark: reduction without a recognised combiner: one GPU thread per output element
+// CHECK: remark: reduction without a recognised combiner: one GPU thread per output element (ONNX node '?')
+// CHECK-NOT: see current operation
 // CHECK-LABEL: func.func @f
 // Elementwise: 64 x 128 = 8192 points, 32 blocks of 256.
 // CHECK: %[[C256:.*]] = arith.constant 256 : index
