@@ -316,49 +316,42 @@ Value cleave::onnx_import::softmax(OpBuilder &b, Location loc, Value x,
     return castTensor(b, loc, wide, elementType);
   }
   ArrayRef<int64_t> shape = type.getShape();
+  // A fully masked row (every element -inf) gives zeros when guarded: its
+  // max counts as 0 (exp(-inf - 0) = 0) and its sum of zeros as 1. The
+  // guards sit in the ops that read the row statistics, not in ops of
+  // their own on them, so that the softmax stays one row chain.
+  auto guarded = [&](OpBuilder &nb, Location nl, Value v, double from,
+                     double to) -> Value {
+    if (!guardMaskedRows)
+      return v;
+    Value hit = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, v,
+                                      scalarConstant(nb, nl, elementType, from));
+    return arith::SelectOp::create(nb, nl, hit,
+                                   scalarConstant(nb, nl, elementType, to), v);
+  };
+  double negInf = -std::numeric_limits<double>::infinity();
   Value max = reduce(b, loc, x, {axis}, ReduceKind::Max, /*keepDims=*/true);
-  if (guardMaskedRows) {
-    auto negInf = APFloat::getInf(cast<FloatType>(elementType).getFloatSemantics(),
-                                  /*Negative=*/true);
-    max = elementwise(b, loc, max, tensorTypeOf(max).getShape(), elementType,
-                      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                        Value inf = arith::ConstantOp::create(
-                            nb, nl, nb.getFloatAttr(elementType, negInf));
-                        Value masked = arith::CmpFOp::create(
-                            nb, nl, arith::CmpFPredicate::OEQ, args[0], inf);
-                        return arith::SelectOp::create(
-                            nb, nl, masked, scalarConstant(nb, nl, elementType, 0.0),
-                            args[0]);
-                      });
-  }
   Value shifted = elementwise(b, loc, {x, max}, shape, elementType,
-                              [](OpBuilder &nb, Location nl, ValueRange args) {
-                                return subS(nb, nl, args[0], args[1]);
+                              [&](OpBuilder &nb, Location nl, ValueRange args) {
+                                return subS(nb, nl, args[0],
+                                            guarded(nb, nl, args[1], negInf, 0.0));
                               });
   Value exps = elementwise(b, loc, shifted, shape, elementType,
                            [](OpBuilder &nb, Location nl, ValueRange args) {
                              return math::ExpOp::create(nb, nl, args[0]);
                            });
   Value sum = reduce(b, loc, exps, {axis}, ReduceKind::Sum, /*keepDims=*/true);
-  if (guardMaskedRows)
-    sum = elementwise(b, loc, sum, tensorTypeOf(sum).getShape(), elementType,
-                      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                        Value zero = scalarConstant(nb, nl, elementType, 0.0);
-                        Value empty = arith::CmpFOp::create(
-                            nb, nl, arith::CmpFPredicate::OEQ, args[0], zero);
-                        return arith::SelectOp::create(
-                            nb, nl, empty, scalarConstant(nb, nl, elementType, 1.0),
-                            args[0]);
-                      });
   if (logSoftmax)
     return elementwise(b, loc, {shifted, sum}, shape, elementType,
-                       [](OpBuilder &nb, Location nl, ValueRange args) {
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
                          return subS(nb, nl, args[0],
-                                     math::LogOp::create(nb, nl, args[1]));
+                                     math::LogOp::create(
+                                         nb, nl, guarded(nb, nl, args[1], 0.0, 1.0)));
                        });
   return elementwise(b, loc, {exps, sum}, shape, elementType,
-                     [](OpBuilder &nb, Location nl, ValueRange args) {
-                       return divS(nb, nl, args[0], args[1]);
+                     [&](OpBuilder &nb, Location nl, ValueRange args) {
+                       return divS(nb, nl, args[0],
+                                   guarded(nb, nl, args[1], 0.0, 1.0));
                      });
 }
 

@@ -253,22 +253,10 @@ LogicalResult lowerAttention(NodeContext &ctx) {
   withBias = broadcastTo(b, loc, withBias, scoreShape);
   Value qkOutput = mode == 2 ? withBias : qk;
 
+  // A row whose bias is -inf everywhere attends to nothing: its scores are
+  // all -inf, which the guarded softmax turns into zeros.
   Value probs = softmax(b, loc, castTensor(b, loc, withBias, softmaxType), 3,
                         /*logSoftmax=*/false, /*guardMaskedRows=*/true);
-  if (bias) {
-    // A row whose bias is -inf everywhere attends to nothing: zeros.
-    Value rowMax = reduce(b, loc, bias, {tensorTypeOf(bias).getRank() - 1},
-                          ReduceKind::Max, /*keepDims=*/true);
-    probs = elementwise(b, loc, {rowMax, probs}, scoreShape, softmaxType,
-                        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                          Value masked = arith::CmpFOp::create(
-                              nb, nl, arith::CmpFPredicate::OEQ, args[0],
-                              negInfConstant(nb, nl, type));
-                          return arith::SelectOp::create(
-                              nb, nl, masked,
-                              scalarConstant(nb, nl, softmaxType, 0.0), args[1]);
-                        });
-  }
   probs = castTensor(b, loc, probs, type);
   if (mode == 3)
     qkOutput = probs;
