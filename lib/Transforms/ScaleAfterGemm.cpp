@@ -118,12 +118,14 @@ struct ScaleAfterGemmPass
     }
   }
 
-  /// Makes `operand` read x where it read `x * c` (through reshapes used
-  /// only on the way), and returns c.
+  /// Makes `operand` read x where it read `x * c` (through reshapes,
+  /// transposes and broadcasts used only on the way: K's transpose, and its
+  /// head repetition under grouped-query attention), and returns c.
   std::optional<double> unscale(OpOperand &operand) {
     SmallVector<Operation *> reshapes;
     Value v = operand.get();
-    while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+    while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+                           linalg::TransposeOp, linalg::BroadcastOp>(
                v.getDefiningOp()) &&
            v.hasOneUse()) {
       reshapes.push_back(v.getDefiningOp());
@@ -135,9 +137,10 @@ struct ScaleAfterGemmPass
     std::optional<ScaledOperand> scaled = scaledOperand(producer);
     if (!scaled)
       return std::nullopt;
-    // The same reshapes, from x: x has the scaled tensor's type. One that
-    // undoes x's own reshape folds away, or the GEMM would not see the copy
-    // (a head split) that it reads (cleave-generalize-for-fusion).
+    // The same reshapes and copies, from x, which has the scaled tensor's
+    // type. A reshape that undoes x's own folds away, or the GEMM would not
+    // see the copy (a head split) that it reads
+    // (cleave-generalize-for-fusion).
     Value unscaled = scaled->unscaled;
     for (Operation *reshape : llvm::reverse(reshapes)) {
       OpBuilder b(reshape);

@@ -107,3 +107,40 @@ func.func @stays(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %bias: tensor<8xf32>,
   %product = linalg.matmul ins(%xy, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %biased, %shared, %ys, %product : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// Tests K of grouped-query attention as ONNX's Attention operator lowers:
+// scaled, then its 2 heads repeated for 4 query heads (a broadcast and a
+// collapse) and transposed for the scores GEMM. The scale moves to the
+// result; the repetition and the transpose stay, on K itself, for
+// cleave-generalize-for-fusion to fold into the GEMM.
+// CHECK-LABEL: func.func @gqa_key
+// CHECK-NOT: arith.mulf
+// CHECK: %[[R:.*]] = linalg.broadcast ins(%arg1 : tensor<2x2x16x8xf32>)
+// CHECK: %[[C:.*]] = tensor.collapse_shape %[[R]]
+// CHECK: %[[T:.*]] = linalg.transpose ins(%[[C]] : tensor<2x4x16x8xf32>)
+// CHECK-NOT: arith.mulf
+// CHECK: linalg.batch_matmul
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK-NOT: arith.mulf
+// CHECK: return
+func.func @gqa_key(%q: tensor<8x16x8xf32>, %k: tensor<2x2x16x8xf32>) -> tensor<8x16x16xf32> {
+  %e = tensor.empty() : tensor<2x2x16x8xf32>
+  %ks = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%k : tensor<2x2x16x8xf32>) outs(%e : tensor<2x2x16x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %c = arith.constant 0.5 : f32
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x16x8xf32>
+  %er = tensor.empty() : tensor<2x2x2x16x8xf32>
+  %r = linalg.broadcast ins(%ks : tensor<2x2x16x8xf32>) outs(%er : tensor<2x2x2x16x8xf32>) dimensions = [2]
+  %c4 = tensor.collapse_shape %r [[0], [1, 2], [3], [4]] : tensor<2x2x2x16x8xf32> into tensor<2x4x16x8xf32>
+  %et = tensor.empty() : tensor<2x4x8x16xf32>
+  %t = linalg.transpose ins(%c4 : tensor<2x4x16x8xf32>) outs(%et : tensor<2x4x8x16xf32>) permutation = [0, 1, 3, 2]
+  %kt = tensor.collapse_shape %t [[0, 1], [2], [3]] : tensor<2x4x8x16xf32> into tensor<8x8x16xf32>
+  %zero = arith.constant 0.0 : f32
+  %eo = tensor.empty() : tensor<8x16x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%eo : tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %p = linalg.batch_matmul ins(%q, %kt : tensor<8x16x8xf32>, tensor<8x8x16xf32>) outs(%z : tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  return %p : tensor<8x16x16xf32>
+}
