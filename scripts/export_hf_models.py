@@ -13,6 +13,9 @@ library's default, which the exporter writes as MatMul and Softmax with Q
 and K each scaled by the fourth root of the head size and a guard that
 zeroes rows of NaN (IsNaN, Where).
 
+LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
+exporter writes attention as ONNX's own Attention operator.
+
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
 as one shared initializer, unlike a trained model's.
@@ -77,14 +80,17 @@ def main():
     import transformers
     torch.manual_seed(0)
     os.makedirs(args.out_dir, exist_ok=True)
-    for name in ("gpt2", "llama", "qwen2", "bert", "roberta"):
+    for name, opset, suffix in (("gpt2", 18, ""), ("llama", 18, ""),
+                                ("qwen2", 18, ""), ("bert", 18, ""),
+                                ("roberta", 18, ""),
+                                ("llama", 23, "-attention")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)
-        path = os.path.join(args.out_dir, f"hf-{name}.onnx")
+        path = os.path.join(args.out_dir, f"hf-{name}{suffix}.onnx")
         torch.onnx.export(model, inputs, path, input_names=names,
-                          output_names=["out"], opset_version=18, dynamo=True,
-                          external_data=False)
+                          output_names=["out"], opset_version=opset,
+                          dynamo=True, external_data=False)
         print(f"wrote {path}")
 
 

@@ -4,7 +4,8 @@ kernels (cubins, gpu.binary), their launches, and cuBLASLt GEMM calls, next
 to the ONNX MatMul and Gemm nodes per layer counted in the models
 themselves, and the GEMMs those make once those that multiply the same
 activation by a weight each (Q, K and V; gate and up) are one GEMM
-(cleave-join-projections).
+(cleave-join-projections), plus two for each ONNX Attention node (its
+scores and its weighted sum of values).
 
 With one model (MODEL.mlir MODEL.onnx), the same counts for the whole model.
 
@@ -23,10 +24,12 @@ def counts(mlir_path, onnx_path):
                if node.op_type in ("MatMul", "Gemm")]
     joined = {node.input[0] for node in matmuls if node.input[1] in weights}
     alone = [node for node in matmuls if node.input[1] not in weights]
+    attention = [node for node in model.graph.node
+                 if node.op_type == "Attention"]
     return (len(re.findall(r"gpu\.binary @", text)),
             len(re.findall(r"gpu\.launch_func", text)),
             len(re.findall(r"llvm\.call @cleave_rt_cuda_(?:sgemm|gemm_)", text)),
-            len(matmuls), len(joined) + len(alone))
+            len(matmuls), len(joined) + len(alone) + 2 * len(attention))
 
 
 one = counts(sys.argv[1], sys.argv[2])
