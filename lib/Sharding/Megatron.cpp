@@ -84,6 +84,10 @@ public:
     return failed;
   }
 
+  /// Collapses that merged a batch no other mesh axis splits into the
+  /// split dimension (batch x heads for a batched GEMM), and that batch.
+  SmallVector<std::pair<Operation *, int64_t>> batchFolds;
+
   /// The blocks found, by leader candidate (valid after a run with no
   /// failures).
   std::vector<SplitBlock> result() {
@@ -253,8 +257,10 @@ private:
             break;
           before *= collapse.getSrcType().getDimSize(m);
         }
-        if (before != 1 && before != otherShards)
+        if (before != 1 && before != otherShards) {
+          batchFolds.push_back({collapse, before});
           return fail(root);
+        }
         tracked[collapse.getResult()] = {int64_t(g), root, before != 1};
       }
       return;
@@ -348,14 +354,30 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   int64_t shards = mesh.axisSizes[*axis];
   llvm::DenseSet<Operation *> excluded;
   std::vector<SplitBlock> blocks;
+  std::optional<std::pair<Operation *, int64_t>> batchFold;
   while (true) {
     Analysis analysis(main, shards, mesh.rankCount() / shards, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
+    if (!batchFold && !analysis.batchFolds.empty())
+      batchFold = analysis.batchFolds.front();
     if (failed.empty()) {
       blocks = analysis.result();
       break;
     }
     excluded.insert(failed.begin(), failed.end());
+  }
+  // Attention's heads cannot be split where a batched GEMM merges them
+  // with a batch that stays whole: each rank's heads would not be one
+  // block of the merged dimension. Say so, and how to get the split.
+  if (batchFold) {
+    auto [collapse, batch] = *batchFold;
+    mlir::emitWarning(collapse->getLoc())
+        << "preset megatron: attention at ONNX node '" << nodeName(collapse)
+        << "' (and any like it) is not split over '" << axisName
+        << "': a batched GEMM merges its heads with a batch of " << batch
+        << " that no other mesh axis splits; compile for a batch of 1, or "
+           "split the batch too (e.g. --mesh dp="
+        << batch << "," << axisName << "=" << shards << ")";
   }
 
   std::vector<ValueSharding> shardings;
