@@ -56,6 +56,11 @@ CASES = [
     ("llama-bf16-tp2", "llama-opset17.onnx", {"input_ids": [4, 16]},
      ["--mesh=tp=2", "--shard-preset=megatron"], "bf16"),
     ("encoder-f16", "encoder-opset17.onnx", {"x": [2, 16, 64]}, [], "f16"),
+    # The transformers library's models as PyTorch exports them: SDPA's
+    # ops, and ONNX's Attention operator (opset 23).
+    ("hf-gpt2", "hf-gpt2.onnx", {"input_ids": [2, 16]}, [], None),
+    ("hf-llama-attention", "hf-llama-attention.onnx", {"input_ids": [2, 16]},
+     [], None),
 ]
 
 # Libraries every Linux machine has; the CUDA ones come with the GPU machine.
