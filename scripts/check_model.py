@@ -10,7 +10,8 @@ With --reference-precision bf16|f16 (for programs compiled with --precision)
 the reference is ONNX Runtime on a copy of the model in which every float input
 of MatMul and Gemm is first rounded to that type (Cast to it and back to
 float32): the arithmetic of Cleave's 16-bit GEMMs, products of rounded operands
-summed in float32. Element-wise tolerances do not fit it: an activation that
+summed in float32. Attention nodes are first expanded into the operator's ONNX
+definition, whose two GEMMs are MatMuls. Element-wise tolerances do not fit it: an activation that
 differs from ONNX Runtime's by one float32 ulp can round to the neighbouring
 16-bit value, and that difference spreads. So each output must instead be
 (1) closer to that reference, in mean |diff|, than half as far as the plain
@@ -77,12 +78,42 @@ def make_inputs(model, shapes, int_high, seed=0):
     return inputs
 
 
+def expand_attention(model):
+    """A copy of `model` with every ONNX Attention node replaced by the
+    operator's own definition as a function of plain ops (ONNX's schema), so
+    that its two GEMMs are MatMul nodes like any other."""
+    from onnx.backend.test.case.node import function_testcase_helper
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in list(inferred.graph.value_info) +
+             list(inferred.graph.input) + list(inferred.graph.output)}
+    for init in model.graph.initializer:
+        types[init.name] = onnx.helper.make_tensor_type_proto(
+            init.data_type, list(init.dims))
+    expanded = onnx.ModelProto()
+    expanded.CopyFrom(model)
+    nodes = []
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "Attention":
+            nodes.append(node)
+            continue
+        # Optional inputs left out are empty names; the function sees none.
+        input_types = [types[name] if name else onnx.TypeProto()
+                       for name in node.input]
+        cases, _ = function_testcase_helper(node, input_types, f"ref{index}",
+                                            model.opset_import)
+        nodes.extend(cases[0][0])
+    del expanded.graph.node[:]
+    expanded.graph.node.extend(nodes)
+    return expanded
+
+
 def round_gemm_operands(model, precision):
     """A copy of `model` whose MatMul and Gemm nodes read their float inputs
-    rounded to `precision` ('bf16' or 'f16') and widened back to float32."""
+    rounded to `precision` ('bf16' or 'f16') and widened back to float32.
+    Attention nodes are expanded first: Cleave rounds their GEMMs' operands
+    too."""
     to = {"bf16": onnx.TensorProto.BFLOAT16, "f16": onnx.TensorProto.FLOAT16}[precision]
-    rounded = onnx.ModelProto()
-    rounded.CopyFrom(model)
+    rounded = expand_attention(model)
     graph = rounded.graph
     nodes = []
     done = set()
