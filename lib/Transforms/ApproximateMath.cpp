@@ -1,7 +1,8 @@
-//===- ApproximateMath.cpp - Vectorizable erf, exp and tanh ---------------===//
+//===- ApproximateMath.cpp - Vectorizable erf, exp, tanh and pow ----------===//
 //
 // Applies upstream's polynomial approximations to math.erf, math.exp and
-// math.tanh so the loops around them vectorize instead of calling libm.
+// math.tanh, and its algebraic rewrites of powf by small constants, so the
+// loops around them vectorize instead of calling libm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,9 @@ struct ApproximateMathPass
       return name == "math.erf" || name == "math.exp" || name == "math.tanh";
     };
     RewritePatternSet patterns(&getContext());
+    // powf by a constant 2, 3, 0.5 and the like (GPT-2's tanh GELU cubes
+    // its input) as multiplies and square roots, not libm calls.
+    populateMathAlgebraicSimplificationPatterns(patterns);
     populateMathF32ExpansionPatterns(patterns, selected);
     populateMathPolynomialApproximationPatterns(patterns, selected);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -548,7 +548,8 @@ def CleaveOutputsToArguments
 
 def CleaveApproximateMath
     : Pass<"cleave-approximate-math", "mlir::func::FuncOp"> {
-  let summary = "Inline polynomial approximations of erf, exp and tanh";
+  let summary = "Inline polynomial approximations of erf, exp and tanh, and "
+                "powers by small constants";
   let description = [{
     Left as math ops, erf and tanh become calls to libm (erff, tanhf) and exp
     an llvm.exp intrinsic that LLVM scalarizes into expf calls: none of them
@@ -556,7 +557,10 @@ def CleaveApproximateMath
     rewrites them (float32, and 16-bit floats through float32) into upstream's
     polynomial approximations, plain arithmetic that the loop vectorizer
     handles. The approximations are accurate to a few ulp in float32; the
-    conformance suite and the ONNX Runtime comparisons check them.
+    conformance suite and the ONNX Runtime comparisons check them. A powf
+    by a constant exponent upstream knows (2, 3, 0.5, -1 and the like;
+    GPT-2's tanh GELU cubes its input) becomes multiplies, a square root or
+    a division, where it would otherwise call libm's powf per element.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
