@@ -8,10 +8,11 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "Gemms.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
-#include "mlir/IR/Matchers.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEBIASINTOGEMM
@@ -50,8 +51,7 @@ std::pair<linalg::MatmulOp, tensor::ExpandShapeOp> zeroStartedGemm(Value v) {
       gemm.getIndexingMapsArray() !=
           linalg::MatmulOp::getDefaultIndexingMaps(v.getContext()))
     return {};
-  auto fill = gemm.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-  if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+  if (!cleave::isZeroFill(gemm.getDpsInits()[0].getDefiningOp()))
     return {};
   return {gemm, expand};
 }

@@ -7,6 +7,7 @@
 #include "Gemms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
@@ -76,6 +77,11 @@ std::optional<cleave::GemmLoops> cleave::gemmLoops(linalg::LinalgOp op) {
     if ((iterator == utils::IteratorType::reduction) != (loop == loops.k))
       return std::nullopt;
   return loops;
+}
+
+bool cleave::isZeroFill(Operation *op) {
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op);
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
 bool cleave::isGemm(Operation *op) {

@@ -34,6 +34,10 @@ std::optional<GemmLoops> gemmLoops(mlir::linalg::LinalgOp op);
 /// Whether `op` is a linalg op gemmLoops accepts.
 bool isGemm(mlir::Operation *op);
 
+/// Whether `op` is a linalg.fill of zero: a GEMM whose output it fills (a
+/// tensor init, or the buffer it last wrote) starts from zeros.
+bool isZeroFill(mlir::Operation *op);
+
 /// Whether `op` only copies its one input into its one output, both through
 /// permutation maps: a transpose (or a plain copy).
 bool isPermutedCopy(mlir::linalg::GenericOp op);

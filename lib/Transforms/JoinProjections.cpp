@@ -15,9 +15,10 @@
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Transforms/Passes.h"
 
+#include "Gemms.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -85,15 +86,11 @@ std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
       parameter(func, transpose ? transpose.getInput() : rhs);
   if (!weight || !weight.hasOneUse())
     return std::nullopt;
+  // Zeros, or a bias broadcast (a generic; any other fill is neither).
   Value init = gemm.getDpsInits()[0];
-  std::optional<Projection> p;
-  if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
-    if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
-      return std::nullopt;
-    p = Projection{};
-  } else {
-    p = biasStart(func, init);
-  }
+  std::optional<Projection> p = cleave::isZeroFill(init.getDefiningOp())
+                                    ? Projection{}
+                                    : biasStart(func, init);
   if (p) {
     p->gemm = gemm;
     p->weight = weight;

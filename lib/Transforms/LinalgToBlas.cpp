@@ -25,7 +25,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace cleave {
@@ -185,11 +184,6 @@ linalg::LinalgOp initWriter(linalg::LinalgOp op) {
   return writer;
 }
 
-bool isZeroFill(linalg::LinalgOp writer) {
-  auto fill = dyn_cast<linalg::FillOp>(writer.getOperation());
-  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
-}
-
 /// The float32 vector `writer` broadcasts over the rows of `gemm`'s output
 /// (a bias), or null: a generic that copies a contiguous vector along the
 /// GEMM's N loop into every element.
@@ -309,7 +303,7 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       return;
     linalg::LinalgOp writer = initWriter(op);
     Value bias = writer ? broadcastBias(writer, op, loops) : Value();
-    bool overwrite = bias || (writer && isZeroFill(writer));
+    bool overwrite = bias || (writer && cleave::isZeroFill(writer));
     // A 16-bit GEMM that overwrites its result, only to have it rounded:
     // the call rounds. Not with a bias: cuBLASLt adds a bias of its
     // result's type, and a bias rounded to 16 bits first is measurably off

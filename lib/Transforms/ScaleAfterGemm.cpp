@@ -9,6 +9,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "Gemms.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
@@ -42,12 +44,11 @@ struct ScaledOperand {
   double scale;
 };
 
-/// Whether `op` is an elementwise generic, used once, yielding its input x
-/// (read through the identity map) times a constant: one in the body, or a
-/// second input that is a splat constant (a scalar broadcast).
+/// Whether `op` is an elementwise generic yielding its input x (read
+/// through the identity map) times a constant: one in the body, or a second
+/// input that is a splat constant (a scalar broadcast).
 std::optional<ScaledOperand> scaledOperand(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
-      !op->hasOneUse() ||
       !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
     return std::nullopt;
   Block &body = op.getRegion().front();
@@ -91,10 +92,8 @@ bool isZeroStartedGemm(Operation *op) {
   if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
     return false;
   auto gemm = cast<linalg::LinalgOp>(op);
-  if (!gemm.hasPureTensorSemantics())
-    return false;
-  auto fill = gemm.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+  return gemm.hasPureTensorSemantics() &&
+         cleave::isZeroFill(gemm.getDpsInits()[0].getDefiningOp());
 }
 
 struct ScaleAfterGemmPass
