@@ -143,9 +143,13 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
     return failure();
   bool exclusive = ctx.intAttr("exclusive", 0) != 0;
   bool reverse = ctx.intAttr("reverse", 0) != 0;
-  // Whether element j counts for element i.
+  // Element j counts for element i where `j predicate i`: the rule of both
+  // the folding below and the generic.
+  arith::CmpIPredicate predicate =
+      reverse ? (exclusive ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::sge)
+              : (exclusive ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sle);
   auto counts = [&](int64_t i, int64_t j) {
-    return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+    return arith::applyCmpPredicate(predicate, APInt(64, j), APInt(64, i));
   };
 
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
@@ -187,9 +191,6 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
   iterators.push_back(utils::IteratorType::reduction);
   Value zeros = filledTensor(b, loc, shape, type, 0.0);
-  arith::CmpIPredicate predicate =
-      reverse ? (exclusive ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::sge)
-              : (exclusive ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sle);
   int64_t axisLoop = *axis;
   auto sum = linalg::GenericOp::create(
       b, loc, zeros.getType(), ValueRange{ctx.input(0)}, ValueRange{zeros},
