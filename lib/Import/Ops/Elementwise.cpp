@@ -1,9 +1,9 @@
 //===- Elementwise.cpp - ONNX elementwise, comparison and cast ops --------===//
 //
 // Unary and binary math, comparisons, logic, IsNaN/IsInf, variadic
-// Min/Max/Sum/Mean, Where, Cast/CastLike, Gelu, Identity and Constant. Every op folds when its operands
-// are compile-time constants (shape arithmetic, masks); otherwise it becomes one
-// broadcasting linalg.generic.
+// Min/Max/Sum/Mean, Where, Cast/CastLike, Gelu, Identity and Constant. Every
+// op folds when its operands are compile-time constants (shape arithmetic,
+// masks); otherwise it becomes one broadcasting linalg.generic.
 //
 //===----------------------------------------------------------------------===//
 
