@@ -371,13 +371,19 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   // block of the merged dimension. Say so, and how to get the split.
   if (batchFold) {
     auto [collapse, batch] = *batchFold;
-    mlir::emitWarning(collapse->getLoc())
-        << "preset megatron: attention at ONNX node '" << nodeName(collapse)
-        << "' (and any like it) is not split over '" << axisName
-        << "': a batched GEMM merges its heads with a batch of " << batch
-        << " that no other mesh axis splits; compile for a batch of 1, or "
-           "split the batch too (e.g. --mesh dp="
-        << batch << "," << axisName << "=" << shards << ")";
+    int64_t others = mesh.rankCount() / shards;
+    auto diag = mlir::emitWarning(collapse->getLoc())
+                << "preset megatron: attention at ONNX node '"
+                << nodeName(collapse) << "' (and any like it) is not split over '"
+                << axisName << "': a batched GEMM merges its heads with a batch of "
+                << batch;
+    if (others == 1)
+      diag << " that no other mesh axis splits; compile for a batch of 1, or "
+              "split the batch too (e.g. --mesh dp="
+           << batch << "," << axisName << "=" << shards << ")";
+    else
+      diag << ", which the other mesh axes' " << others
+           << " ranks do not split into one sequence each";
   }
 
   std::vector<ValueSharding> shardings;
