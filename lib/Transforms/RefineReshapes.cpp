@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Support/Reshapes.h"
 #include "cleave/Transforms/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -18,44 +19,6 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
-
-/// The finest shape that both `from` and `to` reshape into by merging
-/// adjacent dimensions, as the groups of `from`'s and of `to`'s dimensions
-/// that make each of its dimensions. Fails where the products differ.
-LogicalResult commonCoarsening(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
-                               SmallVectorImpl<ReassociationIndices> &fromGroups,
-                               SmallVectorImpl<ReassociationIndices> &toGroups) {
-  size_t i = 0, j = 0;
-  while (i < from.size() && j < to.size()) {
-    ReassociationIndices f{static_cast<int64_t>(i)}, t{static_cast<int64_t>(j)};
-    int64_t pf = from[i++], pt = to[j++];
-    while (pf != pt) {
-      if (pf < pt && i < from.size()) {
-        f.push_back(i);
-        pf *= from[i++];
-      } else if (pt < pf && j < to.size()) {
-        t.push_back(j);
-        pt *= to[j++];
-      } else {
-        return failure();
-      }
-    }
-    fromGroups.push_back(f);
-    toGroups.push_back(t);
-  }
-  // Size-1 dimensions left on one side join the last group.
-  for (; i < from.size(); ++i) {
-    if (from[i] != 1 || fromGroups.empty())
-      return failure();
-    fromGroups.back().push_back(i);
-  }
-  for (; j < to.size(); ++j) {
-    if (to[j] != 1 || toGroups.empty())
-      return failure();
-    toGroups.back().push_back(j);
-  }
-  return success();
-}
 
 struct RefineReshapesPass
     : cleave::impl::CleaveRefineReshapesBase<RefineReshapesPass> {
@@ -77,7 +40,7 @@ struct RefineReshapesPass
     if (!from.hasStaticShape() || !to.hasStaticShape())
       return;
     SmallVector<ReassociationIndices> fromGroups, toGroups;
-    if (failed(commonCoarsening(from.getShape(), to.getShape(), fromGroups,
+    if (failed(cleave::commonCoarsening(from.getShape(), to.getShape(), fromGroups,
                                 toGroups)) ||
         fromGroups.size() <= static_cast<size_t>(between.getRank()))
       return; // no finer than the shape between them now

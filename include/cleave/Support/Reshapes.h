@@ -1,0 +1,57 @@
+//===- Reshapes.h - The finest shape two static reshapes share -------------===//
+//
+// Used by import (a transpose between two reshapes runs on the finer shape)
+// and by cleave-refine-reshapes (a collapse then an expand goes through it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SUPPORT_RESHAPES_H
+#define CLEAVE_SUPPORT_RESHAPES_H
+
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+
+namespace cleave {
+
+/// The finest shape that both `from` and `to` reshape into by merging
+/// adjacent dimensions, as the groups of `from`'s and of `to`'s dimensions
+/// that make each of its dimensions. Fails where the products differ.
+/// Size-1 dimensions left over on one side join the last group.
+inline mlir::LogicalResult
+commonCoarsening(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to,
+                 llvm::SmallVectorImpl<mlir::ReassociationIndices> &fromGroups,
+                 llvm::SmallVectorImpl<mlir::ReassociationIndices> &toGroups) {
+  size_t i = 0, j = 0;
+  while (i < from.size() && j < to.size()) {
+    mlir::ReassociationIndices f{static_cast<int64_t>(i)},
+        t{static_cast<int64_t>(j)};
+    int64_t pf = from[i++], pt = to[j++];
+    while (pf != pt) {
+      if (pf < pt && i < from.size()) {
+        f.push_back(i);
+        pf *= from[i++];
+      } else if (pt < pf && j < to.size()) {
+        t.push_back(j);
+        pt *= to[j++];
+      } else {
+        return mlir::failure();
+      }
+    }
+    fromGroups.push_back(f);
+    toGroups.push_back(t);
+  }
+  for (; i < from.size(); ++i) {
+    if (from[i] != 1 || fromGroups.empty())
+      return mlir::failure();
+    fromGroups.back().push_back(i);
+  }
+  for (; j < to.size(); ++j) {
+    if (to[j] != 1 || toGroups.empty())
+      return mlir::failure();
+    toGroups.back().push_back(j);
+  }
+  return mlir::success();
+}
+
+} // namespace cleave
+
+#endif // CLEAVE_SUPPORT_RESHAPES_H
