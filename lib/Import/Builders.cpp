@@ -8,6 +8,8 @@
 #include "Builders.h"
 #include "ConstTensor.h"
 
+#include "cleave/Support/Reshapes.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -221,6 +223,64 @@ Value cleave::onnx_import::transpose(OpBuilder &b, Location loc, Value value,
       .getResult()[0];
 }
 
+Value cleave::onnx_import::reshapeThroughTranspose(OpBuilder &b, Location loc,
+                                                   Value value,
+                                                   ArrayRef<int64_t> shape) {
+  auto transposeOp = value.getDefiningOp<linalg::TransposeOp>();
+  auto collapse = transposeOp ? transposeOp.getInput()
+                                    .getDefiningOp<tensor::CollapseShapeOp>()
+                              : nullptr;
+  if (!collapse || !collapse.getSrcType().hasStaticShape())
+    return nullptr;
+  ArrayRef<int64_t> source = collapse.getSrcType().getShape();
+  ArrayRef<int64_t> transposed = tensorTypeOf(value).getShape();
+  ArrayRef<int64_t> perm = transposeOp.getPermutation();
+  auto groups = collapse.getReassociationIndices();
+  // The reshape must only split each transposed dimension.
+  SmallVector<ReassociationIndices> same, splits;
+  if (failed(commonCoarsening(transposed, shape, same, splits)) ||
+      same.size() != transposed.size())
+    return nullptr;
+  // Per collapsed dimension d, the finest shape its source dimensions and
+  // the reshape's split of it share: the groups of each, and its sizes.
+  int64_t rank = perm.size();
+  SmallVector<SmallVector<ReassociationIndices>> fromSource(rank), toResult(rank);
+  SmallVector<SmallVector<int64_t>> finest(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t d = perm[i];
+    SmallVector<int64_t> sourceSizes, resultSizes;
+    for (int64_t s : groups[d])
+      sourceSizes.push_back(source[s]);
+    for (int64_t r : splits[i])
+      resultSizes.push_back(shape[r]);
+    if (failed(commonCoarsening(sourceSizes, resultSizes, fromSource[d],
+                                toResult[d])))
+      return nullptr;
+    for (const ReassociationIndices &g : fromSource[d]) {
+      int64_t size = 1;
+      for (int64_t s : g)
+        size *= sourceSizes[s];
+      finest[d].push_back(size);
+    }
+  }
+  // The source collapsed only to the finest shapes, transposed block by
+  // block, then split to `shape`; nothing gained unless a merged dimension
+  // stays split.
+  SmallVector<int64_t> start(rank), finer;
+  for (int64_t d = 0; d < rank; ++d) {
+    start[d] = finer.size();
+    llvm::append_range(finer, finest[d]);
+  }
+  if (finer.size() == transposed.size())
+    return nullptr;
+  SmallVector<int64_t> finerPerm;
+  for (int64_t d : perm)
+    for (size_t j = 0; j < finest[d].size(); ++j)
+      finerPerm.push_back(start[d] + j);
+  Value refined = reshape(b, loc, collapse.getSrc(), finer);
+  return reshape(b, loc, transpose(b, loc, refined, finerPerm), shape);
+}
+
 /// The identity element of a reduction over `type`.
 static Value reductionIdentity(OpBuilder &b, Location loc, Type type,
                                ReduceKind kind) {
@@ -355,6 +415,37 @@ Value cleave::onnx_import::softmax(OpBuilder &b, Location loc, Value x,
                      });
 }
 
+/// C[batch..., m, n] += A[batch..., m, k] * B[batch..., k, n] as one
+/// linalg.generic over loops (batch..., m, n, k), on float tensors.
+static Value batchedGemm(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                         Value init) {
+  MLIRContext *ctx = b.getContext();
+  int64_t batchRank = tensorTypeOf(init).getRank() - 2;
+  SmallVector<AffineExpr> batch;
+  for (int64_t d = 0; d < batchRank; ++d)
+    batch.push_back(getAffineDimExpr(d, ctx));
+  AffineExpr m = getAffineDimExpr(batchRank, ctx),
+             n = getAffineDimExpr(batchRank + 1, ctx),
+             k = getAffineDimExpr(batchRank + 2, ctx);
+  auto map = [&](AffineExpr row, AffineExpr column) {
+    SmallVector<AffineExpr> results(batch);
+    results.append({row, column});
+    return AffineMap::get(batchRank + 3, 0, results, ctx);
+  };
+  SmallVector<utils::IteratorType> iterators(batchRank + 2,
+                                             utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{lhs, rhs}, ValueRange{init},
+             ArrayRef<AffineMap>{map(m, k), map(k, n), map(m, n)}, iterators,
+             [](OpBuilder &nb, Location nl, ValueRange args) {
+               Value product = arith::MulFOp::create(nb, nl, args[0], args[1]);
+               linalg::YieldOp::create(
+                   nb, nl, ValueRange{arith::AddFOp::create(nb, nl, args[2], product)});
+             })
+      .getResult(0);
+}
+
 Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
                                   Value rhs) {
   auto lhsType = tensorTypeOf(lhs), rhsType = tensorTypeOf(rhs);
@@ -395,6 +486,17 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
     Value init = filledTensor(b, loc, {rows, n}, elementType, 0.0);
     result = linalg::MatmulOp::create(b, loc, ValueRange{a, rhs}, ValueRange{init})
                  .getResult(0);
+  } else if (batch.size() > 1 && isFloat(elementType)) {
+    // Several batch dimensions (attention's batch and heads) stay apart, so
+    // that sharding can split any of them: merged batch-major, the heads of
+    // one rank would be no block of the merged dimension. Once each rank
+    // has its share, cleave-collapse-batch-gemms merges them.
+    SmallVector<int64_t> lhsFull(batch), rhsFull(batch);
+    lhsFull.append({m, k});
+    rhsFull.append({k, n});
+    result = batchedGemm(b, loc, broadcastTo(b, loc, lhs, lhsFull),
+                         broadcastTo(b, loc, rhs, rhsFull),
+                         filledTensor(b, loc, resultShape, elementType, 0.0));
   } else {
     int64_t batchSize = productOf(batch);
     SmallVector<int64_t> lhsFull(batch), rhsFull(batch);

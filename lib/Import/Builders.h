@@ -54,6 +54,16 @@ mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                       llvm::ArrayRef<int64_t> permutation);
 
+/// `value` reshaped to `shape`, where `value` is a transpose of a collapse
+/// and the reshape splits each transposed dimension again: the transpose is
+/// done on the finest shape the collapse's source and `shape` share, so that
+/// dimensions merged only around the transpose stay apart (PyTorch's export
+/// transposes K as (batch * heads, tokens, head size) between two reshapes).
+/// Null where that shape is no finer than the transposed one.
+mlir::Value reshapeThroughTranspose(mlir::OpBuilder &b, mlir::Location loc,
+                                   mlir::Value value,
+                                   llvm::ArrayRef<int64_t> shape);
+
 enum class ReduceKind { Sum, Max, Min, Prod };
 /// linalg.reduce over `axes` (sorted, unique), keeping them as size-1 dims if
 /// `keepDims`.
@@ -65,8 +75,9 @@ mlir::Value reduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                     int64_t axis, bool logSoftmax, bool guardMaskedRows = false);
 
-/// numpy matmul: 1-D promotion and batch broadcast, on linalg.matmul or
-/// linalg.batch_matmul.
+/// numpy matmul: 1-D promotion and batch broadcast, on linalg.matmul, a
+/// generic batched GEMM (several batch dimensions, floats) or
+/// linalg.batch_matmul (one).
 mlir::Value matmul(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
                    mlir::Value rhs);
 

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
@@ -617,6 +618,16 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(output.name()));
 
+  // Ops nothing reads are erased (a Reshape imported through a transpose
+  // leaves the transpose it replaced), so that neither the sharding preset
+  // nor propagation sees them; so are the tensor names they computed.
+  llvm::DenseSet<Value> erased;
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isOpTriviallyDead(&op)) {
+      erased.insert(op.result_begin(), op.result_end());
+      op.erase();
+    }
+
   // Weights nothing reads are dropped, so they are neither sharded nor stored.
   llvm::BitVector unused(func.getNumArguments());
   for (BlockArgument arg : entry->getArguments())
@@ -625,8 +636,10 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   if (extras) {
     for (const auto &entry : scopes.front()) {
       Value value = entry.getValue().value;
-      auto arg = dyn_cast_or_null<BlockArgument>(value);
-      if (value && !(arg && unused.test(arg.getArgNumber())))
+      if (!value || erased.contains(value))
+        continue;
+      auto arg = dyn_cast<BlockArgument>(value);
+      if (!(arg && unused.test(arg.getArgNumber())))
         extras->values[entry.getKey()] = value;
     }
     collectShardingSpecs(model, *extras);

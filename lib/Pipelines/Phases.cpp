@@ -22,7 +22,7 @@ static const PhaseInfo kPhases[] = {
      "ONNX to func @main on static tensors (linalg, tensor, arith, math)"},
     {Phase::Partition, "partition",
      "16-bit GEMM operands (--precision), sharding propagation, per-rank "
-     "code, collectives to runtime calls"},
+     "code, batched GEMMs named, collectives to runtime calls"},
     {Phase::Fuse, "fuse", "elementwise fusion; GEMMs stay named"},
     {Phase::Bufferize, "bufferize",
      "tensors to buffers, outputs as arguments, buffers freed after last use"},
@@ -64,16 +64,20 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
               "func.func(cleave-split-fused-projections, sharding-propagation, "
               "cleave-pin-argument-shardings, shard-partition, "
               "cleave-localize-gathers, canonicalize, cse, canonicalize)";
+    // Batched GEMMs keep their batch dimensions apart until each rank has
+    // its share of them; later passes take one batch dimension.
+    text += std::string(text.empty() ? "" : ", ") +
+            "func.func(cleave-collapse-batch-gemms)";
     // Stages are cut after the tensor-parallel partition, so the cost model
     // sees each rank's share of the work.
     if (options.stages > 1 || options.microbatches > 1)
       text += llvm::formatv(
-                  "{0}func.func(cleave-annotate-stages{{stages={1} machine={2} "
-                  "device-memory={3}}, pipeline-form-stages), "
-                  "pipeline-lower-stages{{axis={4} microbatches={5}}, "
+                  ", func.func(cleave-annotate-stages{{stages={0} machine={1} "
+                  "device-memory={2}}, pipeline-form-stages), "
+                  "pipeline-lower-stages{{axis={3} microbatches={4}}, "
                   "func.func(canonicalize, cse)",
-                  text.empty() ? "" : ", ", options.stages, options.machine,
-                  options.deviceMemory, options.stageAxis, options.microbatches)
+                  options.stages, options.machine, options.deviceMemory,
+                  options.stageAxis, options.microbatches)
                   .str();
     if (options.sharded)
       text += llvm::formatv(", cleave-lower-collectives{{target={0}}, "

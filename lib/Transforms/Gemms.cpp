@@ -79,6 +79,24 @@ std::optional<cleave::GemmLoops> cleave::gemmLoops(linalg::LinalgOp op) {
   return loops;
 }
 
+bool cleave::isStackedBatchGemm(linalg::GenericOp op) {
+  if (!gemmLoops(op))
+    return false;
+  unsigned batchRank = op.getNumLoops() - 3;
+  MLIRContext *ctx = op.getContext();
+  auto map = [&](unsigned row, unsigned column) {
+    SmallVector<AffineExpr> results;
+    for (unsigned d = 0; d < batchRank; ++d)
+      results.push_back(getAffineDimExpr(d, ctx));
+    results.push_back(getAffineDimExpr(row, ctx));
+    results.push_back(getAffineDimExpr(column, ctx));
+    return AffineMap::get(op.getNumLoops(), 0, results, ctx);
+  };
+  unsigned m = batchRank, n = batchRank + 1, k = batchRank + 2;
+  SmallVector<AffineMap> expected = {map(m, k), map(k, n), map(m, n)};
+  return batchRank > 0 && op.getIndexingMapsArray() == expected;
+}
+
 bool cleave::isZeroFill(Operation *op) {
   auto fill = dyn_cast_or_null<linalg::FillOp>(op);
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());

@@ -34,6 +34,13 @@ std::optional<GemmLoops> gemmLoops(mlir::linalg::LinalgOp op);
 /// Whether `op` is a linalg op gemmLoops accepts.
 bool isGemm(mlir::Operation *op);
 
+/// Whether `op` is a batched GEMM as import writes a MatMul with several
+/// batch dimensions: loops (batch..., m, n, k), in that order, with
+/// C[batch..., m, n] += A[batch..., m, k] * B[batch..., k, n] (operands
+/// possibly widened by arith.extf). cleave-collapse-batch-gemms merges its
+/// batch dimensions into one linalg.batch_matmul.
+bool isStackedBatchGemm(mlir::linalg::GenericOp op);
+
 /// Whether `op` is a linalg.fill of zero: a GEMM whose output it fills (a
 /// tensor init, or the buffer it last wrote) starts from zeros.
 bool isZeroFill(mlir::Operation *op);

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemms.h"
+
 #include "cleave/Transforms/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
@@ -26,7 +28,8 @@ bool isF32Tensor(Value v) {
   return type && type.getElementType().isF32();
 }
 
-/// A float32 matmul or batch matmul with the plain indexing maps, on tensors.
+/// A float32 matmul or batch matmul with the plain indexing maps, or a
+/// batched GEMM generic as import writes one, on tensors.
 bool isPlainF32Gemm(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp || !linalgOp.hasPureTensorSemantics())
@@ -38,6 +41,9 @@ bool isPlainF32Gemm(Operation *op) {
   } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
     if (bmm.getIndexingMapsArray() !=
         linalg::BatchMatmulOp::getDefaultIndexingMaps(ctx))
+      return false;
+  } else if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    if (!cleave::isStackedBatchGemm(generic))
       return false;
   } else {
     return false;
@@ -109,10 +115,12 @@ struct LowerPrecisionPass
       if (isa<linalg::MatmulOp>(op))
         narrow = linalg::MatmulOp::create(b, op->getLoc(), op->getResultTypes(),
                                           inputs, gemm.getDpsInits());
-      else
+      else if (isa<linalg::BatchMatmulOp>(op))
         narrow = linalg::BatchMatmulOp::create(b, op->getLoc(),
                                                op->getResultTypes(), inputs,
                                                gemm.getDpsInits());
+      else
+        narrow = narrowedGeneric(b, cast<linalg::GenericOp>(op), inputs);
       narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       op->replaceAllUsesWith(narrow);
     }
@@ -135,6 +143,26 @@ struct LowerPrecisionPass
       if (init && init->use_empty())
         init->erase();
     }
+  }
+
+  /// A copy of the batched GEMM generic `op` on `inputs`, whose body widens
+  /// the 16-bit ones back to float32 before the multiply.
+  static Operation *narrowedGeneric(OpBuilder &b, linalg::GenericOp op,
+                                    ValueRange inputs) {
+    Operation *narrow = b.clone(*op);
+    Block &body = narrow->getRegion(0).front();
+    OpBuilder inBody = OpBuilder::atBlockBegin(&body);
+    for (auto [i, input] : llvm::enumerate(inputs)) {
+      narrow->setOperand(i, input);
+      BlockArgument arg = body.getArgument(i);
+      Type wide = arg.getType();
+      arg.setType(getElementTypeOrSelf(input.getType()));
+      if (arg.getType() == wide)
+        continue;
+      Value widened = arith::ExtFOp::create(inBody, op.getLoc(), wide, arg);
+      arg.replaceAllUsesExcept(widened, widened.getDefiningOp());
+    }
+    return narrow;
   }
 
   /// Float32 reshapes and transposes whose 16-bit copies truncate() made.

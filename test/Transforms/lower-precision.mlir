@@ -113,3 +113,33 @@ func.func @transposed(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>) -> tensor<4x
                            outs(%e : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
   return %s : tensor<4x16x16xf32>
 }
+
+// A batched GEMM as import writes one with several batch dimensions (a
+// generic over (b, h, m, n, k)): its operands are truncated, and its body
+// widens them back to float32 before the multiply-add into float32.
+// CHECK-LABEL: func.func @stacked
+// CHECK-SAME: %[[SQ:[a-z0-9]+]]: tensor<2x4x8x16xf32>, %[[SK:[a-z0-9]+]]: tensor<2x4x16x8xf32>
+// CHECK-DAG: %[[SQB:.*]] = linalg.generic {{.*}} ins(%[[SQ]] : tensor<2x4x8x16xf32>) outs(%{{.*}} : tensor<2x4x8x16xbf16>)
+// CHECK-DAG: %[[SKB:.*]] = linalg.generic {{.*}} ins(%[[SK]] : tensor<2x4x16x8xf32>) outs(%{{.*}} : tensor<2x4x16x8xbf16>)
+// CHECK: linalg.generic {{.*}} ins(%[[SQB]], %[[SKB]] : tensor<2x4x8x16xbf16>, tensor<2x4x16x8xbf16>) outs(%{{.*}} : tensor<2x4x8x8xf32>)
+// CHECK-NEXT: ^bb0(%[[IA:.*]]: bf16, %[[IB:.*]]: bf16, %[[ACC:.*]]: f32):
+// CHECK-DAG: %[[WA:.*]] = arith.extf %[[IA]] : bf16 to f32
+// CHECK-DAG: %[[WB:.*]] = arith.extf %[[IB]] : bf16 to f32
+// CHECK: %[[P:.*]] = arith.mulf %[[WA]], %[[WB]] : f32
+// CHECK: arith.addf %[[ACC]], %[[P]] : f32
+func.func @stacked(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x8x8xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, h, m, k)>,
+                                        affine_map<(b, h, m, n, k) -> (b, h, k, n)>,
+                                        affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) outs(%acc : tensor<2x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %r = arith.addf %c, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x8x8xf32>
+  return %s : tensor<2x4x8x8xf32>
+}

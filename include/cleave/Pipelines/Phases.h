@@ -24,8 +24,9 @@ namespace cleave {
 enum class Phase {
   /// ONNX -> func @main on static tensors in linalg/tensor/arith/math.
   Import,
-  /// Sharding propagation and partition into per-rank code; collectives to
-  /// runtime calls. Empty without a mesh.
+  /// 16-bit GEMM operands (--precision); sharding propagation and partition
+  /// into per-rank code (with a mesh); batched GEMMs onto
+  /// linalg.batch_matmul; pipeline stages; collectives to runtime calls.
   Partition,
   /// Elementwise fusion into producers and consumers; GEMMs stay named.
   Fuse,

@@ -146,6 +146,38 @@ def CleaveSplitFusedProjections
                            "mlir::tensor::TensorDialect"];
 }
 
+def CleaveCollapseBatchGemms
+    : Pass<"cleave-collapse-batch-gemms", "mlir::func::FuncOp"> {
+  let summary = "Batched GEMMs with several batch dimensions onto "
+                "linalg.batch_matmul";
+  let description = [{
+    Import writes a MatMul with several batch dimensions (attention's batch
+    and heads) as a `linalg.generic` over loops (batch..., m, n, k), so that
+    sharding can split any batch dimension: merged batch-major into one, a
+    rank's share of the heads would be no block of the merged dimension
+    whenever the batch is more than one. Once each rank has its share
+    (after the partition), this merges the batch dimensions of every such
+    generic into the one of a named `linalg.batch_matmul`, the form every
+    later pass and the BLAS lowering take. A zero-filled output is filled
+    again at the merged shape.
+
+    ```mlir
+    %c = linalg.generic {indexing_maps = [(b, h, m, n, k) -> (b, h, m, k),
+                                          (b, h, m, n, k) -> (b, h, k, n),
+                                          (b, h, m, n, k) -> (b, h, m, n)], ...}
+        ins(%q, %kt : tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>)
+        outs(%zeros : tensor<2x4x16x16xf32>) { mulf, addf }
+    // becomes
+    %qm = tensor.collapse_shape %q [[0, 1], [2], [3]] into tensor<8x16x8xf32>
+    %km = tensor.collapse_shape %kt [[0, 1], [2], [3]] into tensor<8x8x16xf32>
+    %cm = linalg.batch_matmul ins(%qm, %km) outs(%zeros8 : tensor<8x16x16xf32>)
+    %c = tensor.expand_shape %cm [[0, 1], [2], [3]] into tensor<2x4x16x16xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
@@ -154,8 +186,9 @@ def CleaveLowerPrecision
     : Pass<"cleave-lower-precision", "mlir::func::FuncOp"> {
   let summary = "Run float32 GEMMs on 16-bit operands with float32 results";
   let description = [{
-    `--precision bf16|f16`: every float32 `linalg.matmul` and
-    `linalg.batch_matmul` (plain indexing maps) reads bfloat16 or float16
+    `--precision bf16|f16`: every float32 `linalg.matmul`,
+    `linalg.batch_matmul` (plain indexing maps) and batched GEMM generic (as
+    import writes one; see cleave-collapse-batch-gemms) reads bfloat16 or float16
     operands and still accumulates into its float32 result, so everything
     else (normalisation statistics, softmax, residual sums, collectives)
     stays float32.

@@ -1,7 +1,9 @@
 //===- MatMul.cpp - ONNX MatMul, Gemm and Einsum --------------------------===//
 //
 // MatMul follows numpy (1-D promotion, batch broadcast) onto linalg.matmul for
-// [..., M, K] x [K, N] and linalg.batch_matmul otherwise. Gemm adds transposes
+// [..., M, K] x [K, N], and otherwise onto a batched GEMM: a linalg.generic
+// that keeps several batch dimensions apart (attention's batch and heads, so
+// that sharding can split either), or linalg.batch_matmul. Gemm adds transposes
 // and the alpha/beta epilogue. Einsum becomes one linalg.generic whose loops are
 // the equation's letters: output letters parallel, the others reductions.
 //

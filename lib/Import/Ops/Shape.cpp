@@ -29,6 +29,9 @@ namespace {
 void setReshaped(NodeContext &ctx, unsigned result, ArrayRef<int64_t> shape) {
   if (const ConstTensor *c = ctx.constantInput(0))
     ctx.setOutput(result, c->reshaped(shape));
+  else if (Value refined = reshapeThroughTranspose(ctx.builder(), ctx.loc(),
+                                                   ctx.input(0), shape))
+    ctx.setOutput(result, refined);
   else
     ctx.setOutput(result, reshape(ctx.builder(), ctx.loc(), ctx.input(0), shape));
 }
