@@ -333,7 +333,8 @@ private:
 
   func::FuncOp main;
   int64_t shards;
-  /// Ranks along the mesh's other axes (data parallelism).
+  /// Ranks along the mesh's axes that may split the batch (data
+  /// parallelism): not this axis, not the pipeline's.
   int64_t otherShards;
   const llvm::DenseSet<Operation *> &excluded;
   llvm::EquivalenceClasses<Operation *> roots;
@@ -352,11 +353,16 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   if (!main || !axis)
     return {};
   int64_t shards = mesh.axisSizes[*axis];
+  // The axes that may split the batch: all but this one and the pipeline
+  // stages' (each stage has the whole batch, or a microbatch of it).
+  int64_t others = mesh.rankCount() / shards;
+  if (std::optional<unsigned> pp = mesh.axisIndex("pp"))
+    others /= mesh.axisSizes[*pp];
   llvm::DenseSet<Operation *> excluded;
   std::vector<SplitBlock> blocks;
   std::optional<std::pair<Operation *, int64_t>> batchFold;
   while (true) {
-    Analysis analysis(main, shards, mesh.rankCount() / shards, excluded);
+    Analysis analysis(main, shards, others, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
     if (!batchFold && !analysis.batchFolds.empty())
       batchFold = analysis.batchFolds.front();
@@ -366,21 +372,21 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
     }
     excluded.insert(failed.begin(), failed.end());
   }
-  // Attention's heads cannot be split where a batched GEMM merges them
-  // with a batch that stays whole: each rank's heads would not be one
-  // block of the merged dimension. Say so, and how to get the split.
+  // Attention's heads cannot be split where the model itself merges them
+  // with a batch that stays whole (a reshape to batch * heads for a 3-D
+  // MatMul): each rank's heads would not be one block of the merged
+  // dimension. Say so, and how to get the split.
   if (batchFold) {
     auto [collapse, batch] = *batchFold;
-    int64_t others = mesh.rankCount() / shards;
     auto diag = mlir::emitWarning(collapse->getLoc())
                 << "preset megatron: attention at ONNX node '"
                 << nodeName(collapse) << "' (and any like it) is not split over '"
-                << axisName << "': a batched GEMM merges its heads with a batch of "
+                << axisName << "': the model merges its heads with a batch of "
                 << batch;
     if (others == 1)
       diag << " that no other mesh axis splits; compile for a batch of 1, or "
-              "split the batch too (e.g. --mesh dp="
-           << batch << "," << axisName << "=" << shards << ")";
+              "split the batch too (add dp="
+           << batch << " to the mesh)";
     else
       diag << ", which the other mesh axes' " << others
            << " ranks do not split into one sequence each";

@@ -15,6 +15,10 @@ Kinds:
              [1,8,32] and an output projection
   attention-fused
              the same with one fused [32,96] QKV projection and a Split
+  attention-merged
+             the same on x[4,8,32], but with batch and heads merged into one
+             dimension for the two products (Reshape to [16,8,8] and 3-D
+             MatMuls), as older exporters write attention
   embedding  token ids[2,8] -> Gather from a [32,16] table -> MatMul [16,16]
   gemm-projections
              three Gemms with transB (weights stored [N, K]) and biases
@@ -103,13 +107,14 @@ def mlp(out):
               out)
 
 
-def attention(out, fused=False):
+def attention(out, fused=False, merged=False):
     rng = np.random.default_rng(1)
+    batch = 4 if merged else 1
     heads, seq, width = 4, 8, 32
     const = lambda name, values: numpy_helper.from_array(
         np.array(values, dtype=np.int64), name)
-    inits = [const("heads_shape", [1, seq, heads, width // heads]),
-             const("model_shape", [1, seq, width]),
+    inits = [const("heads_shape", [batch, seq, heads, width // heads]),
+             const("model_shape", [batch, seq, width]),
              numpy_helper.from_array(np.array(1 / np.sqrt(width // heads), np.float32),
                                      "scale"),
              _weight(rng, "out.weight", width, width)]
@@ -133,12 +138,27 @@ def attention(out, fused=False):
                                    name=f"/attn/{p}/Reshape"),
                   helper.make_node("Transpose", [p + "_heads"], [p + "_t"], perm=perm,
                                    name=f"/attn/{p}/Transpose")]
-    nodes += [helper.make_node("MatMul", ["q_t", "k_t"], ["scores"], name="/attn/QK"),
+    q, k, v, ctx = "q_t", "k_t", "v_t", "ctx"
+    if merged:
+        head = width // heads
+        inits += [const("merged_q", [batch * heads, seq, head]),
+                  const("merged_k", [batch * heads, head, seq]),
+                  const("split_ctx", [batch, heads, seq, head])]
+        for p, shape in (("q", "merged_q"), ("k", "merged_k"), ("v", "merged_q")):
+            nodes.append(helper.make_node("Reshape", [p + "_t", shape], [p + "_m"],
+                                          name=f"/attn/{p}/Merge"))
+        q, k, v, ctx = "q_m", "k_m", "v_m", "ctx_m"
+        nodes_after = [helper.make_node("Reshape", ["ctx_m", "split_ctx"], ["ctx"],
+                                        name="/attn/ctx/Split")]
+    else:
+        nodes_after = []
+    nodes += [helper.make_node("MatMul", [q, k], ["scores"], name="/attn/QK"),
               helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale"),
               helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1,
                                name="/attn/Softmax"),
-              helper.make_node("MatMul", ["probs", "v_t"], ["ctx"], name="/attn/PV"),
-              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
+              helper.make_node("MatMul", ["probs", v], [ctx], name="/attn/PV")]
+    nodes += nodes_after
+    nodes += [helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
                                name="/attn/ctx/Transpose"),
               helper.make_node("Reshape", ["ctx_t", "model_shape"], ["merged"],
                                name="/attn/ctx/Reshape"),
@@ -146,8 +166,8 @@ def attention(out, fused=False):
                                name="/attn/out/MatMul")]
     graph = helper.make_graph(
         nodes, "attention",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, width])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, width])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, width])],
         inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
               out)
@@ -189,7 +209,8 @@ if __name__ == "__main__":
     kinds = {"embedding": embedding, "external": external, "unused": unused,
              "constant": constant, "mlp": mlp,
              "attention": attention, "gemm-projections": gemm_projections,
-             "attention-fused": lambda out: attention(out, fused=True)}
+             "attention-fused": lambda out: attention(out, fused=True),
+             "attention-merged": lambda out: attention(out, merged=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
