@@ -11,8 +11,10 @@
 #include "BufferViews.h"
 #include "GpuKernelBuilder.h"
 
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEMAPROWSTOGPU
@@ -85,10 +87,40 @@ bool rowLocal(AffineMap map, size_t rank) {
   return true;
 }
 
+/// Whether `map` keeps each row together at some other place: every row
+/// loop is one of its results, alone, and no other result uses them (Q or K
+/// normalized per head and written with the head transpose, (b, s, h, d) to
+/// (b, h, s, d)). A block still writes its row and nothing else.
+bool rowPermuted(AffineMap map, size_t rank) {
+  llvm::SmallBitVector seen(rank);
+  for (AffineExpr result : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(result);
+    if (dim && dim.getPosition() < rank) {
+      if (seen.test(dim.getPosition()))
+        return false;
+      seen.set(dim.getPosition());
+      continue;
+    }
+    for (size_t d = 0; d < rank; ++d)
+      if (result.isFunctionOfDim(d))
+        return false;
+  }
+  return seen.all();
+}
+
+/// Whether `op` writes output `out` in its rows, but not in place: to a
+/// buffer no other member may touch (see rowSafe), which is not kept in
+/// shared memory.
+bool writesRowsElsewhere(linalg::GenericOp op, OpOperand &out, size_t rank) {
+  AffineMap map = op.getMatchingIndexingMap(&out);
+  return !rowLocal(map, rank) && rowPermuted(map, rank);
+}
+
 /// A generic that may join a chain over `rows`: static, on buffers, its
-/// first loops parallel over `rows`, its outputs written in their rows, and
-/// either all parallel or a recognised reduction whose other parallel loops
-/// have one point (one value per row).
+/// first loops parallel over `rows`, its outputs written in their rows (an
+/// elementwise member's possibly elsewhere, see rowPermuted), and either all
+/// parallel or a recognised reduction whose other parallel loops have one
+/// point (one value per row).
 bool fitsRows(linalg::GenericOp op, ArrayRef<int64_t> rows) {
   if (!op.hasPureBufferSemantics() || op->getParentOfType<gpu::LaunchOp>())
     return false;
@@ -112,9 +144,12 @@ bool fitsRows(linalg::GenericOp op, ArrayRef<int64_t> rows) {
       if (iterators[d] == utils::IteratorType::parallel && ranges[d] != 1)
         return false;
   }
-  for (OpOperand &out : op.getDpsInitsMutable())
-    if (!rowLocal(op.getMatchingIndexingMap(&out), rows.size()))
+  for (OpOperand &out : op.getDpsInitsMutable()) {
+    AffineMap map = op.getMatchingIndexingMap(&out);
+    if (!rowLocal(map, rows.size()) &&
+        (reduces || !rowPermuted(map, rows.size())))
       return false;
+  }
   return true;
 }
 
@@ -135,8 +170,25 @@ std::optional<SmallVector<int64_t>> seedRows(linalg::GenericOp op) {
 }
 
 /// Whether `members`, in order, keep every value one writes and a later one
-/// reads within its row (see Passes.td).
+/// reads within its row (see Passes.td). A buffer written in rows elsewhere
+/// holds another block's row where this block would read or write its own:
+/// no other operand of the chain may touch it.
 bool rowSafe(ArrayRef<linalg::GenericOp> members, ArrayRef<int64_t> rows) {
+  DenseSet<Value> elsewhere;
+  DenseMap<Value, int> operands;
+  for (linalg::GenericOp op : members)
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (!isa<MemRefType>(operand.get().getType()))
+        continue;
+      Value root = trace(operand.get(), rows).root;
+      ++operands[root];
+      if (op.isDpsInit(&operand) &&
+          writesRowsElsewhere(op, operand, rows.size()))
+        elsewhere.insert(root);
+    }
+  for (Value root : elsewhere)
+    if (operands[root] > 1)
+      return false;
   DenseSet<Value> written, readAcrossRows;
   for (linalg::GenericOp op : members) {
     for (OpOperand *in : op.getDpsInputOperands()) {
@@ -301,22 +353,86 @@ struct MapRowsToGpuPass
       lower(chain);
   }
 
-  /// Takes in the neighbouring generics one way while the chain stays safe.
+  /// Takes in the neighbouring generics one way while the chain stays safe,
+  /// interchanging an elementwise generic's loops where that makes it fit.
   void grow(Chain &chain, const DenseSet<Operation *> &taken, bool forward) {
     while (true) {
       Operation *end = forward ? chain.members.back() : chain.members.front();
       auto next = dyn_cast_or_null<linalg::GenericOp>(neighbour(end, forward));
-      if (!next || taken.contains(next) || !fitsRows(next, chain.rows))
+      if (!next || taken.contains(next))
         return;
       SmallVector<linalg::GenericOp> grown = chain.members;
       if (forward)
         grown.push_back(next);
       else
         grown.insert(grown.begin(), next);
-      if (!rowSafe(grown, chain.rows))
-        return;
+      auto joins = [&] {
+        return fitsRows(next, chain.rows) && rowSafe(grown, chain.rows);
+      };
+      if (!joins()) {
+        SmallVector<unsigned> order = rowsFirst(next, chain);
+        if (order.empty())
+          return;
+        interchangeLoops(next, order);
+        if (!joins())
+          return interchangeLoops(next, inverse(order));
+      }
       chain.members = std::move(grown);
     }
+  }
+
+  /// For an elementwise generic whose loops are not in row order (it was
+  /// fused with a transpose, so they follow its output), the loop order
+  /// that puts first the loops it reads a chain member's output with, row
+  /// by row, or nothing: Q normalized per head, written as (b, h, s, d),
+  /// reads its statistics (b, s, h) at loops (0, 3, 1) of its own.
+  static SmallVector<unsigned> rowsFirst(linalg::GenericOp op,
+                                         const Chain &chain) {
+    if (op.getNumParallelLoops() != op.getNumLoops() ||
+        !op.hasPureBufferSemantics())
+      return {};
+    DenseSet<Value> written;
+    for (linalg::GenericOp member : chain.members)
+      for (Value out : member.getDpsInits())
+        written.insert(trace(out, chain.rows).root);
+    size_t rank = chain.rows.size();
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      if (!isa<MemRefType>(in->get().getType()) ||
+          !written.contains(trace(in->get(), chain.rows).root))
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(in);
+      if (map.getNumResults() < rank)
+        continue;
+      SmallVector<unsigned> order;
+      llvm::SmallBitVector used(op.getNumLoops());
+      for (size_t i = 0; i < rank; ++i) {
+        auto dim = dyn_cast<AffineDimExpr>(map.getResult(i));
+        if (!dim || used.test(dim.getPosition()))
+          break;
+        used.set(dim.getPosition());
+        order.push_back(dim.getPosition());
+      }
+      if (order.size() != rank)
+        continue;
+      for (unsigned loop = 0; loop < op.getNumLoops(); ++loop)
+        if (!used.test(loop))
+          order.push_back(loop);
+      if (!llvm::equal(order, llvm::seq<unsigned>(0, op.getNumLoops())))
+        return order;
+    }
+    return {};
+  }
+
+  static SmallVector<unsigned> inverse(ArrayRef<unsigned> order) {
+    SmallVector<unsigned> back(order.size());
+    for (auto [i, loop] : llvm::enumerate(order))
+      back[loop] = i;
+    return back;
+  }
+
+  static void interchangeLoops(linalg::GenericOp op, ArrayRef<unsigned> order) {
+    IRRewriter rewriter(op.getContext());
+    (void)linalg::interchangeGenericOp(rewriter, op, order);
   }
 
   /// The buffers the chain writes that fit, together, in `sharedMemory`
@@ -331,6 +447,8 @@ struct MapRowsToGpuPass
         if (!seen.insert(root).second)
           continue;
         auto type = dyn_cast<MemRefType>(root.getType());
+        if (writesRowsElsewhere(op, out, chain.rows.size()))
+          continue; // stored straight to global memory
         if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
             !startsWithRows(type, chain.rows) ||
             !type.getElementType().isIntOrFloat())

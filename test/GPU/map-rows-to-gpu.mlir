@@ -1,5 +1,6 @@
 // RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu | FileCheck %s
 // RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu=shared-memory=0 | FileCheck %s --check-prefix=GLOBAL
+// RUN: cleave-opt %s --split-input-file --cleave-map-rows-to-gpu --canonicalize | FileCheck %s --check-prefix=ROWT
 
 // Tests that a row reduction and the row-wise ops around it (its fill
 // before, the centring after, which reads the sums through a view that
@@ -186,5 +187,53 @@ func.func @partial_row(%x: memref<8x32xf32>, %out: memref<8x4xf32>) {
     linalg.yield %s : f32
   }
   memref.dealloc %sum : memref<8xf32>
+  return
+}
+
+// -----
+
+// Tests a norm per head fused with the head transpose: the statistics are
+// per (b, s, h) row, the normalized row is written at (b, h, s), by a generic
+// whose loops follow its output. Its loops are interchanged to put the rows
+// first, and it joins the chain; its output is written straight to global
+// memory at the permuted row (here the rows, 2 x 4 x 4, are also the leading
+// dimensions of the output, yet it must not be kept in shared memory as a
+// row in place). Only the sums live in shared memory.
+// ROWT-LABEL: func.func @transposed_rows
+// ROWT: gpu.launch blocks(%[[BLOCK:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c32{{.*}}) threads({{.*}}) workgroup(%[[SUMS:.*]] : memref<1xf32, #gpu.address_space<workgroup>>) {
+// ROWT: %[[H:.*]] = arith.remui %[[BLOCK]], %c4
+// ROWT: %[[REST:.*]] = arith.divui %[[BLOCK]], %c4
+// ROWT: %[[S:.*]] = arith.remui %[[REST]], %c4
+// ROWT: %[[B:.*]] = arith.divui %[[REST]], %c4
+// ROWT: gpu.all_reduce add
+// ROWT: gpu.barrier
+// ROWT: %[[X:.*]] = memref.load %arg0[%[[B]], %[[S]], %[[H]], %[[I:.*]]]
+// ROWT: %[[SUM:.*]] = memref.load %[[SUMS]]
+// ROWT: %[[Y:.*]] = arith.divf %[[X]], %[[SUM]]
+// ROWT: memref.store %[[Y]], %arg1[%[[B]], %[[H]], %[[S]], %[[I]]]
+// ROWT-NEXT: }
+// ROWT-NEXT: gpu.terminator
+// ROWT-NOT: linalg.generic
+#x4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#r4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#xt = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#rt = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1)>
+func.func @transposed_rows(%x: memref<2x4x4x16xf32>, %out: memref<2x4x4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<2x4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<2x4x4xf32>)
+  linalg.generic {indexing_maps = [#x4, #r4], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x : memref<2x4x4x16xf32>) outs(%sum : memref<2x4x4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#xt, #rt, #x4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x, %sum : memref<2x4x4x16xf32>, memref<2x4x4xf32>) outs(%out : memref<2x4x4x16xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %d = arith.divf %a, %s : f32
+    linalg.yield %d : f32
+  }
+  memref.dealloc %sum : memref<2x4x4xf32>
   return
 }

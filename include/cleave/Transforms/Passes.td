@@ -770,6 +770,14 @@ def CleaveMapRowsToGpu
     that keep them), read what the chain wrote row-locally, and write
     nothing an earlier member read from another row.
 
+    An elementwise member may also write its row elsewhere: the row loops
+    are results of its output map in another order (a norm per head written
+    with the head transpose, as Qwen3's Q and K norms are). Such an output
+    goes straight to global memory, and no other member may touch it. An
+    elementwise generic that was fused with such a transpose has its loops
+    in the output's order; where the loops it reads a member's output with
+    would be the rows, its loops are interchanged to put them first.
+
     In the kernel the members run in order, a `gpu.barrier` apart: an
     elementwise member's threads stride over the row; a reduction's threads
     stride over it, combine with `gpu.all_reduce`, and thread 0 stores the
