@@ -3,7 +3,8 @@
 
 The models of test/models/hf-*.onnx: the transformers library's own GPT-2,
 LLaMA (grouped-query attention: 4 heads, 2 key/value heads), Qwen2 (LLaMA's
-shape with biases on Q, K and V), BERT (with attention_mask and
+shape with biases on Q, K and V), Qwen3 (no biases, but an RMS norm of Q and
+K per head before the rotary embedding), BERT (with attention_mask and
 token_type_ids inputs) and RoBERTa (positions counted past padding tokens
 with CumSum), each 2 layers of width 64, built from a config with
 random weights (no download), and exported by PyTorch's current exporter
@@ -46,6 +47,10 @@ def build(name, transformers, torch):
     if name == "qwen2":
         config = transformers.Qwen2Config(**SIZES, num_key_value_heads=2)
         return transformers.Qwen2ForCausalLM(config), (ids,), ["input_ids"]
+    if name == "qwen3":
+        config = transformers.Qwen3Config(**SIZES, num_key_value_heads=2,
+                                          head_dim=16)
+        return transformers.Qwen3ForCausalLM(config), (ids,), ["input_ids"]
     if name == "bert":
         config = transformers.BertConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
@@ -83,7 +88,8 @@ def main():
     for name, opset, suffix in (("gpt2", 18, ""), ("llama", 18, ""),
                                 ("qwen2", 18, ""), ("bert", 18, ""),
                                 ("roberta", 18, ""),
-                                ("llama", 23, "-attention")):
+                                ("llama", 23, "-attention"),
+                                ("qwen3", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

@@ -61,6 +61,10 @@ CASES = [
     ("hf-gpt2", "hf-gpt2.onnx", {"input_ids": [2, 16]}, [], None),
     ("hf-llama-attention", "hf-llama-attention.onnx", {"input_ids": [2, 16]},
      [], None),
+    # Q and K normalized per head in row kernels that write them transposed;
+    # heads split over tp at a batch of 2.
+    ("hf-qwen3-tp2", "hf-qwen3.onnx", {"input_ids": [2, 16]},
+     ["--mesh=tp=2", "--shard-preset=megatron"], None),
 ]
 
 # Libraries every Linux machine has; the CUDA ones come with the GPU machine.
