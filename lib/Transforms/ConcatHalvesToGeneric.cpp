@@ -7,7 +7,9 @@
 // affine function of its index in the 2, so elementwise fusion can take the
 // generic in. A concatenation of one tensor with itself (rotary
 // embedding's cat(freqs, freqs)) likewise becomes a broadcast over a new
-// (copies) dimension: one generic where it was a copy per operand.
+// (copies) dimension, and any other concatenation of parts of one size
+// (partial rotary embedding's rotated and passed parts) one generic that
+// selects by part: one generic where it was a copy per operand.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,6 +135,50 @@ struct ConcatHalvesToGenericPass
     concat.erase();
   }
 
+  /// `concat(a, b, ...)` of parts of one size: a generic writing the
+  /// (parts, size) view, reading every operand without the parts index and
+  /// yielding the one its part selects, collapsed back. Partial rotary
+  /// embedding (Phi's, at half the head) concatenates the rotated part and
+  /// the part passed through: one generic, which the rotation then fuses
+  /// into, where bufferization would make a copy per operand.
+  void rewriteParts(tensor::ConcatOp concat) {
+    ValueRange inputs = concat.getInputs();
+    int64_t dim = concat.getDim();
+    int64_t parts = inputs.size();
+    auto [groups, shape] = splitView(concat.getResultType(), dim, parts);
+    MLIRContext *ctx = &getContext();
+    int64_t rank = concat.getResultType().getRank();
+    SmallVector<AffineExpr> reads;
+    for (int64_t d = 0; d < rank + 1; ++d)
+      if (d != dim)
+        reads.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineMap> maps(parts, AffineMap::get(rank + 1, 0, reads, ctx));
+    maps.push_back(AffineMap::getMultiDimIdentityMap(rank + 1, ctx));
+    OpBuilder b(concat);
+    Location loc = concat.getLoc();
+    Value init = tensor::EmptyOp::create(
+        b, loc, shape, concat.getResultType().getElementType());
+    SmallVector<utils::IteratorType> parallel(rank + 1,
+                                              utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        b, loc, init.getType(), inputs, ValueRange{init}, maps, parallel,
+        [&](OpBuilder &bb, Location l, ValueRange args) {
+          Value part = linalg::IndexOp::create(bb, l, dim);
+          Value chosen = args[parts - 1];
+          for (int64_t k = parts - 2; k >= 0; --k) {
+            Value isK = arith::CmpIOp::create(
+                bb, l, arith::CmpIPredicate::eq, part,
+                arith::ConstantIndexOp::create(bb, l, k));
+            chosen = arith::SelectOp::create(bb, l, isK, args[k], chosen);
+          }
+          linalg::YieldOp::create(bb, l, chosen);
+        });
+    Value result = tensor::CollapseShapeOp::create(
+        b, loc, concat.getResultType(), generic.getResult(0), groups);
+    concat.replaceAllUsesWith(result);
+    concat.erase();
+  }
+
   void rewrite(tensor::ConcatOp concat) {
     if (!concat.getResultType().hasStaticShape())
       return;
@@ -140,16 +186,23 @@ struct ConcatHalvesToGenericPass
     if (inputs.size() >= 2 &&
         llvm::all_of(inputs, [&](Value v) { return v == inputs[0]; }))
       return rewriteCopies(concat);
-    if (inputs.size() != 2)
-      return;
     int64_t dim = concat.getDim();
-    std::optional<Half> lo = matchHalf(concat.getInputs()[0], dim);
-    std::optional<Half> hi = matchHalf(concat.getInputs()[1], dim);
-    if (!lo || !hi || lo->source != hi->source)
+    auto sizeAlong = [&](Value v) {
+      return cast<RankedTensorType>(v.getType()).getDimSize(dim);
+    };
+    bool equalParts =
+        inputs.size() >= 2 && llvm::all_of(inputs, [&](Value v) {
+          return sizeAlong(v) == sizeAlong(inputs[0]);
+        });
+    if (!equalParts)
       return;
+    std::optional<Half> lo = matchHalf(inputs[0], dim);
+    std::optional<Half> hi =
+        inputs.size() == 2 ? matchHalf(inputs[1], dim) : std::nullopt;
+    if (!lo || !hi || lo->source != hi->source ||
+        lo->source.getType() != concat.getResultType())
+      return rewriteParts(concat);
     auto sourceType = cast<RankedTensorType>(lo->source.getType());
-    if (sourceType != concat.getResultType())
-      return;
 
     // The split dimension as (2, half).
     OpBuilder b(concat);

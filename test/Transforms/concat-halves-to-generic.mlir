@@ -31,19 +31,40 @@ func.func @rotate_half(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 
 // -----
 
-// Tests that halves of two different tensors, or pieces that are not halves,
-// stay a concatenation.
-// CHECK-LABEL: func.func @not_halves
-// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>)
-// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x4xf32>, tensor<4x4xf32>)
-func.func @not_halves(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x8xf32>) {
+// Tests that halves of two different tensors (partial rotary embedding's
+// rotated part and the part it passes through), or three parts of one size,
+// become one generic over the (parts, size) view that reads each operand
+// without the part index and selects by it; parts of different sizes stay a
+// concatenation.
+// CHECK-DAG: #[[P:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[PID:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @parts
+// CHECK-SAME: %[[PX:[a-z0-9]+]]: tensor<4x16xf32>, %[[PY:[a-z0-9]+]]: tensor<4x16xf32>
+// CHECK: %[[A:.*]] = tensor.extract_slice %[[PX]][0, 8] [4, 8] [1, 1]
+// CHECK: %[[B:.*]] = tensor.extract_slice %[[PY]][0, 0] [4, 8] [1, 1]
+// CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[P]], #[[P]], #[[PID]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[A]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x2x8xf32>)
+// CHECK-NEXT: ^bb0(%[[IA:.*]]: f32, %[[IB:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[PART:.*]] = linalg.index 1
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[PART]], %c0
+// CHECK-NEXT: %[[V:.*]] = arith.select %[[FIRST]], %[[IA]], %[[IB]]
+// CHECK-NEXT: linalg.yield %[[V]]
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[G]] {{\[}}[0], [1, 2]] : tensor<4x2x8xf32> into tensor<4x16xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3x4xf32>)
+// CHECK: arith.select
+// CHECK: arith.select
+// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x4xf32>, tensor<4x8xf32>)
+// CHECK: return %[[R]]
+func.func @parts(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x12xf32>) -> (tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>) {
   %a = tensor.extract_slice %x[0, 8] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
   %b = tensor.extract_slice %y[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
   %r = tensor.concat dim(1) %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
-  %c = tensor.extract_slice %z[0, 4] [4, 4] [1, 1] : tensor<4x16xf32> to tensor<4x4xf32>
-  %d = tensor.extract_slice %z[0, 0] [4, 4] [1, 1] : tensor<4x16xf32> to tensor<4x4xf32>
-  %s = tensor.concat dim(1) %c, %d : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
-  return %r, %s : tensor<4x16xf32>, tensor<4x8xf32>
+  %c = tensor.extract_slice %z[0, 4] [4, 4] [1, 1] : tensor<4x12xf32> to tensor<4x4xf32>
+  %d = tensor.extract_slice %z[0, 0] [4, 4] [1, 1] : tensor<4x12xf32> to tensor<4x4xf32>
+  %e = tensor.extract_slice %x[0, 0] [4, 4] [1, 1] : tensor<4x16xf32> to tensor<4x4xf32>
+  %s = tensor.concat dim(1) %c, %d, %e : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x12xf32>
+  %f = tensor.extract_slice %z[0, 0] [4, 8] [1, 1] : tensor<4x12xf32> to tensor<4x8xf32>
+  %t = tensor.concat dim(1) %c, %f : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x12xf32>
+  return %r, %s, %t : tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>
 }
 
 // -----

@@ -426,8 +426,8 @@ def CleaveRefineReshapes : Pass<"cleave-refine-reshapes", "mlir::func::FuncOp"> 
 
 def CleaveConcatHalvesToGeneric
     : Pass<"cleave-concat-halves-to-generic", "mlir::func::FuncOp"> {
-  let summary = "A concatenation of a tensor's two halves becomes one "
-                "elementwise generic";
+  let summary = "A concatenation of parts of one size (a tensor's two "
+                "halves above all) becomes one elementwise generic";
   let description = [{
     Rotary embeddings' rotate-half, `concat(-x[..., h:], x[..., :h])`, reaches
     the fuse phase as two slices, a negation and a `tensor.concat`, which
@@ -455,7 +455,12 @@ def CleaveConcatHalvesToGeneric
     A concatenation of one tensor with itself, `concat(x, x)` (rotary's
     `cat(freqs, freqs)`), becomes a broadcast the same way: a generic
     writing the (copies, size) view and reading `x` without the copies
-    index, where bufferization would make a copy per operand.
+    index, where bufferization would make a copy per operand. So does any
+    other concatenation of parts of one size (partial rotary embedding, as
+    Phi-1.5 writes it: the rotated half of each head, then the half passed
+    through): a generic over the (parts, size) view reading every operand
+    without the part index and selecting by it, which the rotation then
+    fuses into.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect",
