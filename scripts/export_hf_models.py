@@ -4,10 +4,11 @@
 The models of test/models/hf-*.onnx: the transformers library's own GPT-2,
 LLaMA (grouped-query attention: 4 heads, 2 key/value heads), Qwen2 (LLaMA's
 shape with biases on Q, K and V), Qwen3 (no biases, but an RMS norm of Q and
-K per head before the rotary embedding), BERT (with attention_mask and
-token_type_ids inputs) and RoBERTa (positions counted past padding tokens
-with CumSum), each 2 layers of width 64, built from a config with
-random weights (no download), and exported by PyTorch's current exporter
+K per head before the rotary embedding), Phi (Phi-1.5's shape: rotary
+embedding of half of each head, attention and MLP in parallel), BERT (with
+attention_mask and token_type_ids inputs) and RoBERTa (positions counted
+past padding tokens with CumSum), each 2 layers of width 64, built from a
+config with random weights (no download), and exported by PyTorch's current exporter
 (torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
 16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
 library's default, which the exporter writes as MatMul and Softmax with Q
@@ -51,6 +52,10 @@ def build(name, transformers, torch):
         config = transformers.Qwen3Config(**SIZES, num_key_value_heads=2,
                                           head_dim=16)
         return transformers.Qwen3ForCausalLM(config), (ids,), ["input_ids"]
+    if name == "phi":
+        # Phi-1.5's partial rotary embedding: half of each head rotated.
+        config = transformers.PhiConfig(**SIZES, partial_rotary_factor=0.5)
+        return transformers.PhiForCausalLM(config), (ids,), ["input_ids"]
     if name == "bert":
         config = transformers.BertConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
@@ -89,7 +94,7 @@ def main():
                                 ("qwen2", 18, ""), ("bert", 18, ""),
                                 ("roberta", 18, ""),
                                 ("llama", 23, "-attention"),
-                                ("qwen3", 18, "")):
+                                ("qwen3", 18, ""), ("phi", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)
