@@ -2,14 +2,14 @@
 """Benchmarks tensor parallelism on the 2 cores of a CPU machine.
 
 The 2-layer GPT-2-small-shaped stack (d_model 768, 12 heads, sequence 128,
-batch 1, float32; bench/gpt2_stack.py) is compiled twice, for one rank and
+batch 1 or --batch, float32; bench/gpt2_stack.py) is compiled twice, for one rank and
 for tp=2 with the megatron preset, each checked against ONNX Runtime (and the
 tp=2 program against the one-rank program). Both use the same 2 cores: one
 rank with 2 threads, or 2 ranks with 1 thread each. The script prints each
 latency next to ONNX Runtime's at 2 threads, measured in the same run, and
 the ratio tp=2 / tp=1 (below 1.0: tensor parallelism is faster).
 
-Usage: bench_tp.py [--runs N] [--work DIR] [--bin DIR]
+Usage: bench_tp.py [--runs N] [--batch B] [--work DIR] [--bin DIR]
 """
 import argparse
 import os
@@ -37,12 +37,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=1,
+                        help="sequences of 128 tokens per run (default 1)")
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="cleave-bench-tp-"))
     parser.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bin"))
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     model = os.path.join(args.work, "stack2.onnx")
-    make_stack(model, layers=2)
+    make_stack(model, layers=2, batch=args.batch)
     check = os.path.join(HERE, "..", "scripts", "check_model.py")
 
     print("== tp=1: one rank, 2 threads")
