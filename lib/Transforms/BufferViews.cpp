@@ -6,6 +6,8 @@
 
 #include "BufferViews.h"
 
+#include "cleave/Support/Reshapes.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -143,6 +145,31 @@ cleave::CopyDestination::of(linalg::GenericOp copy, Operation *writer,
     memref::TransposeOp::build(b, state, d.dest, d.transpose);
     viewed = cast<MemRefType>(state.types.front());
   }
+  // Where the writer writes the buffer through the view the copy reads, or
+  // through an expansion of it, the transposed destination is expanded
+  // straight to what the writer writes, whatever the buffer's own shape:
+  // attention's (batch, heads) GEMM writes an expanded (batch * heads)
+  // buffer, and the strided view of its transposed destination cannot
+  // collapse back to that.
+  Value read = copy.getDpsInputs()[0];
+  auto readType = cast<MemRefType>(read.getType());
+  auto writtenType = cast<MemRefType>(written.getType());
+  SmallVector<ReassociationIndices> readGroups, writtenGroups;
+  if (d.readView.source == d.writtenView.source &&
+      succeeded(commonCoarsening(readType.getShape(), writtenType.getShape(),
+                                 readGroups, writtenGroups)) &&
+      readGroups.size() == static_cast<size_t>(readType.getRank())) {
+    FailureOr<MemRefType> expanded =
+        writtenGroups.size() == static_cast<size_t>(writtenType.getRank())
+            ? FailureOr<MemRefType>(viewed)
+            : memref::ExpandShapeOp::computeExpandedType(
+                  viewed, writtenType.getShape(), writtenGroups);
+    if (succeeded(expanded)) {
+      d.direct = std::move(writtenGroups);
+      d.type = *expanded;
+      return d;
+    }
+  }
   FailureOr<MemRefType> inBuffer = d.readView.reshaped(viewed, /*undo=*/true);
   if (failed(inBuffer))
     return failure();
@@ -160,6 +187,13 @@ Value cleave::CopyDestination::build(Operation *point, Location loc) const {
   Value view = dest;
   if (!transpose.getValue().isIdentity())
     view = memref::TransposeOp::create(b, loc, dest, transpose);
+  if (direct) {
+    if (direct->size() == static_cast<size_t>(type.getRank()))
+      return view;
+    return memref::ExpandShapeOp::create(
+        b, loc, type, view, *direct,
+        getAsIndexOpFoldResult(b.getContext(), type.getShape()));
+  }
   view = readView.apply(b, loc, view, /*undo=*/true);
   return writtenView.apply(b, loc, view, /*undo=*/false);
 }

@@ -96,6 +96,10 @@ private:
   mlir::Value dest;
   mlir::AffineMapAttr transpose;
   ReshapeView readView, writtenView;
+  /// Set where the writer writes the view the copy reads or an expansion
+  /// of it: the groups expanding the one into the other (one per dimension
+  /// where they are the same).
+  std::optional<llvm::SmallVector<mlir::ReassociationIndices>> direct;
   mlir::MemRefType type;
   llvm::SmallVector<mlir::Operation *> definitions; // after the writer
 };

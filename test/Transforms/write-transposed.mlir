@@ -108,13 +108,13 @@ func.func @head_merge_two_sequences(%p: memref<2x12x16x16xf32>, %v: memref<2x16x
 
 // Tests the head merge when the GEMM writes its buffer through one reshape
 // and the copy reads it through another (grouped-query attention's GEMM has
-// (kv heads, repeats) where the copy has heads): the transposed destination
-// is collapsed back to the buffer's shape and expanded as the GEMM's view.
+// (kv heads, repeats) where the copy has heads): what the GEMM writes is an
+// expansion of what the copy reads, so the transposed destination is
+// expanded straight into the GEMM's view.
 // CHECK-LABEL: func.func @head_merge_through_reshapes
 // CHECK: %[[DEST:.*]] = memref.alloc() : memref<1x16x4x16xf32>
 // CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
-// CHECK: %[[C:.*]] = memref.collapse_shape %[[T]] {{\[}}[0, 1], [2], [3]]
-// CHECK: %[[E:.*]] = memref.expand_shape %[[C]] {{\[}}[0, 1, 2], [3], [4]] output_shape [1, 2, 2, 16, 16]
+// CHECK: %[[E:.*]] = memref.expand_shape %[[T]] {{\[}}[0], [1, 2], [3], [4]] output_shape [1, 2, 2, 16, 16]
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[E]] :
 // CHECK-NEXT: linalg.generic {{.*}} outs(%[[E]] :
 // CHECK-NOT: linalg.generic
@@ -220,4 +220,49 @@ func.func @accumulating_writer(%a: memref<4x8xf32>, %t: memref<8x4xf32>) {
   }
   memref.dealloc %c : memref<4x8xf32>
   return
+}
+
+// -----
+
+// Tests the head merge of grouped-query attention at a batch of 2: the GEMM
+// writes its (batch * heads) buffer through a (batch, kv heads, group) view,
+// the copy reads it through a (batch, heads) view. The transposed
+// destination, strides (1024, 16, 64, 1), cannot collapse back to the
+// buffer's batch * heads, but it expands straight into what the GEMM writes
+// (heads split into kv heads and group: strides 32 and 16).
+// CHECK-LABEL: func.func @grouped_head_merge
+// CHECK: %[[DEST:.*]] = memref.alloc() : memref<2x16x4x16xf32>
+// CHECK: %[[T:.*]] = memref.transpose %[[DEST]] (d0, d1, d2, d3) -> (d0, d2, d1, d3) : memref<2x16x4x16xf32> to memref<2x4x16x16xf32, strided<[1024, 16, 64, 1]>>
+// CHECK: %[[W:.*]] = memref.expand_shape %[[T]] {{\[}}[0], [1, 2], [3], [4]] output_shape [2, 2, 2, 16, 16] : memref<2x4x16x16xf32, strided<[1024, 16, 64, 1]>> into memref<2x2x2x16x16xf32, strided<[1024, 32, 16, 64, 1]>>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[W]] :
+// CHECK-NEXT: linalg.generic {{.*}} outs(%[[W]] :
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[DEST]]
+#p5 = affine_map<(b, g, r, m, n, k) -> (b, g, r, m, k)>
+#v5 = affine_map<(b, g, r, m, n, k) -> (b, g, k, n)>
+#c5 = affine_map<(b, g, r, m, n, k) -> (b, g, r, m, n)>
+#to4 = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @grouped_head_merge(%p: memref<2x2x2x16x16xf32>, %v: memref<2x2x16x16xf32>) -> memref<2x16x4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<8x16x16xf32>
+  %w = memref.expand_shape %c [[0, 1, 2], [3], [4]] output_shape [2, 2, 2, 16, 16] : memref<8x16x16xf32> into memref<2x2x2x16x16xf32>
+  linalg.fill ins(%zero : f32) outs(%w : memref<2x2x2x16x16xf32>)
+  linalg.generic {indexing_maps = [#p5, #v5, #c5],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<2x2x2x16x16xf32>, memref<2x2x16x16xf32>) outs(%w : memref<2x2x2x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  %r = memref.expand_shape %c [[0, 1], [2], [3]] output_shape [2, 4, 16, 16] : memref<8x16x16xf32> into memref<2x4x16x16xf32>
+  %t = memref.alloc() : memref<2x16x4x16xf32>
+  linalg.generic {indexing_maps = [#to4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%r : memref<2x4x16x16xf32>) outs(%t : memref<2x16x4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %c : memref<8x16x16xf32>
+  return %t : memref<2x16x4x16xf32>
 }

@@ -669,7 +669,12 @@ def CleaveWriteTransposed
     copy's and redo the writer's), and the copy and the allocation go.
     Nothing between the writer and the copy may touch the destination, nor
     may the writer read it; a destination allocated after the writer is
-    allocated before it instead.
+    allocated before it instead. Where the writer writes the view the copy
+    reads, or an expansion of it (attention's GEMM over (batch, kv heads,
+    group) where the copy reads (batch, heads)), the transposed destination
+    is expanded straight into the writer's view: going back to the buffer's
+    own shape would merge batch and heads, which the strides of a transposed
+    destination do not allow above one sequence.
 
     Before:
     ```mlir
