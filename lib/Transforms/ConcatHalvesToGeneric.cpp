@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVECONCATHALVESTOGENERIC
@@ -103,12 +104,23 @@ struct ConcatHalvesToGenericPass
     return {groups, shape};
   }
 
-  /// `concat(x, x, ...)`: a generic writing the (copies, size) view, reading
-  /// x without the copies index, collapsed back.
-  void rewriteCopies(tensor::ConcatOp concat) {
-    Value x = concat.getInputs()[0];
+  /// `concat(a, b, ...)` of parts of one size: a generic writing the
+  /// (parts, size) view, reading every operand once, without the parts
+  /// index, and yielding the one its part selects, collapsed back. A tensor
+  /// concatenated with itself (rotary's cat(freqs, freqs)) is so a
+  /// broadcast; partial rotary embedding (Phi-1.5's, half of each head)
+  /// concatenates the rotated half and the half passed through, in one
+  /// generic that the rotation then fuses into. Bufferization would make a
+  /// copy per operand.
+  void rewriteParts(tensor::ConcatOp concat) {
     int64_t dim = concat.getDim();
     int64_t parts = concat.getInputs().size();
+    llvm::SetVector<Value> operands;
+    SmallVector<int64_t> operandOf;
+    for (Value input : concat.getInputs()) {
+      operands.insert(input);
+      operandOf.push_back(llvm::find(operands, input) - operands.begin());
+    }
     auto [groups, shape] = splitView(concat.getResultType(), dim, parts);
     MLIRContext *ctx = &getContext();
     int64_t rank = concat.getResultType().getRank();
@@ -116,43 +128,8 @@ struct ConcatHalvesToGenericPass
     for (int64_t d = 0; d < rank + 1; ++d)
       if (d != dim)
         reads.push_back(getAffineDimExpr(d, ctx));
-    OpBuilder b(concat);
-    Location loc = concat.getLoc();
-    Type element = concat.getResultType().getElementType();
-    Value init = tensor::EmptyOp::create(b, loc, shape, element);
-    SmallVector<utils::IteratorType> parallel(rank + 1,
-                                              utils::IteratorType::parallel);
-    auto generic = linalg::GenericOp::create(
-        b, loc, init.getType(), ValueRange{x}, ValueRange{init},
-        ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, reads, ctx),
-                            AffineMap::getMultiDimIdentityMap(rank + 1, ctx)},
-        parallel, [&](OpBuilder &bb, Location l, ValueRange args) {
-          linalg::YieldOp::create(bb, l, args[0]);
-        });
-    Value result = tensor::CollapseShapeOp::create(
-        b, loc, concat.getResultType(), generic.getResult(0), groups);
-    concat.replaceAllUsesWith(result);
-    concat.erase();
-  }
-
-  /// `concat(a, b, ...)` of parts of one size: a generic writing the
-  /// (parts, size) view, reading every operand without the parts index and
-  /// yielding the one its part selects, collapsed back. Partial rotary
-  /// embedding (Phi's, at half the head) concatenates the rotated part and
-  /// the part passed through: one generic, which the rotation then fuses
-  /// into, where bufferization would make a copy per operand.
-  void rewriteParts(tensor::ConcatOp concat) {
-    ValueRange inputs = concat.getInputs();
-    int64_t dim = concat.getDim();
-    int64_t parts = inputs.size();
-    auto [groups, shape] = splitView(concat.getResultType(), dim, parts);
-    MLIRContext *ctx = &getContext();
-    int64_t rank = concat.getResultType().getRank();
-    SmallVector<AffineExpr> reads;
-    for (int64_t d = 0; d < rank + 1; ++d)
-      if (d != dim)
-        reads.push_back(getAffineDimExpr(d, ctx));
-    SmallVector<AffineMap> maps(parts, AffineMap::get(rank + 1, 0, reads, ctx));
+    SmallVector<AffineMap> maps(operands.size(),
+                                AffineMap::get(rank + 1, 0, reads, ctx));
     maps.push_back(AffineMap::getMultiDimIdentityMap(rank + 1, ctx));
     OpBuilder b(concat);
     Location loc = concat.getLoc();
@@ -161,15 +138,20 @@ struct ConcatHalvesToGenericPass
     SmallVector<utils::IteratorType> parallel(rank + 1,
                                               utils::IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
-        b, loc, init.getType(), inputs, ValueRange{init}, maps, parallel,
-        [&](OpBuilder &bb, Location l, ValueRange args) {
-          Value part = linalg::IndexOp::create(bb, l, dim);
-          Value chosen = args[parts - 1];
+        b, loc, init.getType(), operands.getArrayRef(), ValueRange{init}, maps,
+        parallel, [&](OpBuilder &bb, Location l, ValueRange args) {
+          Value chosen = args[operandOf[parts - 1]];
+          Value part;
           for (int64_t k = parts - 2; k >= 0; --k) {
+            if (operandOf[k] == operandOf[parts - 1])
+              continue;
+            if (!part)
+              part = linalg::IndexOp::create(bb, l, dim);
             Value isK = arith::CmpIOp::create(
                 bb, l, arith::CmpIPredicate::eq, part,
                 arith::ConstantIndexOp::create(bb, l, k));
-            chosen = arith::SelectOp::create(bb, l, isK, args[k], chosen);
+            chosen = arith::SelectOp::create(bb, l, isK, args[operandOf[k]],
+                                             chosen);
           }
           linalg::YieldOp::create(bb, l, chosen);
         });
@@ -183,9 +165,6 @@ struct ConcatHalvesToGenericPass
     if (!concat.getResultType().hasStaticShape())
       return;
     ValueRange inputs = concat.getInputs();
-    if (inputs.size() >= 2 &&
-        llvm::all_of(inputs, [&](Value v) { return v == inputs[0]; }))
-      return rewriteCopies(concat);
     int64_t dim = concat.getDim();
     auto sizeAlong = [&](Value v) {
       return cast<RankedTensorType>(v.getType()).getDimSize(dim);
