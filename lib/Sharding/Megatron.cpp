@@ -5,9 +5,10 @@
 // itself split is a candidate "column" projection: its output features would
 // be split. The split output feature is followed forward through the ops of
 // the block, dimension by dimension (reshapes move it to the head dimension,
-// transposes permute it, elementwise ops and batch matmuls over heads keep
-// it), until a matmul by a parameter contracts over it: that "row" projection
-// closes the block, and its output is summed across ranks (one all_reduce).
+// transposes permute it, elementwise ops and batched GEMMs over (batch,
+// heads) keep it), until a matmul by a parameter contracts over it: that
+// "row" projection closes the block, and its output is summed across ranks
+// (one all_reduce).
 //
 // Candidates whose split meets each other (Q and K in QK^T, gate and up in
 // SwiGLU) form one block. A block is kept only if every path of its split
