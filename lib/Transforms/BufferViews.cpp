@@ -98,7 +98,7 @@ cleave::CopyDestination::CopyDestination(linalg::GenericOp copy, Value written)
 
 /// The ops defining `dest` that come after `point` in its block, in program
 /// order: a plain allocation and views of it. Failure if anything else
-/// defines it there.
+/// defines it there, or they use a value defined there.
 static FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
                                                             Operation *point) {
   SmallVector<Operation *> defs;
@@ -113,6 +113,15 @@ static FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
     op = source.getDefiningOp();
   }
   std::reverse(defs.begin(), defs.end());
+  // They move above `point`, with what they use: a subview's offsets
+  // computed after it (a microbatch's) keep the destination where it is.
+  for (Operation *def : defs)
+    for (Value operand : def->getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (producer && producer->getBlock() == point->getBlock() &&
+          point->isBeforeInBlock(producer) && !llvm::is_contained(defs, producer))
+        return failure();
+    }
   return defs;
 }
 
