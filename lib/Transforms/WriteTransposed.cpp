@@ -8,6 +8,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+
 #include "BufferViews.h"
 #include "Gemms.h"
 
@@ -44,6 +46,18 @@ bool isOverwritingElementwise(linalg::LinalgOp op) {
 struct WriteTransposedPass
     : cleave::impl::CleaveWriteTransposedBase<WriteTransposedPass> {
   void runOnOperation() override {
+    // Plain copies too (a concatenation's operand copied into its part of
+    // the result: partial rotary embedding's rotated part), as generics.
+    SmallVector<linalg::CopyOp> plain;
+    getOperation().walk([&](linalg::CopyOp op) {
+      if (op.hasPureBufferSemantics())
+        plain.push_back(op);
+    });
+    IRRewriter rewriter(&getContext());
+    for (linalg::CopyOp op : plain) {
+      rewriter.setInsertionPoint(op);
+      (void)linalg::generalizeNamedOp(rewriter, op);
+    }
     SmallVector<linalg::GenericOp> copies;
     getOperation().walk([&](linalg::GenericOp op) {
       if (isBufferTranspose(op))

@@ -266,3 +266,65 @@ func.func @grouped_head_merge(%p: memref<2x2x2x16x16xf32>, %v: memref<2x2x16x16x
   memref.dealloc %c : memref<8x16x16xf32>
   return %t : memref<2x16x4x16xf32>
 }
+
+// -----
+
+// Tests a plain linalg.copy, as a concatenation bufferizes: partial rotary
+// embedding's rotated part (an elementwise op over a (2, 2) view of its 4
+// columns) copied into the first 4 columns of the concatenation. The op
+// writes that part of the result through its own view instead, and the copy
+// goes; the copy of the part passed through stays.
+// CHECK-LABEL: func.func @concatenated_part
+// CHECK: %[[CAT:.*]] = memref.alloc() : memref<8x16xf32>
+// CHECK: %[[PART:.*]] = memref.subview %[[CAT]][0, 0] [8, 4] [1, 1]
+// CHECK: %[[W:.*]] = memref.expand_shape %[[PART]] {{\[}}[0], [1, 2]] output_shape [8, 2, 2] : memref<8x4xf32, strided<[16, 1]>> into memref<8x2x2xf32, strided<[16, 2, 1]>>
+// CHECK: linalg.generic {{.*}} outs(%[[W]] :
+// CHECK: arith.negf
+// CHECK: %[[REST:.*]] = memref.subview %[[CAT]][0, 4] [8, 12] [1, 1]
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<8x12xf32, strided<[16, 1], offset: 4>>) outs(%[[REST]] :
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[CAT]]
+#e3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @concatenated_part(%rot: memref<8x2x2xf32>, %pass: memref<8x12xf32, strided<[16, 1], offset: 4>>) -> memref<8x16xf32> {
+  %r = memref.alloc() : memref<8x2x2xf32>
+  linalg.generic {indexing_maps = [#e3, #e3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%rot : memref<8x2x2xf32>) outs(%r : memref<8x2x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  %rc = memref.collapse_shape %r [[0], [1, 2]] : memref<8x2x2xf32> into memref<8x4xf32>
+  %cat = memref.alloc() : memref<8x16xf32>
+  %first = memref.subview %cat[0, 0] [8, 4] [1, 1] : memref<8x16xf32> to memref<8x4xf32, strided<[16, 1]>>
+  linalg.copy ins(%rc : memref<8x4xf32>) outs(%first : memref<8x4xf32, strided<[16, 1]>>)
+  memref.dealloc %r : memref<8x2x2xf32>
+  %rest = memref.subview %cat[0, 4] [8, 12] [1, 1] : memref<8x16xf32> to memref<8x12xf32, strided<[16, 1], offset: 4>>
+  linalg.copy ins(%pass : memref<8x12xf32, strided<[16, 1], offset: 4>>) outs(%rest : memref<8x12xf32, strided<[16, 1], offset: 4>>)
+  return %cat : memref<8x16xf32>
+}
+
+// -----
+
+// Tests that a copy into a part at an offset computed after the writer (a
+// microbatch's rows) stays: the part cannot be made before the writer.
+// CHECK-LABEL: func.func @offset_after_writer
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : memref<4x8xf32>)
+// CHECK: %[[AT:.*]] = arith.muli
+// CHECK: %[[ROWS:.*]] = memref.subview %arg2[%[[AT]], 0] [4, 8] [1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[ROWS]] :
+#e2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @offset_after_writer(%x: memref<4x8xf32>, %i: index, %out: memref<16x8xf32>) {
+  %r = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#e2, #e2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%r : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  %c4 = arith.constant 4 : index
+  %at = arith.muli %i, %c4 : index
+  %rows = memref.subview %out[%at, 0] [4, 8] [1, 1] : memref<16x8xf32> to memref<4x8xf32, strided<[8, 1], offset: ?>>
+  linalg.copy ins(%r : memref<4x8xf32>) outs(%rows : memref<4x8xf32, strided<[8, 1], offset: ?>>)
+  memref.dealloc %r : memref<4x8xf32>
+  return
+}

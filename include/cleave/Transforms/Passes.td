@@ -674,7 +674,10 @@ def CleaveWriteTransposed
     group) where the copy reads (batch, heads)), the transposed destination
     is expanded straight into the writer's view: going back to the buffer's
     own shape would merge batch and heads, which the strides of a transposed
-    destination do not allow above one sequence.
+    destination do not allow above one sequence. Plain copies
+    (`linalg.copy`, as a concatenation bufferizes: partial rotary
+    embedding's rotated part copied into its columns of the result) are
+    taken the same way, as generics.
 
     Before:
     ```mlir
