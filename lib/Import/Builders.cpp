@@ -218,6 +218,13 @@ Value cleave::onnx_import::transpose(OpBuilder &b, Location loc, Value value,
   SmallVector<int64_t> shape;
   for (int64_t p : permutation)
     shape.push_back(type.getDimSize(p));
+  // Moving only dimensions of size one moves no data: a reshape.
+  SmallVector<int64_t> moved;
+  for (int64_t p : permutation)
+    if (type.getDimSize(p) != 1)
+      moved.push_back(p);
+  if (llvm::is_sorted(moved))
+    return reshape(b, loc, value, shape);
   Value init = emptyTensor(b, loc, shape, type.getElementType());
   return linalg::TransposeOp::create(b, loc, value, init, permutation)
       .getResult()[0];
@@ -227,58 +234,70 @@ Value cleave::onnx_import::reshapeThroughTranspose(OpBuilder &b, Location loc,
                                                    Value value,
                                                    ArrayRef<int64_t> shape) {
   auto transposeOp = value.getDefiningOp<linalg::TransposeOp>();
-  auto collapse = transposeOp ? transposeOp.getInput()
-                                    .getDefiningOp<tensor::CollapseShapeOp>()
-                              : nullptr;
-  if (!collapse || !collapse.getSrcType().hasStaticShape())
+  if (!transposeOp)
     return nullptr;
-  ArrayRef<int64_t> source = collapse.getSrcType().getShape();
   ArrayRef<int64_t> transposed = tensorTypeOf(value).getShape();
   ArrayRef<int64_t> perm = transposeOp.getPermutation();
-  auto groups = collapse.getReassociationIndices();
   // The reshape must only split each transposed dimension.
   SmallVector<ReassociationIndices> same, splits;
   if (failed(commonCoarsening(transposed, shape, same, splits)) ||
       same.size() != transposed.size())
     return nullptr;
-  // Per collapsed dimension d, the finest shape its source dimensions and
-  // the reshape's split of it share: the groups of each, and its sizes.
-  int64_t rank = perm.size();
-  SmallVector<SmallVector<ReassociationIndices>> fromSource(rank), toResult(rank);
-  SmallVector<SmallVector<int64_t>> finest(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    int64_t d = perm[i];
-    SmallVector<int64_t> sourceSizes, resultSizes;
-    for (int64_t s : groups[d])
-      sourceSizes.push_back(source[s]);
-    for (int64_t r : splits[i])
-      resultSizes.push_back(shape[r]);
-    if (failed(commonCoarsening(sourceSizes, resultSizes, fromSource[d],
-                                toResult[d])))
-      return nullptr;
-    for (const ReassociationIndices &g : fromSource[d]) {
-      int64_t size = 1;
-      for (int64_t s : g)
-        size *= sourceSizes[s];
-      finest[d].push_back(size);
+  // The value the transpose's input was reshaped from, furthest back first.
+  SmallVector<Value> sources;
+  for (Value v = transposeOp.getInput();
+       isa_and_present<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+           v.getDefiningOp());) {
+    v = v.getDefiningOp()->getOperand(0);
+    sources.insert(sources.begin(), v);
+  }
+  ArrayRef<int64_t> input = tensorTypeOf(transposeOp.getInput()).getShape();
+  for (Value source : sources) {
+    // Per input dimension d, where the source's dimensions cut it.
+    SmallVector<SmallVector<int64_t>> sourceParts;
+    if (failed(splitsToReshapeFrom(tensorTypeOf(source).getShape(), input,
+                                   sourceParts)))
+      continue;
+    // Of those cuts, the ones the reshape cuts too: the finest shape each
+    // input dimension is transposed in.
+    int64_t rank = perm.size();
+    SmallVector<SmallVector<int64_t>> finest(rank);
+    bool fits = true;
+    for (int64_t i = 0; i < rank && fits; ++i) {
+      int64_t d = perm[i];
+      SmallVector<int64_t> resultSizes;
+      for (int64_t r : splits[i])
+        resultSizes.push_back(shape[r]);
+      SmallVector<ReassociationIndices> fromSource, toResult;
+      fits = succeeded(commonCoarsening(sourceParts[d], resultSizes, fromSource,
+                                        toResult));
+      for (const ReassociationIndices &g : fromSource) {
+        int64_t size = 1;
+        for (int64_t s : g)
+          size *= sourceParts[d][s];
+        finest[d].push_back(size);
+      }
     }
+    if (!fits)
+      continue;
+    // The source reshaped only to the finest shapes, transposed block by
+    // block, then split to `shape`; nothing gained unless a merged
+    // dimension stays split.
+    SmallVector<int64_t> start(rank), finer;
+    for (int64_t d = 0; d < rank; ++d) {
+      start[d] = finer.size();
+      llvm::append_range(finer, finest[d]);
+    }
+    if (finer.size() == transposed.size())
+      return nullptr;
+    SmallVector<int64_t> finerPerm;
+    for (int64_t d : perm)
+      for (size_t j = 0; j < finest[d].size(); ++j)
+        finerPerm.push_back(start[d] + j);
+    Value refined = reshape(b, loc, source, finer);
+    return reshape(b, loc, transpose(b, loc, refined, finerPerm), shape);
   }
-  // The source collapsed only to the finest shapes, transposed block by
-  // block, then split to `shape`; nothing gained unless a merged dimension
-  // stays split.
-  SmallVector<int64_t> start(rank), finer;
-  for (int64_t d = 0; d < rank; ++d) {
-    start[d] = finer.size();
-    llvm::append_range(finer, finest[d]);
-  }
-  if (finer.size() == transposed.size())
-    return nullptr;
-  SmallVector<int64_t> finerPerm;
-  for (int64_t d : perm)
-    for (size_t j = 0; j < finest[d].size(); ++j)
-      finerPerm.push_back(start[d] + j);
-  Value refined = reshape(b, loc, collapse.getSrc(), finer);
-  return reshape(b, loc, transpose(b, loc, refined, finerPerm), shape);
+  return nullptr;
 }
 
 /// The identity element of a reduction over `type`.
@@ -518,20 +537,117 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
   return reshape(b, loc, result, finalShape);
 }
 
-Value cleave::onnx_import::sliceAxis(OpBuilder &b, Location loc, Value value,
-                                     int64_t axis, int64_t offset, int64_t size) {
-  auto type = tensorTypeOf(value);
-  if (size == 0 || type.getNumElements() == 0) {
+namespace {
+
+/// Takes a slice along one axis before the transposes and reshapes that made
+/// a value, where they let the slice through: the views are then rebuilt on
+/// the slice. Reshapes built here are composed rather than chained.
+class SliceBuilder {
+public:
+  SliceBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value slice(Value value, int64_t axis, int64_t offset, int64_t size) {
+    auto type = tensorTypeOf(value);
+    if (offset == 0 && size == type.getDimSize(axis))
+      return value;
+    Operation *def = value.getDefiningOp();
+    if (auto op = dyn_cast_if_present<linalg::TransposeOp>(def)) {
+      ArrayRef<int64_t> perm = op.getPermutation();
+      Value sliced = slice(op.getInput(), perm[axis], offset, size);
+      return built(transpose(b, loc, sliced, perm), sliced);
+    }
     SmallVector<int64_t> shape(type.getShape());
     shape[axis] = size;
-    return emptyTensor(b, loc, shape, type.getElementType());
+    if (auto op = dyn_cast_if_present<tensor::ExpandShapeOp>(def)) {
+      // Within its group, `axis` must be the outermost dimension above one.
+      for (auto [source, group] : llvm::enumerate(op.getReassociationIndices())) {
+        if (!llvm::is_contained(group, axis))
+          continue;
+        int64_t inner = 1;
+        bool outermost = true;
+        for (int64_t d : group) {
+          if (d < axis)
+            outermost &= shape[d] == 1;
+          if (d > axis)
+            inner *= shape[d];
+        }
+        if (outermost)
+          return reshaped(slice(op.getSrc(), source, offset * inner, size * inner),
+                          shape);
+      }
+    }
+    if (auto op = dyn_cast_if_present<tensor::CollapseShapeOp>(def)) {
+      // The group's outermost source dimension above one carries the slice
+      // when it is cut at whole multiples of what lies inside it.
+      ArrayRef<int64_t> source = op.getSrcType().getShape();
+      ReassociationIndices group = op.getReassociationIndices()[axis];
+      const int64_t *outer = llvm::find_if(
+          group, [&](int64_t d) { return source[d] != 1; });
+      if (outer != group.end()) {
+        int64_t inner = 1;
+        for (const int64_t *d = outer + 1; d != group.end(); ++d)
+          inner *= source[*d];
+        if (offset % inner == 0 && size % inner == 0)
+          return reshaped(slice(op.getSrc(), *outer, offset / inner, size / inner),
+                          shape);
+      }
+    }
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+    for (int64_t s : shape)
+      sizes.push_back(b.getIndexAttr(s));
+    offsets[axis] = b.getIndexAttr(offset);
+    return built(
+        tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides),
+        value);
   }
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    sizes.push_back(b.getIndexAttr(d == axis ? size : type.getDimSize(d)));
-  offsets[axis] = b.getIndexAttr(offset);
-  return tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides);
+
+  /// `value` reshaped, from before the reshape that made it if that was
+  /// built here.
+  Value reshaped(Value value, ArrayRef<int64_t> shape) {
+    Operation *def = value.getDefiningOp();
+    if (def && fresh.contains(def) && value.use_empty() &&
+        isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+      Value source = def->getOperand(0);
+      fresh.erase(def);
+      def->erase();
+      return reshaped(source, shape);
+    }
+    return built(reshape(b, loc, value, shape), value);
+  }
+
+private:
+  /// Records the op that made `result` from `input` as built here.
+  Value built(Value result, Value input) {
+    // A reshape may be a collapse and an expand.
+    for (Value v = result; v != input; v = v.getDefiningOp()->getOperand(0)) {
+      fresh.insert(v.getDefiningOp());
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(v.getDefiningOp()))
+        break;
+    }
+    return result;
+  }
+
+  OpBuilder &b;
+  Location loc;
+  llvm::SmallPtrSet<Operation *, 8> fresh;
+};
+
+} // namespace
+
+Value cleave::onnx_import::sliceAxis(OpBuilder &b, Location loc, Value value,
+                                     int64_t axis, int64_t offset, int64_t size,
+                                     ArrayRef<int64_t> resultShape) {
+  auto type = tensorTypeOf(value);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  if (size == 0 || type.getNumElements() == 0)
+    return emptyTensor(b, loc, resultShape.empty() ? ArrayRef<int64_t>(shape)
+                                                   : resultShape,
+                       type.getElementType());
+  SliceBuilder slices(b, loc);
+  Value sliced = slices.slice(value, axis, offset, size);
+  return resultShape.empty() ? sliced : slices.reshaped(sliced, resultShape);
 }
 
 Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,

@@ -54,12 +54,13 @@ mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                       llvm::ArrayRef<int64_t> permutation);
 
-/// `value` reshaped to `shape`, where `value` is a transpose of a collapse
-/// and the reshape splits each transposed dimension again: the transpose is
-/// done on the finest shape the collapse's source and `shape` share, so that
-/// dimensions merged only around the transpose stay apart (PyTorch's export
-/// transposes K as (batch * heads, tokens, head size) between two reshapes).
-/// Null where that shape is no finer than the transposed one.
+/// `value` reshaped to `shape`, where `value` is a transpose of a reshape
+/// and the reshape to `shape` splits each transposed dimension again: the
+/// transpose is done on the finest shape that the first reshape's source and
+/// `shape` share, so that dimensions merged only around the transpose stay
+/// apart (PyTorch's export transposes K as (batch * heads, tokens, head
+/// size) between two reshapes; `nn.MultiheadAttention` does so to Q, K and
+/// V). Null where that shape is no finer than the transposed one.
 mlir::Value reshapeThroughTranspose(mlir::OpBuilder &b, mlir::Location loc,
                                    mlir::Value value,
                                    llvm::ArrayRef<int64_t> shape);
@@ -81,9 +82,14 @@ mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 mlir::Value matmul(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
                    mlir::Value rhs);
 
-/// A contiguous slice along `axis` (tensor.extract_slice).
+/// A contiguous slice along `axis`, reshaped to `resultShape` if given. The
+/// slice is taken before the transposes and reshapes that made `value`
+/// where they let it through (only the part is transposed; PyTorch's
+/// `nn.MultiheadAttention` picks Q, K and V out of a transposed view of its
+/// fused projection).
 mlir::Value sliceAxis(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                      int64_t axis, int64_t offset, int64_t size);
+                      int64_t axis, int64_t offset, int64_t size,
+                      llvm::ArrayRef<int64_t> resultShape = {});
 
 /// `value` padded with `low`/`high` elements per dim, all equal to `padValue`.
 mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,

@@ -52,6 +52,44 @@ commonCoarsening(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to,
   return mlir::success();
 }
 
+/// How each dimension of `shape` splits so that `source`, reshaped to
+/// `shape` (row-major), is a reshape that only merges dimensions of the
+/// split shape: per dimension of `shape`, the sizes of its parts, cut
+/// wherever a dimension of `source` ends inside it. Fails where such a cut
+/// does not divide what lies outside it, or where the sizes differ.
+inline mlir::LogicalResult
+splitsToReshapeFrom(llvm::ArrayRef<int64_t> source, llvm::ArrayRef<int64_t> shape,
+                    llvm::SmallVectorImpl<llvm::SmallVector<int64_t>> &parts) {
+  // Element counts outside each boundary between dimensions of `source`.
+  llvm::SmallVector<int64_t> cuts;
+  int64_t outside = 1;
+  for (int64_t size : source) {
+    if (size <= 0)
+      return mlir::failure();
+    cuts.push_back(outside *= size);
+  }
+  int64_t done = 1;
+  for (int64_t size : shape) {
+    if (size <= 0)
+      return mlir::failure();
+    int64_t end = done * size;
+    llvm::SmallVector<int64_t> &dimParts = parts.emplace_back();
+    for (int64_t cut : cuts) {
+      if (cut <= done || cut >= end)
+        continue;
+      if (cut % done != 0)
+        return mlir::failure();
+      dimParts.push_back(cut / done);
+      done = cut;
+    }
+    if (end % done != 0)
+      return mlir::failure();
+    dimParts.push_back(end / done);
+    done = end;
+  }
+  return mlir::success(done == outside);
+}
+
 } // namespace cleave
 
 #endif // CLEAVE_SUPPORT_RESHAPES_H

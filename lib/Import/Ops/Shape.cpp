@@ -520,8 +520,7 @@ LogicalResult lowerGather(NodeContext &ctx) {
   Value source = ctx.input(0);
   if (indices && indexRank == 0) {
     // A constant scalar index picks one slice: no data-dependent indexing.
-    Value slice = sliceAxis(b, loc, source, *axis, indexValues[0], 1);
-    ctx.setOutput(0, reshape(b, loc, slice, shape));
+    ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0], 1, shape));
     return success();
   }
   if (indices && indexRank == 1 && !indexValues.empty()) {
