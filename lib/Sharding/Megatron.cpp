@@ -1,8 +1,9 @@
 //===- Megatron.cpp - The megatron sharding preset -------------------------===//
 //
 // Finds Megatron-style tensor parallelism in an imported transformer without
-// relying on names. Every matmul by a 2-D parameter whose left operand is not
-// itself split is a candidate "column" projection: its output features would
+// relying on names. Every matmul by a 2-D parameter (or its transpose: an
+// ONNX Gemm with transB) whose left operand is not itself split is a
+// candidate "column" projection: its output features would
 // be split. The split output feature is followed forward through the ops of
 // the block, dimension by dimension (reshapes move it to the head dimension,
 // transposes permute it, elementwise ops and batched GEMMs over (batch,
@@ -44,6 +45,14 @@ BlockArgument paramArg(func::FuncOp main, Value v) {
       main.getArgAttr(arg.getArgNumber(), kParamAttrName))
     return arg;
   return nullptr;
+}
+
+/// The parameter a matmul's right operand is: the parameter itself, or one
+/// stored transposed (an ONNX Gemm with transB).
+BlockArgument weightArg(func::FuncOp main, Value v) {
+  if (auto transpose = v.getDefiningOp<linalg::TransposeOp>())
+    return paramArg(main, transpose.getInput());
+  return paramArg(main, v);
 }
 
 struct SplitBlock {
@@ -147,7 +156,7 @@ private:
     });
 
     if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
-      BlockArgument weight = paramArg(main, matmul.getInputs()[1]);
+      BlockArgument weight = weightArg(main, matmul.getInputs()[1]);
       if (inputs.empty()) {
         auto type = cast<RankedTensorType>(matmul.getInputs()[1].getType());
         if (weight && type.getRank() == 2 && !excluded.contains(op) &&
@@ -417,18 +426,28 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
           "preset megatron: vocabulary-parallel embedding at ONNX node '" +
               nodeName(generic) + "'");
   });
+  // A matmul's weight split along dimension `dim` of its right operand,
+  // on the parameter itself where it is stored transposed.
+  auto splitWeight = [&](Operation *matmul, int64_t dim, std::string origin) {
+    Value weight = matmul->getOperand(1);
+    if (auto transpose = weight.getDefiningOp<linalg::TransposeOp>()) {
+      weight = transpose.getInput();
+      dim = transpose.getPermutation()[dim];
+    }
+    split(weight, 2, dim, std::move(origin));
+  };
   for (const SplitBlock &block : blocks) {
     bool head = block.rows.empty();
     for (Operation *op : block.columns)
-      split(op->getOperand(1), 2, 1,
-            std::string("preset megatron: ") +
-                (head ? "vocabulary-parallel output projection"
-                      : "column-parallel projection") +
-                " at ONNX node '" + nodeName(op) + "'");
+      splitWeight(op, 1,
+                  std::string("preset megatron: ") +
+                      (head ? "vocabulary-parallel output projection"
+                            : "column-parallel projection") +
+                      " at ONNX node '" + nodeName(op) + "'");
     for (Operation *op : block.rows)
-      split(op->getOperand(1), 2, 0,
-            "preset megatron: row-parallel projection at ONNX node '" +
-                nodeName(op) + "'");
+      splitWeight(op, 0,
+                  "preset megatron: row-parallel projection at ONNX node '" +
+                      nodeName(op) + "'");
     for (auto [param, dim] : block.biases)
       split(param, cast<RankedTensorType>(param.getType()).getRank(), dim,
             "preset megatron: bias of a column-parallel projection");

@@ -5,6 +5,7 @@
 #include "cleave/Import/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -88,7 +89,10 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
 
   Block &entry = main.getBody().front();
   DenseSet<Value> done;
-  for (const ValueSharding &s : shardings) {
+  std::vector<ValueSharding> pending(shardings.begin(), shardings.end());
+  for (size_t next = 0; next < pending.size(); ++next) {
+    // Copied: appending below may move the vector's elements.
+    ValueSharding s = pending[next];
     if (!done.insert(s.value).second)
       continue;
     auto arg = dyn_cast<BlockArgument>(s.value);
@@ -119,6 +123,20 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
     }
     Value value = s.value;
     value.replaceAllUsesExcept(annotated, consumer);
+    // A parameter stored transposed (an ONNX Gemm with transB) is used
+    // through a transpose; its result is annotated too, so that propagation,
+    // which starts from the outputs backwards, meets the split where the
+    // GEMM reads it rather than replicating the GEMM first.
+    if (arg && !isInput)
+      for (Operation *user : annotated.getUsers())
+        if (auto transpose = dyn_cast<linalg::TransposeOp>(user);
+            transpose && transpose.getInput() == annotated) {
+          SplitAxes axes;
+          for (int64_t d : transpose.getPermutation())
+            axes.push_back(d < int64_t(s.axes.size()) ? s.axes[d]
+                                                      : SmallVector<int16_t>());
+          pending.push_back({transpose->getResult(0), axes, s.origin});
+        }
   }
 
   // Outputs: gathered whole before they are returned.
