@@ -79,8 +79,9 @@ struct FuseSiblingsPass
       if (ShapedType::isDynamicShape(loops))
         return;
       ranges[op] = std::move(loops);
-      llvm::SmallDenseSet<Value> inputs(op.getDpsInputs().begin(),
-                                        op.getDpsInputs().end());
+      // getDpsInputs() returns a new vector on each call.
+      SmallVector<Value> operands = op.getDpsInputs();
+      llvm::SmallDenseSet<Value> inputs(operands.begin(), operands.end());
       for (Value input : inputs)
         readers[input].push_back(op);
     });

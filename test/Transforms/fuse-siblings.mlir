@@ -89,3 +89,37 @@ func.func @apart(%x: tensor<8x8xf32>, %y: tensor<8x4xf32>)
   } -> tensor<8xf32>
   return %a, %b, %c, %d, %f, %r : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests siblings with many inputs (GPT-J's rotary embedding of Q and K,
+// four inputs each, one shared): the fused generic reads seven values, more
+// than a small vector of them holds inline, and the pass walks it again.
+// CHECK-LABEL: func.func @wide
+// CHECK: %[[R:.*]]:2 = linalg.generic {{.*}} ins(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6 : {{.*}})
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]#0, %[[R]]#1
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @wide(%t: tensor<8x8xf32>, %a0: tensor<8x8xf32>, %a1: tensor<8x8xf32>,
+                %a2: tensor<8x8xf32>, %b0: tensor<8x8xf32>, %b1: tensor<8x8xf32>,
+                %b2: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %q = linalg.generic {indexing_maps = [#id2, #id2, #id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%t, %a0, %a1, %a2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32, %w: f32, %out: f32):
+    %m = arith.mulf %x, %y : f32
+    %n = arith.mulf %z, %w : f32
+    %s = arith.addf %m, %n : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %k = linalg.generic {indexing_maps = [#id2, #id2, #id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%t, %b0, %b1, %b2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) outs(%e2 : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32, %w: f32, %out: f32):
+    %m = arith.mulf %x, %y : f32
+    %n = arith.subf %z, %w : f32
+    %s = arith.addf %m, %n : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  return %q, %k : tensor<8x8xf32>, tensor<8x8xf32>
+}
