@@ -1,11 +1,13 @@
 //===- Shape.cpp - ONNX shape, layout and indexing ops --------------------===//
 //
 // Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-// Slice, Gather, Expand, ConstantOfShape, Range, Trilu, Pad and Tile. Shapes are
-// static, so Shape and Size always fold, and every shape-like operand (Reshape
-// targets, Slice bounds, axes) must be a compile-time constant. Data movement on
-// constants folds; on tensors it becomes tensor.expand/collapse_shape,
-// extract_slice, concat, pad, linalg.transpose or linalg.broadcast.
+// Slice, Gather, GatherElements, GatherND, Expand, ConstantOfShape, Range,
+// Trilu, Pad and Tile. Shapes are static, so Shape and Size always fold, and
+// every shape-like operand (Reshape targets, Slice bounds, axes) must be a
+// compile-time constant. Data movement on constants folds; on tensors it
+// becomes tensor.expand/collapse_shape, extract_slice, concat, pad,
+// linalg.transpose or linalg.broadcast, and data-dependent gathers a generic
+// that reads the indices and extracts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -472,6 +474,37 @@ LogicalResult lowerSlice(NodeContext &ctx) {
   return success();
 }
 
+/// An integer index read from a tensor as an `index` into a dimension of
+/// `size`, negative ones counted from its end.
+Value indexInto(OpBuilder &b, Location loc, Value index, int64_t size) {
+  Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  Value wrapped = arith::AddIOp::create(
+      b, loc, i, arith::ConstantIndexOp::create(b, loc, size));
+  return arith::SelectOp::create(b, loc, negative, wrapped, i);
+}
+
+/// The constant index values of operand `i`, negative ones counted from the
+/// end of the dimension each indexes (`sizeOf(position)`); fails naming the
+/// first out of range.
+FailureOr<std::vector<int64_t>>
+constantIndices(NodeContext &ctx, const ConstTensor &indices,
+                llvm::function_ref<int64_t(size_t)> sizeOf) {
+  std::vector<int64_t> values = indices.toInts();
+  for (auto [position, i] : llvm::enumerate(values)) {
+    int64_t size = sizeOf(position);
+    if (i < -size || i >= size) {
+      ctx.emitError() << "index " << i << " is out of range for a dimension of "
+                      << "size " << size;
+      return failure();
+    }
+    if (i < 0)
+      i += size;
+  }
+  return values;
+}
+
 LogicalResult lowerGather(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.inputShape(0);
   ArrayRef<int64_t> indicesShape = ctx.inputShape(1);
@@ -554,13 +587,7 @@ LogicalResult lowerGather(NodeContext &ctx) {
       b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(1)},
       ValueRange{init}, maps, iterators,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value i = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
-        Value size = arith::ConstantIndexOp::create(nb, nl, dim);
-        Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
-        Value negative =
-            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, i, zero);
-        i = arith::SelectOp::create(nb, nl, negative,
-                                    arith::AddIOp::create(nb, nl, i, size), i);
+        Value i = indexInto(nb, nl, args[0], dim);
         SmallVector<Value> at;
         for (int64_t d = 0; d < rank; ++d) {
           if (d == *axis)
@@ -569,6 +596,187 @@ LogicalResult lowerGather(NodeContext &ctx) {
             at.push_back(linalg::IndexOp::create(
                 nb, nl, d < *axis ? d : d + indexRank - 1));
         }
+        linalg::YieldOp::create(nb, nl,
+                                tensor::ExtractOp::create(nb, nl, source, at)
+                                    .getResult());
+      });
+  ctx.setOutput(0, generic.getResult(0));
+  return success();
+}
+
+/// GatherElements: the output has the indices' shape; each element is the
+/// data's element at its own position, but for `axis`, where the index says.
+/// (GPT-J gathers its rotary table so, from constants; it folds.)
+LogicalResult lowerGatherElements(NodeContext &ctx) {
+  ArrayRef<int64_t> data = ctx.inputShape(0);
+  ArrayRef<int64_t> shape = ctx.inputShape(1);
+  int64_t rank = data.size();
+  if (isFloat(ctx.inputElementType(1)))
+    return ctx.fail("indices must be integers");
+  if (static_cast<int64_t>(shape.size()) != rank)
+    return ctx.emitError() << "indices have rank " << shape.size()
+                           << " but the data has rank " << rank;
+  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && shape[d] > data[d])
+      return ctx.emitError() << "indices have " << shape[d] << " elements along "
+                             << "dimension " << d << ", the data only "
+                             << data[d];
+  int64_t dim = data[*axis];
+  if (const ConstTensor *c = ctx.constantInput(0)) {
+    if (const ConstTensor *indices = ctx.constantInput(1)) {
+      auto values = constantIndices(ctx, *indices, [&](size_t) { return dim; });
+      if (failed(values))
+        return failure();
+      SmallVector<int64_t> strides = stridesOf(data);
+      SmallVector<int64_t> indexStrides = stridesOf(shape);
+      ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
+        int64_t flat = 0, at = 0;
+        for (int64_t d = 0; d < rank; ++d)
+          at += index[d] * indexStrides[d];
+        for (int64_t d = 0; d < rank; ++d)
+          flat += (d == *axis ? (*values)[at] : index[d]) * strides[d];
+        return flat;
+      }));
+      return success();
+    }
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value source = ctx.input(0);
+  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
+  if (productOf(shape) == 0) {
+    ctx.setOutput(0, init);
+    return success();
+  }
+  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(1)},
+      ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d)
+          at.push_back(d == *axis ? indexInto(nb, nl, args[0], dim)
+                                  : linalg::IndexOp::create(nb, nl, d).getResult());
+        linalg::YieldOp::create(nb, nl,
+                                tensor::ExtractOp::create(nb, nl, source, at)
+                                    .getResult());
+      });
+  ctx.setOutput(0, generic.getResult(0));
+  return success();
+}
+
+/// GatherND: the last dimension of the indices holds index tuples into the
+/// data's dimensions after `batch_dims`; each tuple picks the rest of the
+/// data. Constant tuples that pick one block (Falcon's multi-query K and V
+/// out of its fused projection) are slices.
+LogicalResult lowerGatherND(NodeContext &ctx) {
+  ArrayRef<int64_t> data = ctx.inputShape(0);
+  ArrayRef<int64_t> indicesShape = ctx.inputShape(1);
+  int64_t rank = data.size(), indexRank = indicesShape.size();
+  int64_t batch = ctx.intAttr("batch_dims", 0);
+  if (isFloat(ctx.inputElementType(1)))
+    return ctx.fail("indices must be integers");
+  if (indexRank < 1 || batch < 0 || batch >= std::min(rank, indexRank))
+    return ctx.emitError() << "batch_dims " << batch << " does not fit data of "
+                           << "rank " << rank << " and indices of rank "
+                           << indexRank;
+  int64_t depth = indicesShape.back();
+  if (depth < 1 || depth > rank - batch)
+    return ctx.emitError() << "index tuples of " << depth << " elements do not "
+                           << "fit data of rank " << rank << " after "
+                           << batch << " batch dimensions";
+  for (int64_t d = 0; d < batch; ++d)
+    if (data[d] != indicesShape[d])
+      return ctx.emitError() << "batch dimension " << d << " is " << data[d]
+                             << " in the data but " << indicesShape[d]
+                             << " in the indices";
+  SmallVector<int64_t> shape(indicesShape.drop_back());
+  shape.append(data.begin() + batch + depth, data.end());
+  int64_t tuples = productOf(indicesShape.drop_back());
+
+  const ConstTensor *indices = ctx.constantInput(1);
+  std::vector<int64_t> values;
+  if (indices) {
+    auto checked = constantIndices(ctx, *indices, [&](size_t position) {
+      return data[batch + position % depth];
+    });
+    if (failed(checked))
+      return failure();
+    values = std::move(*checked);
+  }
+  // The data position of output element `index`, tuple `t` given.
+  auto dataIndex = [&](ArrayRef<int64_t> index, ArrayRef<int64_t> tuple) {
+    SmallVector<int64_t> at(index.take_front(batch));
+    at.append(tuple.begin(), tuple.end());
+    at.append(index.begin() + (indexRank - 1), index.end());
+    return at;
+  };
+  if (const ConstTensor *c = ctx.constantInput(0); c && indices) {
+    SmallVector<int64_t> strides = stridesOf(data);
+    SmallVector<int64_t> tupleStrides = stridesOf(indicesShape.drop_back());
+    ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
+      int64_t t = 0;
+      for (int64_t d = 0; d < indexRank - 1; ++d)
+        t += index[d] * tupleStrides[d];
+      ArrayRef<int64_t> tuple(values.data() + t * depth, depth);
+      int64_t flat = 0;
+      for (auto [d, i] : llvm::enumerate(dataIndex(index, tuple)))
+        flat += i * strides[d];
+      return flat;
+    }));
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value source = ctx.input(0);
+  if (productOf(shape) == 0) {
+    ctx.setOutput(0, emptyTensor(b, loc, shape, ctx.inputElementType(0)));
+    return success();
+  }
+  if (indices && batch == 0) {
+    // One tuple picks one block; tuples of one index that count up from
+    // the first pick consecutive ones.
+    bool consecutive = depth == 1;
+    for (int64_t t = 1; consecutive && t < tuples; ++t)
+      consecutive = values[t] == values[0] + t;
+    if (tuples == 1) {
+      Value picked = source;
+      for (int64_t d = 0; d + 1 < depth; ++d)
+        picked = sliceAxis(b, loc, picked, d, values[d], 1);
+      ctx.setOutput(0, sliceAxis(b, loc, picked, depth - 1, values[depth - 1],
+                                 1, shape));
+      return success();
+    }
+    if (consecutive) {
+      ctx.setOutput(0, sliceAxis(b, loc, source, 0, values[0], tuples, shape));
+      return success();
+    }
+  }
+  // General: one generic over the output, reading each tuple's indices.
+  int64_t outRank = shape.size();
+  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
+  Value indexTensor = ctx.input(1);
+  SmallVector<utils::IteratorType> iterators(outRank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
+      SmallVector<AffineMap>{b.getMultiDimIdentityMap(outRank)}, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange) {
+        SmallVector<Value> loops;
+        for (int64_t d = 0; d < outRank; ++d)
+          loops.push_back(linalg::IndexOp::create(nb, nl, d));
+        SmallVector<Value> at(loops.begin(), loops.begin() + batch);
+        for (int64_t j = 0; j < depth; ++j) {
+          SmallVector<Value> where(loops.begin(), loops.begin() + indexRank - 1);
+          where.push_back(arith::ConstantIndexOp::create(nb, nl, j));
+          Value i = tensor::ExtractOp::create(nb, nl, indexTensor, where);
+          at.push_back(indexInto(nb, nl, i, data[batch + j]));
+        }
+        at.append(loops.begin() + indexRank - 1, loops.end());
         linalg::YieldOp::create(nb, nl,
                                 tensor::ExtractOp::create(nb, nl, source, at)
                                     .getResult());
@@ -863,6 +1071,8 @@ void cleave::onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("Split", 2, lowerSplit);
   r.add("Slice", 1, lowerSlice);
   r.add("Gather", 1, lowerGather);
+  r.add("GatherElements", 11, lowerGatherElements);
+  r.add("GatherND", 11, lowerGatherND);
   r.add("Expand", 8, lowerExpand);
   r.add("ConstantOfShape", 9, lowerConstantOfShape);
   r.add("Range", 11, lowerRange);
