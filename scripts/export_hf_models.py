@@ -5,15 +5,18 @@ The models of test/models/hf-*.onnx: the transformers library's own GPT-2,
 LLaMA (grouped-query attention: 4 heads, 2 key/value heads), Qwen2 (LLaMA's
 shape with biases on Q, K and V), Qwen3 (no biases, but an RMS norm of Q and
 K per head before the rotary embedding), Phi (Phi-1.5's shape: rotary
-embedding of half of each head, attention and MLP in parallel), BERT (with
-attention_mask and token_type_ids inputs) and RoBERTa (positions counted
-past padding tokens with CumSum), each 2 layers of width 64, built from a
-config with random weights (no download), and exported by PyTorch's current exporter
-(torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
-16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
-library's default, which the exporter writes as MatMul and Softmax with Q
-and K each scaled by the fourth root of the head size and a guard that
-zeroes rows of NaN (IsNaN, Where).
+embedding of half of each head, attention and MLP in parallel), Gemma
+(multi-query attention: one key/value head), GPT-J (interleaved rotary
+embedding of part of each head, its table gathered with GatherElements),
+Falcon (multi-query attention fused into one projection, K and V picked out
+with GatherND), BERT (with attention_mask and token_type_ids inputs) and
+RoBERTa (positions counted past padding tokens with CumSum), each 2 layers
+of width 64, built from a config with random weights (no download), and
+exported by PyTorch's current exporter (torch.onnx.export with dynamo=True,
+opset 18) on static shapes, batch 2 x 16 tokens. Attention is PyTorch's
+scaled_dot_product_attention, the library's default, which the exporter
+writes as MatMul and Softmax with Q and K each scaled by the fourth root of
+the head size and a guard that zeroes rows of NaN (IsNaN, Where).
 
 LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
 exporter writes attention as ONNX's own Attention operator.
@@ -68,6 +71,26 @@ def build(name, transformers, torch):
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
         return (transformers.RobertaModel(config), (ids, mask),
                 ["input_ids", "attention_mask"])
+    if name == "gemma":
+        # One key/value head for four query heads (multi-query attention).
+        config = transformers.GemmaConfig(**SIZES, num_key_value_heads=1,
+                                          head_dim=16)
+        return transformers.GemmaForCausalLM(config), (ids,), ["input_ids"]
+    if name == "gptj":
+        # Rotary embedding of 8 of each head's 16 features, interleaved,
+        # from a table gathered with GatherElements.
+        config = transformers.GPTJConfig(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
+            n_positions=128, use_cache=False)
+        return transformers.GPTJForCausalLM(config), (ids,), ["input_ids"]
+    if name == "falcon":
+        # Multi-query attention fused into one projection, K and V picked
+        # out of it with GatherND.
+        config = transformers.FalconConfig(
+            vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=4, new_decoder_architecture=False,
+            multi_query=True, alibi=False, use_cache=False)
+        return transformers.FalconForCausalLM(config), (ids,), ["input_ids"]
     raise ValueError(name)
 
 
@@ -94,7 +117,9 @@ def main():
                                 ("qwen2", 18, ""), ("bert", 18, ""),
                                 ("roberta", 18, ""),
                                 ("llama", 23, "-attention"),
-                                ("qwen3", 18, ""), ("phi", 18, "")):
+                                ("qwen3", 18, ""), ("phi", 18, ""),
+                                ("gemma", 18, ""), ("gptj", 18, ""),
+                                ("falcon", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

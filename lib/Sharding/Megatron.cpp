@@ -97,6 +97,10 @@ public:
   /// Collapses that merged a batch no other mesh axis splits into the
   /// split dimension (batch x heads for a batched GEMM), and that batch.
   SmallVector<std::pair<Operation *, int64_t>> batchFolds;
+  /// Slices of a split projection output into parts of unequal sizes
+  /// (multi-query K and V fused with Q), which no reordering of the
+  /// weight's columns keeps local.
+  SmallVector<Operation *> unequalParts;
 
   /// The blocks found, by leader candidate (valid after a run with no
   /// failures).
@@ -248,7 +252,13 @@ private:
         before *= type.getDimSize(g);
       }
       int64_t chosen = afterBatch ? *afterBatch : lead ? *lead : group.front();
-      if (type.getDimSize(chosen) % shards != 0)
+      // Features split into (1, n) are one head of n: a single key/value
+      // head (multi-query attention) cannot be split, like two heads on
+      // four ranks. Splitting within the head instead would split the
+      // contraction of QK^T and take Q's block down with it.
+      if (type.getDimSize(chosen) % shards != 0 ||
+          (!afterBatch && group.size() > 1 && chosen == group.back() &&
+           type.getDimSize(group.front()) == 1))
         return fail(root);
       tracked[expand.getResult()] = {chosen, root};
       return;
@@ -268,7 +278,10 @@ private:
           before *= collapse.getSrcType().getDimSize(m);
         }
         if (before != 1 && before != otherShards) {
-          batchFolds.push_back({collapse, before});
+          // Merged into a leading dimension, that is a batch (batch x
+          // heads); merged into the last, the split was inside a head.
+          if (g + 1 < collapse.getReassociationIndices().size())
+            batchFolds.push_back({collapse, before});
           return fail(root);
         }
         tracked[collapse.getResult()] = {int64_t(g), root, before != 1};
@@ -282,9 +295,13 @@ private:
       int64_t d = inputs.front().second.dim;
       int64_t full = slice.getSourceType().getDimSize(d);
       int64_t size = slice.getStaticSizes()[d];
-      if (slice.getStaticStrides()[d] != 1 || size == ShapedType::kDynamic ||
-          full % size != 0 || slice.getStaticOffsets()[d] % size != 0 ||
-          (size != full && size % shards != 0))
+      if (slice.getStaticStrides()[d] != 1 || size == ShapedType::kDynamic)
+        return fail(root);
+      if (full % size != 0 || slice.getStaticOffsets()[d] % size != 0) {
+        unequalParts.push_back(slice);
+        return fail(root);
+      }
+      if (size != full && size % shards != 0)
         return fail(root);
       // A slice into equal parts of a fused projection: the weights are
       // reordered so that every rank's columns hold its part of each slice.
@@ -371,11 +388,14 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   llvm::DenseSet<Operation *> excluded;
   std::vector<SplitBlock> blocks;
   std::optional<std::pair<Operation *, int64_t>> batchFold;
+  Operation *unequal = nullptr;
   while (true) {
     Analysis analysis(main, shards, others, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
     if (!batchFold && !analysis.batchFolds.empty())
       batchFold = analysis.batchFolds.front();
+    if (!unequal && !analysis.unequalParts.empty())
+      unequal = analysis.unequalParts.front();
     if (failed.empty()) {
       blocks = analysis.result();
       break;
@@ -401,6 +421,15 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
       diag << ", which the other mesh axes' " << others
            << " ranks do not split into one sequence each";
   }
+
+  if (unequal)
+    mlir::emitWarning(unequal->getLoc())
+        << "preset megatron: the projection sliced at ONNX node '"
+        << nodeName(unequal) << "' (and any like it) is not split over '"
+        << axisName
+        << "': its output is cut into parts of unequal sizes (Q fused with "
+           "fewer key/value heads), which no split of its columns keeps "
+           "whole on each rank";
 
   std::vector<ValueSharding> shardings;
   auto split = [&](Value value, int64_t rank, int64_t dim, std::string origin) {
