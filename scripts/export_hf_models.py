@@ -9,11 +9,12 @@ embedding of half of each head, attention and MLP in parallel), Gemma
 (multi-query attention: one key/value head), GPT-J (interleaved rotary
 embedding of part of each head, its table gathered with GatherElements),
 Falcon (multi-query attention fused into one projection, K and V picked out
-with GatherND), BERT (with attention_mask and token_type_ids inputs) and
-RoBERTa (positions counted past padding tokens with CumSum), each 2 layers
-of width 64, built from a config with random weights (no download), and
-exported by PyTorch's current exporter (torch.onnx.export with dynamo=True,
-opset 18) on static shapes, batch 2 x 16 tokens. Attention is PyTorch's
+with GatherND), BERT (with attention_mask and token_type_ids inputs),
+RoBERTa (positions counted past padding tokens with CumSum) and ViT (a Conv
+cuts 32 x 32 images into 8 x 8 patches), each 2 layers of width 64, built
+from a config with random weights (no download), and exported by PyTorch's
+current exporter (torch.onnx.export with dynamo=True, opset 18) on static
+shapes, batch 2 x 16 tokens. Attention is PyTorch's
 scaled_dot_product_attention, the library's default, which the exporter
 writes as MatMul and Softmax with Q and K each scaled by the fourth root of
 the head size and a guard that zeroes rows of NaN (IsNaN, Where).
@@ -91,6 +92,14 @@ def build(name, transformers, torch):
             num_attention_heads=4, new_decoder_architecture=False,
             multi_query=True, alibi=False, use_cache=False)
         return transformers.FalconForCausalLM(config), (ids,), ["input_ids"]
+    if name == "vit":
+        # Images of 32 x 32 in patches of 8 x 8 (a Conv whose stride is its
+        # kernel).
+        config = transformers.ViTConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=128, image_size=32, patch_size=8)
+        pixels = torch.randn(BATCH, 3, 32, 32)
+        return transformers.ViTModel(config), (pixels,), ["pixel_values"]
     raise ValueError(name)
 
 
@@ -119,7 +128,7 @@ def main():
                                 ("llama", 23, "-attention"),
                                 ("qwen3", 18, ""), ("phi", 18, ""),
                                 ("gemma", 18, ""), ("gptj", 18, ""),
-                                ("falcon", 18, "")):
+                                ("falcon", 18, ""), ("vit", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

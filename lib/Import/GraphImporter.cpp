@@ -66,6 +66,7 @@ const OpRegistry &OpRegistry::get() {
     registerNormalizationOps(r);
     registerAttentionOps(r);
     registerControlFlowOps(r);
+    registerConvOps(r);
     return r;
   }();
   return registry;

@@ -154,6 +154,7 @@ void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
 void registerControlFlowOps(OpRegistry &registry);
+void registerConvOps(OpRegistry &registry);
 
 } // namespace cleave::onnx_import
 
