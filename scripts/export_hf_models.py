@@ -10,14 +10,15 @@ embedding of half of each head, attention and MLP in parallel), Gemma
 embedding of part of each head, its table gathered with GatherElements),
 Falcon (multi-query attention fused into one projection, K and V picked out
 with GatherND), BERT (with attention_mask and token_type_ids inputs),
-RoBERTa (positions counted past padding tokens with CumSum) and ViT (a Conv
-cuts 32 x 32 images into 8 x 8 patches), each 2 layers of width 64, built
-from a config with random weights (no download), and exported by PyTorch's
-current exporter (torch.onnx.export with dynamo=True, opset 18) on static
-shapes, batch 2 x 16 tokens. Attention is PyTorch's
-scaled_dot_product_attention, the library's default, which the exporter
-writes as MatMul and Softmax with Q and K each scaled by the fourth root of
-the head size and a guard that zeroes rows of NaN (IsNaN, Where).
+RoBERTa (positions counted past padding tokens with CumSum), ViT (a Conv
+cuts 32 x 32 images into 8 x 8 patches) and CLIP's text encoder (pooled at
+the token ArgMax finds), each 2 layers of width 64, built from a config with
+random weights (no download), and exported by PyTorch's current exporter
+(torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
+16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
+library's default, which the exporter writes as MatMul and Softmax with Q
+and K each scaled by the fourth root of the head size and a guard that
+zeroes rows of NaN (IsNaN, Where).
 
 LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
 exporter writes attention as ONNX's own Attention operator.
@@ -100,6 +101,14 @@ def build(name, transformers, torch):
             intermediate_size=128, image_size=32, patch_size=8)
         pixels = torch.randn(BATCH, 3, 32, 32)
         return transformers.ViTModel(config), (pixels,), ["pixel_values"]
+    if name == "clip":
+        # CLIP's text encoder: pooled at each sequence's end token, found
+        # with ArgMax over the token ids.
+        config = transformers.CLIPTextConfig(
+            vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=32)
+        return transformers.CLIPTextModel(config), (ids,), ["input_ids"]
     raise ValueError(name)
 
 
@@ -128,7 +137,8 @@ def main():
                                 ("llama", 23, "-attention"),
                                 ("qwen3", 18, ""), ("phi", 18, ""),
                                 ("gemma", 18, ""), ("gptj", 18, ""),
-                                ("falcon", 18, ""), ("vit", 18, "")):
+                                ("falcon", 18, ""), ("vit", 18, ""),
+                                ("clip", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

@@ -1,9 +1,10 @@
-//===- Reduction.cpp - ONNX reductions, Softmax, LogSoftmax and CumSum ----===//
+//===- Reduction.cpp - ONNX reductions, softmax, CumSum, ArgMax, ArgMin ---===//
 //
 // ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2 become linalg.reduce (with an
 // elementwise pre- or post-step where the op needs one). Softmax and LogSoftmax
 // are decomposed into max, exp, sum and divide so later phases can fuse them.
 // CumSum is a generic that sums, for each position, the positions before it.
+// ArgMax and ArgMin are a generic with two results: best value and index.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -209,10 +213,139 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   return success();
 }
 
+/// ArgMax and ArgMin: one generic reducing along `axis` to two results, the
+/// best value so far and its index (int64). The first best index wins, or
+/// the last with select_last_index; a NaN beats any number, as in numpy.
+template <bool Max>
+LogicalResult lowerArgExtreme(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  int64_t rank = shape.size();
+  Type type = ctx.inputElementType(0);
+  if (rank == 0)
+    return ctx.fail("the input must have rank 1 or more");
+  if (!type.isIntOrFloat() || type.isInteger(1))
+    return ctx.fail("the input must be numbers");
+  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  bool keepDims = ctx.intAttr("keepdims", 1) != 0;
+  bool last = ctx.intAttr("select_last_index", 0) != 0;
+  if (shape[*axis] == 0)
+    return ctx.fail("the reduced dimension is empty");
+  SmallVector<int64_t> reduced, kept;
+  for (int64_t d = 0; d < rank; ++d) {
+    kept.push_back(d == *axis ? 1 : shape[d]);
+    if (d != *axis)
+      reduced.push_back(shape[d]);
+  }
+  Type i64 = b.getI64Type();
+  bool isFloatType = isa<FloatType>(type);
+  // Whether `x` should replace the best so far, `best`.
+  auto better = [&](OpBuilder &nb, Location nl, Value x, Value best) -> Value {
+    if (isFloatType) {
+      auto strict = Max ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT;
+      auto loose = Max ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OLE;
+      Value wins = arith::CmpFOp::create(nb, nl, last ? loose : strict, x, best);
+      Value xNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO, x, x);
+      Value bestNaN =
+          arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO, best, best);
+      Value firstNaN = last ? xNaN
+                            : arith::AndIOp::create(
+                                  nb, nl, xNaN,
+                                  arith::XOrIOp::create(
+                                      nb, nl, bestNaN,
+                                      arith::ConstantIntOp::create(nb, nl, 1, 1)));
+      return arith::OrIOp::create(nb, nl, wins, firstNaN);
+    }
+    auto strict = Max ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::slt;
+    auto loose = Max ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle;
+    return arith::CmpIOp::create(nb, nl, last ? loose : strict, x, best);
+  };
+
+  if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
+    int64_t length = shape[*axis];
+    int64_t inner = productOf(shape.drop_front(*axis + 1));
+    int64_t outer = productOf(shape.take_front(*axis));
+    std::vector<int64_t> indices;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t in = 0; in < inner; ++in) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < length; ++i) {
+          int64_t at = (o * length + i) * inner + in;
+          int64_t bestAt = (o * length + best) * inner + in;
+          bool wins;
+          if (isFloatType) {
+            double x = c->getDouble(at), y = c->getDouble(bestAt);
+            bool xNaN = std::isnan(x), yNaN = std::isnan(y);
+            bool cmp = last ? (Max ? x >= y : x <= y) : (Max ? x > y : x < y);
+            wins = cmp || (xNaN && (last || !yNaN));
+          } else {
+            int64_t x = c->getInt(at), y = c->getInt(bestAt);
+            wins = last ? (Max ? x >= y : x <= y) : (Max ? x > y : x < y);
+          }
+          if (wins)
+            best = i;
+        }
+        indices.push_back(best);
+      }
+    ctx.setOutput(0, ConstTensor::ints(i64, keepDims ? ArrayRef<int64_t>(kept)
+                                                     : ArrayRef<int64_t>(reduced),
+                                       indices));
+    return success();
+  }
+
+  MLIRContext *mctx = b.getContext();
+  SmallVector<AffineExpr> outDims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      outDims.push_back(getAffineDimExpr(d, mctx));
+  AffineMap inputMap = b.getMultiDimIdentityMap(rank);
+  AffineMap outMap = AffineMap::get(rank, 0, outDims, mctx);
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  iterators[*axis] = utils::IteratorType::reduction;
+  double start = Max ? -std::numeric_limits<double>::infinity()
+                     : std::numeric_limits<double>::infinity();
+  Value bestInit;
+  if (isFloatType) {
+    bestInit = filledTensor(b, loc, reduced, type, start);
+  } else {
+    unsigned width = type.getIntOrFloatBitWidth();
+    APInt extreme = Max ? APInt::getSignedMinValue(width)
+                        : APInt::getSignedMaxValue(width);
+    Value scalar =
+        arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, extreme));
+    bestInit = linalg::FillOp::create(b, loc, scalar,
+                                      emptyTensor(b, loc, reduced, type))
+                   .getResult(0);
+  }
+  Value indexInit = filledTensor(b, loc, reduced, i64, 0.0);
+  int64_t axisLoop = *axis;
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{bestInit.getType(), indexInit.getType()},
+      ValueRange{ctx.input(0)}, ValueRange{bestInit, indexInit},
+      ArrayRef<AffineMap>{inputMap, outMap, outMap}, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value take = better(nb, nl, args[0], args[1]);
+        Value i = arith::IndexCastOp::create(
+            nb, nl, i64, linalg::IndexOp::create(nb, nl, axisLoop));
+        linalg::YieldOp::create(
+            nb, nl,
+            ValueRange{arith::SelectOp::create(nb, nl, take, args[0], args[1]),
+                       arith::SelectOp::create(nb, nl, take, i, args[2])});
+      });
+  Value indices = generic.getResult(1);
+  ctx.setOutput(0, keepDims ? reshape(b, loc, indices, kept) : indices);
+  return success();
+}
+
 } // namespace
 
 void cleave::onnx_import::registerReductionOps(OpRegistry &r) {
   r.add("CumSum", 11, lowerCumSum);
+  r.add("ArgMax", 1, lowerArgExtreme<true>);
+  r.add("ArgMin", 1, lowerArgExtreme<false>);
   r.add("ReduceSum", 1, lowerReduce<Reduction::Sum>);
   r.add("ReduceMean", 1, lowerReduce<Reduction::Mean>);
   r.add("ReduceMax", 1, lowerReduce<Reduction::Max>);
