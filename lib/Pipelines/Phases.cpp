@@ -62,7 +62,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
     if (options.sharded)
       text += std::string(text.empty() ? "" : ", ") +
               "func.func(cleave-split-fused-projections, sharding-propagation, "
-              "cleave-pin-argument-shardings, shard-partition, "
+              "cleave-replicate-unreached, cleave-pin-argument-shardings, "
+              "shard-partition, "
               "cleave-localize-gathers, canonicalize, cse, canonicalize)";
     // Batched GEMMs keep their batch dimensions apart until each rank has
     // its share of them; later passes take one batch dimension.

@@ -2,6 +2,7 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Grid.h"
 
 namespace cleave {
@@ -35,7 +36,18 @@ struct PinArgumentShardingsPass
             op && (!pinned || (pinned.getAnnotateForUsers() &&
                                !op.getAnnotateForUsers())))
           pinned = op;
-      if (!pinned || !arg.hasOneUse() || pinned.getAnnotateForUsers()) {
+      // A graph input is whole in the signature, every rank reading the
+      // whole file, however propagation split it for its users: they slice
+      // it locally.
+      bool isInput = func.getArgAttr(arg.getArgNumber(), cleave::kInputAttrName) !=
+                     nullptr;
+      bool split = pinned && llvm::any_of(
+                                 shard::Sharding(pinned.getSharding()).getSplitAxes(),
+                                 [](auto axes) { return !axes.empty(); });
+      if (!pinned || !arg.hasOneUse() || pinned.getAnnotateForUsers() ||
+          (isInput && split)) {
+        if (isInput)
+          pinned = nullptr;
         b.setInsertionPointToStart(&entry);
         // A fresh sharding op at the top dominates every use of the argument.
         Value sharding =

@@ -65,6 +65,28 @@ def CleaveAnnotateStages : Pass<"cleave-annotate-stages", "mlir::func::FuncOp"> 
 // Sharding
 //===----------------------------------------------------------------------===//
 
+def CleaveReplicateUnreached
+    : Pass<"cleave-replicate-unreached", "mlir::func::FuncOp"> {
+  let summary = "Annotate as replicated the results sharding propagation missed";
+  let description = [{
+    Runs between `sharding-propagation` and `shard-partition`. Propagation
+    follows operands, so a value read only inside another op's region (the
+    hidden states a data-dependent gather extracts from, computed for that
+    gather alone) is never reached, nor is what computes it, and
+    `shard-partition` crashes on an op whose results have no sharding. Each
+    tensor result of an op with a sharding interface that no `shard.shard`
+    annotates gets a replicated one, and its uses read it through that:
+
+    ```mlir
+    %r = linalg.generic ... -> tensor<4x8xf32>   // read only by a gather
+    // becomes
+    %r = linalg.generic ... -> tensor<4x8xf32>
+    %a = shard.shard %r to %replicated : tensor<4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def CleavePinArgumentShardings
     : Pass<"cleave-pin-argument-shardings", "mlir::func::FuncOp"> {
   let summary = "Give every tensor argument one sharding and record it";
@@ -74,7 +96,9 @@ def CleavePinArgumentShardings
     has undefined behaviour when there is none or more than one (release
     builds of MLIR do not check). This pass routes every tensor argument
     through exactly one `shard.shard` (the first sharding propagation chose
-    for it, replicated if none) and records a parameter's split axes as the
+    for it, replicated if none; always replicated for a graph input, which
+    every rank reads whole and its users slice) and records a parameter's
+    split axes as the
     argument attribute `cleave.sharding` (one array of grid axes per
     dimension), which the bundle uses to cut each rank's weight slices.
 

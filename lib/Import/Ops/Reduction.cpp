@@ -4,7 +4,7 @@
 // elementwise pre- or post-step where the op needs one). Softmax and LogSoftmax
 // are decomposed into max, exp, sum and divide so later phases can fuse them.
 // CumSum is a generic that sums, for each position, the positions before it.
-// ArgMax and ArgMin are a generic with two results: best value and index.
+// ArgMax and ArgMin reduce to the best value, then to the index holding it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -213,9 +213,9 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   return success();
 }
 
-/// ArgMax and ArgMin: one generic reducing along `axis` to two results, the
-/// best value so far and its index (int64). The first best index wins, or
-/// the last with select_last_index; a NaN beats any number, as in numpy.
+/// ArgMax and ArgMin: the best value along `axis`, then the first index
+/// holding it (int64), or the last with select_last_index; a NaN beats any
+/// number, as in numpy.
 template <bool Max>
 LogicalResult lowerArgExtreme(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
@@ -242,28 +242,6 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
   }
   Type i64 = b.getI64Type();
   bool isFloatType = isa<FloatType>(type);
-  // Whether `x` should replace the best so far, `best`.
-  auto better = [&](OpBuilder &nb, Location nl, Value x, Value best) -> Value {
-    if (isFloatType) {
-      auto strict = Max ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT;
-      auto loose = Max ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OLE;
-      Value wins = arith::CmpFOp::create(nb, nl, last ? loose : strict, x, best);
-      Value xNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO, x, x);
-      Value bestNaN =
-          arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO, best, best);
-      Value firstNaN = last ? xNaN
-                            : arith::AndIOp::create(
-                                  nb, nl, xNaN,
-                                  arith::XOrIOp::create(
-                                      nb, nl, bestNaN,
-                                      arith::ConstantIntOp::create(nb, nl, 1, 1)));
-      return arith::OrIOp::create(nb, nl, wins, firstNaN);
-    }
-    auto strict = Max ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::slt;
-    auto loose = Max ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle;
-    return arith::CmpIOp::create(nb, nl, last ? loose : strict, x, best);
-  };
-
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
     int64_t length = shape[*axis];
     int64_t inner = productOf(shape.drop_front(*axis + 1));
@@ -296,6 +274,13 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
     return success();
   }
 
+  // The best value (a NaN if there is one: maximumf and minimumf propagate
+  // it), then the first or last index holding it. Two single-result
+  // reductions: sharding propagation annotates no reduction with two
+  // results, and partitioning one then fails.
+  Value x = ctx.input(0);
+  Value best = reduce(b, loc, x, {*axis}, Max ? ReduceKind::Max : ReduceKind::Min,
+                      /*keepDims=*/false);
   MLIRContext *mctx = b.getContext();
   SmallVector<AffineExpr> outDims;
   for (int64_t d = 0; d < rank; ++d)
@@ -305,37 +290,46 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
   AffineMap outMap = AffineMap::get(rank, 0, outDims, mctx);
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
   iterators[*axis] = utils::IteratorType::reduction;
-  double start = Max ? -std::numeric_limits<double>::infinity()
-                     : std::numeric_limits<double>::infinity();
-  Value bestInit;
-  if (isFloatType) {
-    bestInit = filledTensor(b, loc, reduced, type, start);
-  } else {
-    unsigned width = type.getIntOrFloatBitWidth();
-    APInt extreme = Max ? APInt::getSignedMinValue(width)
-                        : APInt::getSignedMaxValue(width);
-    Value scalar =
-        arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, extreme));
-    bestInit = linalg::FillOp::create(b, loc, scalar,
-                                      emptyTensor(b, loc, reduced, type))
+  // Positions that miss count as past the end (first) or before the start
+  // (last), so that min or max over positions picks the hit.
+  int64_t miss = last ? -1 : std::numeric_limits<int64_t>::max();
+  Value init = linalg::FillOp::create(
+                   b, loc, arith::ConstantIntOp::create(b, loc, i64, miss).getResult(),
+                   emptyTensor(b, loc, reduced, i64))
                    .getResult(0);
-  }
-  Value indexInit = filledTensor(b, loc, reduced, i64, 0.0);
   int64_t axisLoop = *axis;
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{bestInit.getType(), indexInit.getType()},
-      ValueRange{ctx.input(0)}, ValueRange{bestInit, indexInit},
+      b, loc, TypeRange{init.getType()}, ValueRange{x, best}, ValueRange{init},
       ArrayRef<AffineMap>{inputMap, outMap, outMap}, iterators,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value take = better(nb, nl, args[0], args[1]);
+        Value hit;
+        if (isFloatType) {
+          Value equal = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
+                                              args[0], args[1]);
+          Value bothNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
+                                                args[0], args[1]);
+          Value bestNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
+                                                args[1], args[1]);
+          Value xNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
+                                             args[0], args[0]);
+          bothNaN = arith::AndIOp::create(
+              nb, nl, bothNaN, arith::AndIOp::create(nb, nl, bestNaN, xNaN));
+          hit = arith::OrIOp::create(nb, nl, equal, bothNaN);
+        } else {
+          hit = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, args[0],
+                                      args[1]);
+        }
         Value i = arith::IndexCastOp::create(
             nb, nl, i64, linalg::IndexOp::create(nb, nl, axisLoop));
-        linalg::YieldOp::create(
-            nb, nl,
-            ValueRange{arith::SelectOp::create(nb, nl, take, args[0], args[1]),
-                       arith::SelectOp::create(nb, nl, take, i, args[2])});
+        Value candidate = arith::SelectOp::create(
+            nb, nl, hit, i, arith::ConstantIntOp::create(nb, nl, i64, miss));
+        Value kept = last ? arith::MaxSIOp::create(nb, nl, args[2], candidate)
+                                .getResult()
+                          : arith::MinSIOp::create(nb, nl, args[2], candidate)
+                                .getResult();
+        linalg::YieldOp::create(nb, nl, kept);
       });
-  Value indices = generic.getResult(1);
+  Value indices = generic.getResult(0);
   ctx.setOutput(0, keepDims ? reshape(b, loc, indices, kept) : indices);
   return success();
 }

@@ -756,26 +756,36 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
       return success();
     }
   }
-  // General: one generic over the output, reading each tuple's indices.
+  // General: one generic over the output; each element of the index tuples
+  // is an operand of its own (indices[..., j]), indexed by the output's
+  // leading loops, so that sharding propagation sees where the indices
+  // come from.
   int64_t outRank = shape.size();
   Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
-  Value indexTensor = ctx.input(1);
+  MLIRContext *context = b.getContext();
+  SmallVector<AffineExpr> tupleDims;
+  for (int64_t d = 0; d < indexRank - 1; ++d)
+    tupleDims.push_back(getAffineDimExpr(d, context));
+  AffineMap tupleMap = AffineMap::get(outRank, 0, tupleDims, context);
+  SmallVector<Value> parts;
+  SmallVector<AffineMap> maps;
+  for (int64_t j = 0; j < depth; ++j) {
+    parts.push_back(sliceAxis(b, loc, ctx.input(1), indexRank - 1, j, 1,
+                              indicesShape.drop_back()));
+    maps.push_back(tupleMap);
+  }
+  maps.push_back(b.getMultiDimIdentityMap(outRank));
   SmallVector<utils::IteratorType> iterators(outRank,
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
-      SmallVector<AffineMap>{b.getMultiDimIdentityMap(outRank)}, iterators,
-      [&](OpBuilder &nb, Location nl, ValueRange) {
+      b, loc, TypeRange{init.getType()}, parts, ValueRange{init}, maps,
+      iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
         SmallVector<Value> loops;
         for (int64_t d = 0; d < outRank; ++d)
           loops.push_back(linalg::IndexOp::create(nb, nl, d));
         SmallVector<Value> at(loops.begin(), loops.begin() + batch);
-        for (int64_t j = 0; j < depth; ++j) {
-          SmallVector<Value> where(loops.begin(), loops.begin() + indexRank - 1);
-          where.push_back(arith::ConstantIndexOp::create(nb, nl, j));
-          Value i = tensor::ExtractOp::create(nb, nl, indexTensor, where);
-          at.push_back(indexInto(nb, nl, i, data[batch + j]));
-        }
+        for (int64_t j = 0; j < depth; ++j)
+          at.push_back(indexInto(nb, nl, args[j], data[batch + j]));
         at.append(loops.begin() + indexRank - 1, loops.end());
         linalg::YieldOp::create(nb, nl,
                                 tensor::ExtractOp::create(nb, nl, source, at)
