@@ -1,14 +1,16 @@
 //===- Conv.cpp - ONNX Conv ----------------------------------------------===//
 //
 // Conv in any number of spatial dimensions, with strides, dilations, pads
-// (explicit or auto_pad), groups and a bias. A convolution whose kernel
-// tiles its input exactly (stride equal to kernel, no pads, no dilation, one
-// group: a vision transformer's patch embedding, or a 1x1 convolution) is a
-// GEMM: the input is cut into patches by a reshape and a transpose and
-// multiplied by the weight read as [out channels, patch], like an ONNX Gemm
-// with transB, so it runs on BLAS or cuBLASLt. Every other convolution is
-// one linalg.generic that reads the (padded) input at
-// output * stride + kernel offset * dilation.
+// (explicit or auto_pad), groups and a bias, as a GEMM: the input is cut
+// into one row of channels x kernel offsets per output position and
+// multiplied by the weight read as [patch, out channels] (an ONNX Gemm with
+// transB: BLAS, cuBLASLt and the sharding preset take it). A kernel that
+// tiles its input exactly (stride equal to kernel, no pads or dilation, one
+// group: a vision transformer's patch embedding, or a 1x1 convolution) is
+// cut by a reshape and a transpose, copying each element once; any other
+// by one strided slice of the padded input per kernel offset (im2col:
+// kernel-size copies of the input). Every op on the way has projected
+// indexing maps, so sharding propagation can follow them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -122,113 +125,115 @@ bool isPatchify(const Window &w, ArrayRef<int64_t> input, int64_t groups) {
   return true;
 }
 
-/// [N, M, out...] from patches multiplied by the weight: x is cut into
-/// [N * out..., C * kernel...] and the weight read as [C * kernel..., M].
-Value patchGemm(OpBuilder &b, Location loc, Value x, Value weight,
-                const Window &w) {
-  ArrayRef<int64_t> xs = tensorTypeOf(x).getShape();
-  int64_t n = xs[0], c = xs[1], m = tensorTypeOf(weight).getDimSize(0);
-  size_t sp = w.kernel.size();
-  // [N, C, o1, k1, o2, k2, ...] -> [N, o1, o2, ..., C, k1, k2, ...]
-  SmallVector<int64_t> split{n, c}, perm{0};
-  for (size_t i = 0; i < sp; ++i)
-    split.append({w.out[i], w.kernel[i]});
-  for (size_t i = 0; i < sp; ++i)
-    perm.push_back(2 + 2 * i);
-  perm.push_back(1);
-  for (size_t i = 0; i < sp; ++i)
-    perm.push_back(3 + 2 * i);
-  int64_t positions = n, patch = c;
-  for (size_t i = 0; i < sp; ++i) {
-    positions *= w.out[i];
-    patch *= w.kernel[i];
-  }
-  Value patches = reshape(b, loc, transpose(b, loc, reshape(b, loc, x, split), perm),
-                          {positions, patch});
-  Value rows = transpose(b, loc, reshape(b, loc, weight, {m, patch}), {1, 0});
-  Value y = matmul(b, loc, patches, rows);
-  // [N * out..., M] -> [N, M, out...]
-  SmallVector<int64_t> unflat{n};
-  llvm::append_range(unflat, w.out);
-  unflat.push_back(m);
-  SmallVector<int64_t> toChannels{0, static_cast<int64_t>(sp) + 1};
-  for (size_t i = 0; i < sp; ++i)
-    toChannels.push_back(1 + i);
-  return transpose(b, loc, reshape(b, loc, y, unflat), toChannels);
-}
-
-/// [N, M, out...] by direct summation over channels and kernel offsets.
-Value directConv(OpBuilder &b, Location loc, Value x, Value weight,
-                 const Window &w, int64_t groups) {
+/// The input cut into one row per output position: [N * out..., C *
+/// kernel...], each row the channels (outer) and kernel offsets (inner,
+/// row-major) its output reads, as the weight [M, C, kernel...] orders
+/// them. For a kernel that tiles the input, a reshape and a transpose; else
+/// one strided slice of the (padded) input per kernel offset, stacked.
+/// With groups, [G, N * out..., C / G * kernel...].
+Value patchRows(OpBuilder &b, Location loc, Value x, const Window &w,
+                int64_t groups, bool tiles) {
   Type type = tensorTypeOf(x).getElementType();
-  ArrayRef<int64_t> ws = tensorTypeOf(weight).getShape();
   int64_t sp = w.kernel.size();
-  bool padded = llvm::any_of(w.padBegin, [](int64_t p) { return p != 0; }) ||
-                llvm::any_of(w.padEnd, [](int64_t p) { return p != 0; });
-  if (padded) {
+  int64_t positions = tensorTypeOf(x).getDimSize(0), kernel = 1;
+  for (int64_t i = 0; i < sp; ++i) {
+    positions *= w.out[i];
+    kernel *= w.kernel[i];
+  }
+  if (tiles) {
+    // [N, C, o1, k1, o2, k2, ...] -> [N, o1, o2, ..., C, k1, k2, ...]
+    ArrayRef<int64_t> xs = tensorTypeOf(x).getShape();
+    SmallVector<int64_t> split{xs[0], xs[1]}, perm{0};
+    for (int64_t i = 0; i < sp; ++i)
+      split.append({w.out[i], w.kernel[i]});
+    for (int64_t i = 0; i < sp; ++i)
+      perm.push_back(2 + 2 * i);
+    perm.push_back(1);
+    for (int64_t i = 0; i < sp; ++i)
+      perm.push_back(3 + 2 * i);
+    return reshape(b, loc, transpose(b, loc, reshape(b, loc, x, split), perm),
+                   {positions, xs[1] * kernel});
+  }
+  if (llvm::any_of(w.padBegin, [](int64_t p) { return p != 0; }) ||
+      llvm::any_of(w.padEnd, [](int64_t p) { return p != 0; })) {
     SmallVector<int64_t> low{0, 0}, high{0, 0};
     llvm::append_range(low, w.padBegin);
     llvm::append_range(high, w.padEnd);
     x = padTensor(b, loc, x, low, high, scalarConstant(b, loc, type, 0.0));
   }
   ArrayRef<int64_t> xs = tensorTypeOf(x).getShape();
-  int64_t n = xs[0], c = xs[1], m = ws[0], cg = c / groups, mg = m / groups;
-  // With groups, channels become (group, channel in group) on all three.
-  bool grouped = groups > 1;
-  if (grouped) {
-    SmallVector<int64_t> xg{n, groups, cg}, wg{groups, mg, cg};
-    llvm::append_range(xg, xs.drop_front(2));
-    llvm::append_range(wg, ws.drop_front(2));
-    x = reshape(b, loc, x, xg);
-    weight = reshape(b, loc, weight, wg);
+  int64_t n = xs[0], c = xs[1], cg = c / groups;
+  // One [N, C, 1, out...] slice per kernel offset, stacked along dim 2.
+  SmallVector<int64_t> sliceShape{n, c, 1};
+  llvm::append_range(sliceShape, w.out);
+  SmallVector<Value> slices;
+  SmallVector<int64_t> offset(sp, 0);
+  for (int64_t k = 0; k < kernel; ++k) {
+    SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
+        sizes{b.getIndexAttr(n), b.getIndexAttr(c)},
+        strides(2, b.getIndexAttr(1));
+    for (int64_t i = 0; i < sp; ++i) {
+      offsets.push_back(b.getIndexAttr(offset[i] * w.dilations[i]));
+      sizes.push_back(b.getIndexAttr(w.out[i]));
+      strides.push_back(b.getIndexAttr(w.strides[i]));
+    }
+    Value slice =
+        tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides);
+    slices.push_back(reshape(b, loc, slice, sliceShape));
+    // The next offset, row-major.
+    for (int64_t i = sp - 1; i >= 0 && ++offset[i] == w.kernel[i]; --i)
+      offset[i] = 0;
   }
-  // Loops: n, [g,] m, out..., then the reductions c, kernel...
-  int64_t lead = grouped ? 3 : 2;
-  int64_t loops = lead + sp + 1 + sp;
-  auto dim = [&](int64_t i) { return b.getAffineDimExpr(i); };
-  AffineExpr nL = dim(0), gL = dim(1), mL = dim(lead - 1), cL = dim(lead + sp);
-  SmallVector<AffineExpr> xe{nL}, we, oe{nL};
-  if (grouped) {
-    xe.push_back(gL);
-    we.push_back(gL);
-    oe.push_back(gL);
+  Value stacked = slices.size() == 1
+                      ? slices.front()
+                      : tensor::ConcatOp::create(b, loc, 2, slices).getResult();
+  // [N, G, C/G, K, out...] -> [G, N, out..., C/G, K]
+  SmallVector<int64_t> grouped{n, groups, cg, kernel};
+  llvm::append_range(grouped, w.out);
+  SmallVector<int64_t> perm{1, 0};
+  for (int64_t i = 0; i < sp; ++i)
+    perm.push_back(4 + i);
+  perm.append({2, 3});
+  Value rows = transpose(b, loc, reshape(b, loc, stacked, grouped), perm);
+  if (groups == 1)
+    return reshape(b, loc, rows, {positions, cg * kernel});
+  return reshape(b, loc, rows, {groups, positions, cg * kernel});
+}
+
+/// [N, M, out...]: the patch rows multiplied by the weight read as
+/// [C * kernel..., M] (per group), as an ONNX Gemm with transB.
+Value convGemm(OpBuilder &b, Location loc, Value rows, Value weight,
+               const Window &w, int64_t n, int64_t groups) {
+  ArrayRef<int64_t> ws = tensorTypeOf(weight).getShape();
+  int64_t m = ws[0], mg = m / groups, patch = productOf(ws.drop_front());
+  int64_t sp = w.kernel.size();
+  Value y;
+  if (groups == 1) {
+    Value columns = transpose(b, loc, reshape(b, loc, weight, {m, patch}), {1, 0});
+    y = matmul(b, loc, rows, columns);
+    // [N * out..., M] -> [N, out..., M] -> [N, M, out...]
+    SmallVector<int64_t> unflat{n};
+    llvm::append_range(unflat, w.out);
+    unflat.push_back(m);
+    SmallVector<int64_t> perm{0, sp + 1};
+    for (int64_t i = 0; i < sp; ++i)
+      perm.push_back(1 + i);
+    return transpose(b, loc, reshape(b, loc, y, unflat), perm);
   }
-  xe.push_back(cL);
-  we.append({mL, cL});
-  oe.push_back(mL);
-  for (int64_t i = 0; i < sp; ++i) {
-    AffineExpr o = dim(lead + i), k = dim(lead + sp + 1 + i);
-    xe.push_back(o * w.strides[i] + k * w.dilations[i]);
-    we.push_back(k);
-    oe.push_back(o);
-  }
-  MLIRContext *context = b.getContext();
-  SmallVector<AffineMap> maps{AffineMap::get(loops, 0, xe, context),
-                              AffineMap::get(loops, 0, we, context),
-                              AffineMap::get(loops, 0, oe, context)};
-  SmallVector<utils::IteratorType> iterators(loops, utils::IteratorType::parallel);
-  for (int64_t i = lead + sp; i < loops; ++i)
-    iterators[i] = utils::IteratorType::reduction;
-  SmallVector<int64_t> shape{n};
-  if (grouped)
-    shape.push_back(groups);
-  shape.push_back(grouped ? mg : m);
-  llvm::append_range(shape, w.out);
-  Value init = filledTensor(b, loc, shape, type, 0.0);
-  auto conv = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ValueRange{x, weight}, ValueRange{init},
-      maps, iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
-        Value product = arith::MulFOp::create(nb, nl, args[0], args[1]);
-        linalg::YieldOp::create(nb, nl,
-                                ValueRange{arith::AddFOp::create(nb, nl, args[2], product)});
-      });
-  Value y = conv.getResult(0);
-  if (grouped) {
-    SmallVector<int64_t> merged{n, m};
-    llvm::append_range(merged, w.out);
-    y = reshape(b, loc, y, merged);
-  }
-  return y;
+  Value columns = transpose(
+      b, loc, reshape(b, loc, weight, {groups, mg, patch}), {0, 2, 1});
+  y = matmul(b, loc, rows, columns);
+  // [G, N * out..., M/G] -> [G, N, out..., M/G] -> [N, G, M/G, out...]
+  SmallVector<int64_t> unflat{groups, n};
+  llvm::append_range(unflat, w.out);
+  unflat.push_back(mg);
+  SmallVector<int64_t> perm{1, 0, sp + 2};
+  for (int64_t i = 0; i < sp; ++i)
+    perm.push_back(2 + i);
+  SmallVector<int64_t> merged{n, m};
+  llvm::append_range(merged, w.out);
+  return reshape(b, loc, transpose(b, loc, reshape(b, loc, y, unflat), perm),
+                 merged);
 }
 
 LogicalResult lowerConv(NodeContext &ctx) {
@@ -258,9 +263,9 @@ LogicalResult lowerConv(NodeContext &ctx) {
                            << " output channels' type and size";
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  Value y = isPatchify(*window, xs.drop_front(2), groups)
-                ? patchGemm(b, loc, ctx.input(0), ctx.input(1), *window)
-                : directConv(b, loc, ctx.input(0), ctx.input(1), *window, groups);
+  bool tiles = isPatchify(*window, xs.drop_front(2), groups);
+  Value rows = patchRows(b, loc, ctx.input(0), *window, groups, tiles);
+  Value y = convGemm(b, loc, rows, ctx.input(1), *window, xs[0], groups);
   if (bias) {
     // [M] broadcast over [N, M, out...]: as [M, 1, ...].
     SmallVector<int64_t> column{m};
