@@ -9,16 +9,17 @@ embedding of half of each head, attention and MLP in parallel), Gemma
 (multi-query attention: one key/value head), GPT-J (interleaved rotary
 embedding of part of each head, its table gathered with GatherElements),
 Falcon (multi-query attention fused into one projection, K and V picked out
-with GatherND), BERT (with attention_mask and token_type_ids inputs),
-RoBERTa (positions counted past padding tokens with CumSum), ViT (a Conv
-cuts 32 x 32 images into 8 x 8 patches) and CLIP's text encoder (pooled at
-the token ArgMax finds), each 2 layers of width 64, built from a config with
-random weights (no download), and exported by PyTorch's current exporter
-(torch.onnx.export with dynamo=True, opset 18) on static shapes, batch 2 x
-16 tokens. Attention is PyTorch's scaled_dot_product_attention, the
-library's default, which the exporter writes as MatMul and Softmax with Q
-and K each scaled by the fourth root of the head size and a guard that
-zeroes rows of NaN (IsNaN, Where).
+with GatherND), Phi-3 (Q, K and V fused into one projection of unequal
+parts: 4 query heads, 2 key/value heads), BERT (with attention_mask and
+token_type_ids inputs), RoBERTa (positions counted past padding tokens with
+CumSum), ViT (a Conv cuts 32 x 32 images into 8 x 8 patches) and CLIP's text
+encoder (pooled at the token ArgMax finds), each 2 layers of width 64, built
+from a config with random weights (no download), and exported by PyTorch's
+current exporter (torch.onnx.export with dynamo=True, opset 18) on static
+shapes, batch 2 x 16 tokens. Attention is PyTorch's
+scaled_dot_product_attention, the library's default, which the exporter
+writes as MatMul and Softmax with Q and K each scaled by the fourth root of
+the head size and a guard that zeroes rows of NaN (IsNaN, Where).
 
 LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
 exporter writes attention as ONNX's own Attention operator.
@@ -109,6 +110,12 @@ def build(name, transformers, torch):
             num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=32)
         return transformers.CLIPTextModel(config), (ids,), ["input_ids"]
+    if name == "phi3":
+        # Q, K and V as one projection of unequal parts (4 query heads, 2
+        # key/value heads), gate and up as another.
+        config = transformers.Phi3Config(**SIZES, num_key_value_heads=2,
+                                         pad_token_id=0)
+        return transformers.Phi3ForCausalLM(config), (ids,), ["input_ids"]
     raise ValueError(name)
 
 
@@ -138,7 +145,7 @@ def main():
                                 ("qwen3", 18, ""), ("phi", 18, ""),
                                 ("gemma", 18, ""), ("gptj", 18, ""),
                                 ("falcon", 18, ""), ("vit", 18, ""),
-                                ("clip", 18, "")):
+                                ("clip", 18, ""), ("phi3", 18, "")):
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

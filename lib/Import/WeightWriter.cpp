@@ -137,20 +137,27 @@ void copyBlock(const char *data, llvm::ArrayRef<int64_t> shape,
   }
 }
 
-/// Reorders the last dimension of `data` from (part, shard, column) to
-/// (shard, part, column).
+/// Reorders the last dimension of `data`, parts of `sizes` side by side,
+/// from (part, shard, column) to (shard, part, column): shard r's block
+/// holds its share of each part in turn.
 std::string reorderColumns(const std::string &data, int64_t lastDim,
-                           int64_t parts, int64_t shards, size_t bytes) {
+                           llvm::ArrayRef<int64_t> sizes, int64_t shards,
+                           size_t bytes) {
   std::string out(data.size(), '\0');
-  int64_t columns = lastDim / parts / shards;
   int64_t rows = data.size() / bytes / lastDim;
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t p = 0; p < parts; ++p)
+  int64_t block = lastDim / shards;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0;
+    for (int64_t size : sizes) {
+      int64_t columns = size / shards;
       for (int64_t r = 0; r < shards; ++r) {
-        int64_t from = row * lastDim + (p * shards + r) * columns;
-        int64_t to = row * lastDim + (r * parts + p) * columns;
+        int64_t from = row * lastDim + offset + r * columns;
+        int64_t to = row * lastDim + r * block + offset / shards;
         std::memcpy(&out[to * bytes], &data[from * bytes], columns * bytes);
       }
+      offset += size;
+    }
+  }
   return out;
 }
 
@@ -305,7 +312,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     // of about 16 MiB, so memory does not grow with the tensor: a joined
     // parameter a run of rows of each piece in turn.
     bool whole = llvm::all_of(pieces, [](const WeightRequest *piece) {
-      return piece->offsets.empty() && piece->columnParts == 0;
+      return piece->offsets.empty() && piece->columnParts.empty();
     });
     if (whole) {
       constexpr uint64_t kSlice = 16 << 20;
@@ -372,7 +379,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       auto bytes = source.read(0, source.bytes);
       if (!bytes)
         return bytes.takeError();
-      if (piece->columnParts > 0)
+      if (!piece->columnParts.empty())
         *bytes = reorderColumns(*bytes, source.shape.back(), piece->columnParts,
                                 piece->columnShards, source.elementBytes);
       data.push_back(std::move(*bytes));

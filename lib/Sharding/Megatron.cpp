@@ -97,10 +97,9 @@ public:
   /// Collapses that merged a batch no other mesh axis splits into the
   /// split dimension (batch x heads for a batched GEMM), and that batch.
   SmallVector<std::pair<Operation *, int64_t>> batchFolds;
-  /// Slices of a split projection output into parts of unequal sizes
-  /// (multi-query K and V fused with Q), which no reordering of the
-  /// weight's columns keeps local.
-  SmallVector<Operation *> unequalParts;
+  /// Slices of a split projection output into parts of unequal sizes (Q
+  /// fused with fewer key/value heads), with the candidate they came from.
+  SmallVector<std::pair<Operation *, Operation *>> unequalParts;
 
   /// The blocks found, by leader candidate (valid after a run with no
   /// failures).
@@ -297,14 +296,23 @@ private:
       int64_t size = slice.getStaticSizes()[d];
       if (slice.getStaticStrides()[d] != 1 || size == ShapedType::kDynamic)
         return fail(root);
-      if (full % size != 0 || slice.getStaticOffsets()[d] % size != 0) {
-        unequalParts.push_back(slice);
-        return fail(root);
-      }
+      // Parts of different sizes (Q fused with fewer key/value heads) are
+      // kept local by storing the weight reordered, when each part splits.
+      bool unequal =
+          full % size != 0 || slice.getStaticOffsets()[d] % size != 0 ||
+          llvm::any_of(slice.getSource().getUsers(), [&](Operation *user) {
+            auto other = dyn_cast<tensor::ExtractSliceOp>(user);
+            return other &&
+                   other.getSourceType().getRank() ==
+                       slice.getSourceType().getRank() &&
+                   other.getStaticSizes()[d] != size;
+          });
+      if (unequal)
+        unequalParts.push_back({slice, root});
       if (size != full && size % shards != 0)
         return fail(root);
-      // A slice into equal parts of a fused projection: the weights are
-      // reordered so that every rank's columns hold its part of each slice.
+      // A slice into parts of a fused projection: the weights are reordered
+      // so that every rank's columns hold its share of each part.
       tracked[slice.getResult()] = {d, root};
       return;
     }
@@ -394,8 +402,9 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
     llvm::DenseSet<Operation *> failed = analysis.run();
     if (!batchFold && !analysis.batchFolds.empty())
       batchFold = analysis.batchFolds.front();
-    if (!unequal && !analysis.unequalParts.empty())
-      unequal = analysis.unequalParts.front();
+    for (auto [slice, root] : analysis.unequalParts)
+      if (!unequal && failed.contains(root))
+        unequal = slice;
     if (failed.empty()) {
       blocks = analysis.result();
       break;
@@ -428,8 +437,8 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
         << nodeName(unequal) << "' (and any like it) is not split over '"
         << axisName
         << "': its output is cut into parts of unequal sizes (Q fused with "
-           "fewer key/value heads), which no split of its columns keeps "
-           "whole on each rank";
+           "fewer key/value heads), and not every part splits into whole "
+           "heads on each rank";
 
   std::vector<ValueSharding> shardings;
   auto split = [&](Value value, int64_t rank, int64_t dim, std::string origin) {

@@ -101,8 +101,9 @@ static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
         buffer.globalShape[d] *= mesh.axisSizes[a];
     }
   }
-  if (auto groups = attrs.getAs<IntegerAttr>(kColumnGroupsAttrName))
-    buffer.columnGroups = groups.getInt();
+  if (auto groups = attrs.getAs<DenseI64ArrayAttr>(kColumnGroupsAttrName))
+    buffer.columnGroups.assign(groups.asArrayRef().begin(),
+                               groups.asArrayRef().end());
   if (auto stages = attrs.getAs<DenseI64ArrayAttr>("cleave.stages"))
     buffer.stages.assign(stages.asArrayRef().begin(),
                          stages.asArrayRef().end());
@@ -384,7 +385,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
         offsets.resize(b.shape.size(), 0);
         request.offsets.push_back(std::move(offsets));
       }
-      if (b.columnGroups > 0) {
+      if (!b.columnGroups.empty()) {
         request.columnParts = b.columnGroups;
         request.columnShards = b.globalShape.back() / b.shape.back();
       }

@@ -133,8 +133,8 @@ std::string cleave::planReport(const ModelSignature &sig,
         os << "  <- " << b.origin;
       else if (shardingString(sig, b) != "whole")
         os << "  <- propagated";
-      if (b.columnGroups > 0)
-        os << " (stored reordered: " << b.columnGroups
+      if (!b.columnGroups.empty())
+        os << " (stored reordered: " << b.columnGroups.size()
            << " fused parts, each split by rank)";
       if (!buffer.parts.empty()) {
         llvm::SmallVector<llvm::StringRef> others;

@@ -1,13 +1,16 @@
 //===- SplitFusedProjections.cpp - Fused QKV split by head -----------------===//
 //
 // Finds column-split matmuls whose output (after reshapes that keep the last
-// dimension and elementwise bias adds) is cut into equal parts along the
-// split dimension, and rewrites the cuts so that the parameter can be stored
-// in (rank, part, column) order. See Passes.td.
+// dimension and elementwise bias adds) is cut into parts along the split
+// dimension (equal, or of sizes the rank count divides: Q with fewer key/value
+// heads), and rewrites the cuts so that the parameter can be stored in
+// (rank, part, column) order. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+
+#include <map>
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVESPLITFUSEDPROJECTIONS
@@ -112,9 +115,10 @@ struct SplitFusedProjectionsPass
     auto type = cast<RankedTensorType>(value.getType());
     int64_t rank = type.getRank();
     int64_t width = type.getDimSize(rank - 1);
-    // Every user is a slice of one of `parts` equal parts of the last dim.
+    // Every user is a slice of the last dimension, the slices' ranges
+    // (parts, of any sizes each rank count divides) tile it.
     SmallVector<tensor::ExtractSliceOp> slices;
-    int64_t part = 0;
+    std::map<int64_t, int64_t> parts; // offset -> size
     for (Operation *user : value.getUsers()) {
       auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
       if (!slice || slice.getSourceType().getRank() != slice.getResultType().getRank())
@@ -123,39 +127,47 @@ struct SplitFusedProjectionsPass
         if (slice.getStaticOffsets()[d] != 0 || slice.getStaticStrides()[d] != 1 ||
             slice.getStaticSizes()[d] != type.getDimSize(d))
           return;
+      int64_t offset = slice.getStaticOffsets()[rank - 1];
       int64_t size = slice.getStaticSizes()[rank - 1];
-      if (part && size != part)
-        return;
-      part = size;
-      if (size <= 0 || width % size != 0 || size == width ||
-          slice.getStaticOffsets()[rank - 1] % size != 0 ||
+      if (size <= 0 || size == width || size % shards != 0 ||
           slice.getStaticStrides()[rank - 1] != 1)
+        return;
+      auto [it, inserted] = parts.insert({offset, size});
+      if (!inserted && it->second != size)
         return;
       slices.push_back(slice);
     }
-    if (slices.empty() || part % shards != 0)
+    int64_t covered = 0;
+    for (auto [offset, size] : parts) {
+      if (offset != covered)
+        return;
+      covered += size;
+    }
+    if (slices.empty() || covered != width)
       return;
-    int64_t parts = width / part;
 
+    // The reordered columns viewed as (rank, column within the rank's
+    // block): each rank's block holds its share of every part in turn.
     OpBuilder b(value.getContext());
     b.setInsertionPointAfterValue(value);
     Location loc = value.getLoc();
     SmallVector<int64_t> expandedShape(type.getShape().drop_back());
-    expandedShape.append({shards, parts, part / shards});
+    expandedShape.append({shards, width / shards});
     SmallVector<ReassociationIndices> groups;
     for (int64_t d = 0; d < rank - 1; ++d)
       groups.push_back({d});
-    groups.push_back({rank - 1, rank, rank + 1});
+    groups.push_back({rank - 1, rank});
     auto expanded = tensor::ExpandShapeOp::create(
         b, loc, RankedTensorType::get(expandedShape, type.getElementType()), value,
         groups);
     for (tensor::ExtractSliceOp slice : slices) {
       b.setInsertionPoint(slice);
-      int64_t index = slice.getStaticOffsets()[rank - 1] / part;
-      SmallVector<int64_t> offsets(rank + 2, 0), sizes(expandedShape),
-          strides(rank + 2, 1);
-      offsets[rank] = index;
-      sizes[rank] = 1;
+      int64_t offset = slice.getStaticOffsets()[rank - 1];
+      int64_t size = slice.getStaticSizes()[rank - 1];
+      SmallVector<int64_t> offsets(rank + 1, 0), sizes(expandedShape),
+          strides(rank + 1, 1);
+      offsets[rank] = offset / shards;
+      sizes[rank] = size / shards;
       auto taken = tensor::ExtractSliceOp::create(
           b, slice.getLoc(),
           RankedTensorType::get(sizes, type.getElementType()), expanded,
@@ -165,7 +177,10 @@ struct SplitFusedProjectionsPass
       slice.getResult().replaceAllUsesWith(collapsed.getResult());
       slice.erase();
     }
-    IntegerAttr attr = b.getI64IntegerAttr(parts);
+    SmallVector<int64_t> sizes;
+    for (auto [offset, size] : parts)
+      sizes.push_back(size);
+    auto attr = DenseI64ArrayAttr::get(b.getContext(), sizes);
     func.setArgAttr(weight.getArgNumber(), cleave::kColumnGroupsAttrName, attr);
     for (BlockArgument bias : biases)
       func.setArgAttr(bias.getArgNumber(), cleave::kColumnGroupsAttrName, attr);

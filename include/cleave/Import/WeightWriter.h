@@ -41,10 +41,10 @@ struct WeightRequest {
   /// offsets: every rank holds the whole tensor.
   llvm::SmallVector<int64_t> sliceShape;
   std::vector<llvm::SmallVector<int64_t>> offsets;
-  /// Reorder the last dimension, made of `columnParts` equal parts, from
+  /// Reorder the last dimension, made of parts of these sizes, from
   /// (part, shard, column) to (shard, part, column) over `columnShards`
-  /// shards before slicing (fused projections; 0: no reorder).
-  int64_t columnParts = 0;
+  /// shards before slicing (fused projections; empty: no reorder).
+  llvm::SmallVector<int64_t> columnParts;
   int64_t columnShards = 1;
   /// Which ranks hold the parameter (pipeline stages that read it); empty:
   /// every rank.

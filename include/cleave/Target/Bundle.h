@@ -39,7 +39,8 @@ struct BufferSignature {
   // shape in the model, the reorder of fused projections and who chose it.
   llvm::SmallVector<llvm::SmallVector<int16_t>> split;
   llvm::SmallVector<int64_t> globalShape;
-  int64_t columnGroups = 0;
+  /// The part sizes of a fused projection stored reordered (empty: none).
+  llvm::SmallVector<int64_t> columnGroups;
   std::string origin;
   /// A parameter cleave-join-projections made of several of the model's:
   /// those, in order, side by side along `joinAxis` (each with its own

@@ -143,28 +143,33 @@ def CleaveSplitFusedProjections
     : Pass<"cleave-split-fused-projections", "mlir::func::FuncOp"> {
   let summary = "Keep fused QKV projections split by head under tensor parallelism";
   let description = [{
-    A fused projection (GPT-2's `c_attn`, PyTorch's `in_proj`) computes Q, K
-    and V as one matmul by a [d, 3d] weight and slices the result into three
-    equal parts. Split by columns on n ranks as stored, rank 0 would hold all
-    of Q and half of K, and every slice would need an all-gather.
+    A fused projection (GPT-2's `c_attn`, PyTorch's `in_proj`, Phi-3's
+    `qkv_proj`) computes Q, K and V as one matmul and slices the result into
+    parts: equal, or Q wider than K and V (fewer key/value heads). Split by
+    columns on n ranks as stored, rank 0 would hold all of Q and half of K,
+    and every slice would need an all-gather.
 
     When the weight of such a matmul is annotated as split on its columns,
-    this pass reorders what the parameter holds: its columns become
-    (rank, part, column-in-part) instead of (part, rank, column-in-part), and
-    each slice is rewritten to take its part out of that order:
+    the slices tile its output and n divides every part, this pass reorders
+    what the parameter holds: its columns become (rank, part,
+    column-in-part) instead of (part, rank, column-in-part), and each slice
+    is rewritten to take its part out of that order, a view of the columns
+    as (rank, column within the rank's block):
 
     ```mlir
     %s = tensor.extract_slice %y[0, 64] [16, 64] [1, 1] : tensor<16x192xf32> to tensor<16x64xf32>
-    // becomes (n = 2 ranks, 3 parts of 64)
-    %e = tensor.expand_shape %y [[0], [1, 2, 3]] output_shape [16, 2, 3, 32] : ...
-    %t = tensor.extract_slice %e[0, 0, 1, 0] [16, 2, 1, 32] [1, 1, 1, 1] : ...
-    %s = tensor.collapse_shape %t [[0], [1, 2, 3]] : tensor<16x2x1x32xf32> into tensor<16x64xf32>
+    // becomes (n = 2 ranks, 3 parts of 64: a rank's block is 96 columns,
+    // 32 of each part)
+    %e = tensor.expand_shape %y [[0], [1, 2]] output_shape [16, 2, 96] : ...
+    %t = tensor.extract_slice %e[0, 0, 32] [16, 2, 32] [1, 1, 1] : ...
+    %s = tensor.collapse_shape %t [[0], [1, 2]] : tensor<16x2x32xf32> into tensor<16x64xf32>
     ```
 
     so each rank's contiguous slice of the reordered weight holds its heads
     of Q, K and V, and the slices stay local. The weight and any bias added on
-    the way are marked `cleave.column_groups = parts`; the bundle writes them
-    reordered. The program computes exactly what the model does.
+    the way are marked `cleave.column_groups` with the parts' sizes; the
+    bundle writes them reordered. The program computes exactly what the
+    model does.
   }];
   let dependentDialects = ["mlir::shard::ShardDialect",
                            "mlir::tensor::TensorDialect"];
