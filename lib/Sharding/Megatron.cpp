@@ -446,9 +446,14 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
     axes[dim].push_back(static_cast<int16_t>(*axis));
     shardings.push_back({value, axes, std::move(origin)});
   };
-  // Embedding tables, looked up row by row inside a generic: split by
+  // The token embedding, looked up row by row inside a generic: split by
   // vocabulary when the axis divides it (cleave-localize-gathers then masks
-  // the lookups and sums them over the axis).
+  // the lookups and sums them over the axis, one all-reduce a run). Only the
+  // table with the most rows, as Megatron-LM does: splitting a table of
+  // token types (2 rows) or positions saves little memory for the same
+  // all-reduce.
+  int64_t mostRows = 0;
+  SmallVector<std::pair<BlockArgument, linalg::GenericOp>> lookups;
   main.walk([&](tensor::ExtractOp extract) {
     BlockArgument table = paramArg(main, extract.getTensor());
     auto generic = extract->getParentOfType<linalg::GenericOp>();
@@ -458,12 +463,19 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
     bool columnsWhole = llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
       return v.getDefiningOp<linalg::IndexOp>() != nullptr;
     });
-    if (type.getRank() != 2 || !columnsWhole || type.getDimSize(0) % shards != 0)
+    if (type.getRank() != 2 || !columnsWhole)
       return;
+    mostRows = std::max(mostRows, type.getDimSize(0));
+    lookups.push_back({table, generic});
+  });
+  for (auto [table, generic] : lookups) {
+    int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+    if (rows != mostRows || rows % shards != 0)
+      continue;
     split(table, 2, 0,
           "preset megatron: vocabulary-parallel embedding at ONNX node '" +
               nodeName(generic) + "'");
-  });
+  }
   // A matmul's weight split along dimension `dim` of its right operand,
   // on the parameter itself where it is stored transposed.
   auto splitWeight = [&](Operation *matmul, int64_t dim, std::string origin) {

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Exports many small Hugging Face architectures and checks each with Cleave.
+
+Each model (2 layers of width 64, 4 heads, random weights, no download) is
+exported as export_hf_models.py exports the committed test models
+(torch.onnx.export, dynamo=True, opset 18, batch 2 x 16 tokens), then
+check_model.py compiles and runs it twice: on one rank, and with
+--mesh tp=2 --shard-preset megatron against the one-rank program. Both must
+match ONNX Runtime (rtol 1e-4, atol 1e-5). One line per model: whether the
+export worked, both checks, the collectives per run at tp=2 and the
+preset's warning if it gave one. It measures coverage; it asserts nothing
+(the committed models' checks are in test/e2e/models.test).
+
+Needs torch, transformers and onnxscript. Usage:
+  sweep_hf_models.py WORK_DIR [--only NAME ...] [--bin DIR]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import export_hf_models as hf
+
+BATCH, SEQ, VOCAB = hf.BATCH, hf.SEQ, hf.VOCAB
+
+# name -> (config class, model class, config arguments); SIZES is the
+# LLaMA-style set of common arguments.
+S = hf.SIZES
+ARCHITECTURES = {
+    "gpt-neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(S, rotary_pct=0.25)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(S, num_key_value_heads=2)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
+               dict(S, num_key_value_heads=2, head_dim=16)),
+    "opt": ("OPTConfig", "OPTForCausalLM",
+            dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, ffn_dim=128, max_position_embeddings=128,
+                 word_embed_proj_dim=64, use_cache=False)),
+    "gpt-bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM",
+                    dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4,
+                         n_positions=128, use_cache=False, multi_query=True)),
+    "distilbert": ("DistilBertConfig", "DistilBertModel",
+                   dict(vocab_size=VOCAB, dim=64, n_layers=2, n_heads=4,
+                        hidden_dim=128, max_position_embeddings=128)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(S, num_key_value_heads=2)),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM",
+                   dict(S, num_key_value_heads=2)),
+    "bloom": ("BloomConfig", "BloomForCausalLM",
+              dict(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4,
+                   use_cache=False)),
+    "mpt": ("MptConfig", "MptForCausalLM",
+            dict(vocab_size=VOCAB, d_model=64, n_layers=2, n_heads=4,
+                 expansion_ratio=2, max_seq_len=128, use_cache=False)),
+    "t5-encoder": ("T5Config", "T5EncoderModel",
+                   dict(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128,
+                        num_layers=2, num_heads=4)),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2Model",
+                   {k: v for k, v in S.items() if k != "use_cache"}),
+    "electra": ("ElectraConfig", "ElectraModel",
+                dict(vocab_size=VOCAB, embedding_size=32, hidden_size=64,
+                     num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128)),
+    "albert": ("AlbertConfig", "AlbertModel",
+               dict(vocab_size=VOCAB, embedding_size=32, hidden_size=64,
+                    num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=128)),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(S)),
+    "cohere": ("CohereConfig", "CohereForCausalLM", dict(S, num_key_value_heads=2)),
+    "codegen": ("CodeGenConfig", "CodeGenForCausalLM",
+                dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4,
+                     rotary_dim=8, n_positions=128, use_cache=False)),
+    "biogpt": ("BioGptConfig", "BioGptForCausalLM", dict(S)),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", dict(S, num_key_value_heads=2)),
+    "mobilebert": ("MobileBertConfig", "MobileBertModel",
+                   dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128,
+                        embedding_size=32, intra_bottleneck_size=32,
+                        true_hidden_size=32)),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(S, num_key_value_heads=2, num_local_experts=4,
+                     num_experts_per_tok=2)),
+}
+# Models with other inputs than token ids: name -> (input name, shape).
+IMAGES = {
+    "clip-vision": ("CLIPVisionConfig", "CLIPVisionModel",
+                    dict(hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         image_size=32, patch_size=8),
+                    "pixel_values", (BATCH, 3, 32, 32)),
+}
+# The committed ones (export_hf_models.py), swept again for the tp=2 line.
+COMMITTED = ["gpt2", "llama", "qwen2", "qwen3", "phi", "phi3", "gemma", "gptj",
+             "falcon", "bert", "roberta", "vit", "clip"]
+
+
+def build(name, transformers, torch):
+    if name in COMMITTED:
+        return hf.build(name, transformers, torch)
+    if name in IMAGES:
+        config, model, kwargs, input_name, shape = IMAGES[name]
+        config = getattr(transformers, config)(**kwargs)
+        return (getattr(transformers, model)(config), (torch.randn(*shape),),
+                [input_name])
+    config, model, kwargs = ARCHITECTURES[name]
+    config = getattr(transformers, config)(**kwargs)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    return getattr(transformers, model)(config), (ids,), ["input_ids"]
+
+
+def check(path, shapes, work, bin_dir, extra):
+    """(matched ONNX Runtime, matched one rank or None, collectives, warning)."""
+    command = [sys.executable, os.path.join(os.path.dirname(__file__), "check_model.py"),
+               path, "--int-high", str(VOCAB), "--work", work, "--bin", bin_dir]
+    command += [f"--input-shape={s}" for s in shapes] + extra
+    result = subprocess.run(command, capture_output=True, text=True)
+    text = result.stdout + result.stderr
+    ort = "outputs match ONNX Runtime: yes" in text
+    ranks = ("outputs match the single-rank program: yes" in text) if extra else None
+    collectives = re.search(r"Collectives per run: ([^;]*);", text)
+    warning = re.search(r"warning: preset megatron: (.*)", text)
+    error = re.search(r"cleave-compile: error: (.*)", text)
+    return (ort, ranks, collectives.group(1) if collectives else "-",
+            warning.group(1)[:100] if warning else (error.group(1)[:100] if error else ""))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("work")
+    parser.add_argument("--only", nargs="+")
+    parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
+                                                      "build", "bin"))
+    args = parser.parse_args()
+    import torch
+    import transformers
+    names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
+    os.makedirs(args.work, exist_ok=True)
+    print(f"{'model':14} {'export':7} {'1 rank':7} {'tp=2':7} collectives at tp=2; note")
+    for name in names:
+        torch.manual_seed(0)
+        path = os.path.join(args.work, f"{name}.onnx")
+        try:
+            model, inputs, input_names = build(name, transformers, torch)
+            model.eval()
+            hf.randomize(model, torch)
+            torch.onnx.export(model, inputs, path, input_names=input_names,
+                              output_names=None, opset_version=18, dynamo=True,
+                              external_data=False)
+        except Exception as e:  # the exporter's failures are findings too
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            print(f"{name:14} {'FAILED':7} {'-':7} {'-':7} - ; {type(e).__name__}: "
+                  f"{first[:80]}", flush=True)
+            continue
+        shapes = [f"{n}={'x'.join(str(d) for d in t.shape)}"
+                  for n, t in zip(input_names, inputs)]
+        one, _, _, note1 = check(path, shapes, os.path.join(args.work, name + "-1"),
+                                 args.bin, [])
+        two, ranks, collectives, note2 = check(
+            path, shapes, os.path.join(args.work, name + "-tp2"), args.bin,
+            ["--compile-arg=--mesh=tp=2", "--compile-arg=--shard-preset=megatron",
+             "--compare-single-rank"])
+        ok = lambda b: "yes" if b else "NO"
+        print(f"{name:14} {'yes':7} {ok(one):7} {ok(two and ranks):7} {collectives}; "
+              f"{note2 or note1}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
