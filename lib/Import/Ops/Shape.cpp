@@ -474,6 +474,12 @@ LogicalResult lowerSlice(NodeContext &ctx) {
   return success();
 }
 
+/// Ends a gather's generic body: the element of `source` at `at`.
+void yieldElement(OpBuilder &b, Location loc, Value source, ValueRange at) {
+  linalg::YieldOp::create(b, loc,
+                          tensor::ExtractOp::create(b, loc, source, at).getResult());
+}
+
 /// An integer index read from a tensor as an `index` into a dimension of
 /// `size`, negative ones counted from its end.
 Value indexInto(OpBuilder &b, Location loc, Value index, int64_t size) {
@@ -596,9 +602,7 @@ LogicalResult lowerGather(NodeContext &ctx) {
             at.push_back(linalg::IndexOp::create(
                 nb, nl, d < *axis ? d : d + indexRank - 1));
         }
-        linalg::YieldOp::create(nb, nl,
-                                tensor::ExtractOp::create(nb, nl, source, at)
-                                    .getResult());
+        yieldElement(nb, nl, source, at);
       });
   ctx.setOutput(0, generic.getResult(0));
   return success();
@@ -661,9 +665,7 @@ LogicalResult lowerGatherElements(NodeContext &ctx) {
         for (int64_t d = 0; d < rank; ++d)
           at.push_back(d == *axis ? indexInto(nb, nl, args[0], dim)
                                   : linalg::IndexOp::create(nb, nl, d).getResult());
-        linalg::YieldOp::create(nb, nl,
-                                tensor::ExtractOp::create(nb, nl, source, at)
-                                    .getResult());
+        yieldElement(nb, nl, source, at);
       });
   ctx.setOutput(0, generic.getResult(0));
   return success();
@@ -787,9 +789,7 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
         for (int64_t j = 0; j < depth; ++j)
           at.push_back(indexInto(nb, nl, args[j], data[batch + j]));
         at.append(loops.begin() + indexRank - 1, loops.end());
-        linalg::YieldOp::create(nb, nl,
-                                tensor::ExtractOp::create(nb, nl, source, at)
-                                    .getResult());
+        yieldElement(nb, nl, source, at);
       });
   ctx.setOutput(0, generic.getResult(0));
   return success();
