@@ -28,3 +28,19 @@ func.func @pins(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>) {
   "test.use"(%0, %1) : (tensor<4x8xf32>, tensor<8xf32>) -> ()
   return
 }
+
+// A graph input that propagation split (a defining annotation, not a hint's
+// annotation for users): pinned whole, every rank reading the whole file,
+// and its users slice it through the split annotation.
+// CHECK-LABEL: func.func @input
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x", cleave.sharding = [array<i16>, array<i16>]}
+// CHECK: %[[WHOLE:.*]] = shard.sharding @mesh split_axes = {{\[}}[]]
+// CHECK: %[[PX:.*]] = shard.shard %[[X]] to %[[WHOLE]] : tensor<4x8xf32>
+// CHECK: %[[SPLIT:.*]] = shard.shard %[[PX]] to %{{.*}} : tensor<4x8xf32>
+// CHECK: "test.use"(%[[SPLIT]])
+func.func @input(%x: tensor<4x8xf32> {cleave.input = "x"}) {
+  %s = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %0 = shard.shard %x to %s : tensor<4x8xf32>
+  "test.use"(%0) : (tensor<4x8xf32>) -> ()
+  return
+}
