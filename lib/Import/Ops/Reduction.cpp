@@ -15,8 +15,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
-#include <cmath>
-#include <limits>
+#include <algorithm>
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -24,6 +23,20 @@ using namespace cleave::onnx_import;
 namespace {
 
 enum class Reduction { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2 };
+
+/// A row-major tensor seen as lines along one axis, for folds that work a
+/// line at a time: line `l` (of `count()`) at position `i` along the axis is
+/// element `at(l, i)`.
+struct AxisLines {
+  AxisLines(ArrayRef<int64_t> shape, int64_t axis)
+      : length(shape[axis]), inner(productOf(shape.drop_front(axis + 1))),
+        outer(productOf(shape.take_front(axis))) {}
+  int64_t count() const { return outer * inner; }
+  int64_t at(int64_t line, int64_t i) const {
+    return ((line / inner) * length + i) * inner + line % inner;
+  }
+  int64_t length, inner, outer;
+};
 
 /// The opset from which a reduction takes its axes as an operand.
 int64_t axesInputSince(Reduction op) { return op == Reduction::Sum ? 13 : 18; }
@@ -157,26 +170,22 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   };
 
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
-    int64_t length = shape[*axis];
-    int64_t inner = productOf(shape.drop_front(*axis + 1));
-    int64_t outer = productOf(shape.take_front(*axis));
-    int64_t n = outer * length * inner;
+    AxisLines lines(shape, *axis);
+    int64_t n = productOf(shape);
     std::vector<double> floats(isFloat(type) ? n : 0);
     std::vector<int64_t> ints(isFloat(type) ? 0 : n);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t in = 0; in < inner; ++in)
-        for (int64_t i = 0; i < length; ++i) {
-          int64_t at = (o * length + i) * inner + in;
-          for (int64_t j = 0; j < length; ++j) {
-            if (!counts(i, j))
-              continue;
-            int64_t from = (o * length + j) * inner + in;
-            if (isFloat(type))
-              floats[at] += c->getDouble(from);
-            else
-              ints[at] += c->getInt(from);
-          }
+    for (int64_t line = 0; line < lines.count(); ++line)
+      for (int64_t i = 0; i < lines.length; ++i) {
+        int64_t at = lines.at(line, i);
+        for (int64_t j = 0; j < lines.length; ++j) {
+          if (!counts(i, j))
+            continue;
+          if (isFloat(type))
+            floats[at] += c->getDouble(lines.at(line, j));
+          else
+            ints[at] += c->getInt(lines.at(line, j));
         }
+      }
     ctx.setOutput(0, isFloat(type) ? ConstTensor::floats(type, shape, floats)
                                    : ConstTensor::ints(type, shape, ints));
     return success();
@@ -213,6 +222,28 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   return success();
 }
 
+/// Where along a line of `length` values the best one is: the largest (or,
+/// not `max`, smallest), a NaN if there is one; its first position, or its
+/// last with `last`. The fold of ArgMax and ArgMin, as the program computes
+/// it.
+template <typename T>
+int64_t bestPosition(llvm::function_ref<T(int64_t)> value, int64_t length,
+                     bool max, bool last, int64_t miss) {
+  auto isNaN = [](T x) { return x != x; };
+  T best = value(0);
+  for (int64_t i = 1; i < length && !isNaN(best); ++i) {
+    T x = value(i);
+    best = isNaN(x) ? x : max ? std::max(best, x) : std::min(best, x);
+  }
+  int64_t found = miss;
+  for (int64_t i = 0; i < length; ++i) {
+    T x = value(i);
+    if (x == best || (isNaN(x) && isNaN(best)))
+      found = last ? i : std::min(found, i);
+  }
+  return found;
+}
+
 /// ArgMax and ArgMin: the best value along `axis`, then the first index
 /// holding it (int64), or the last with select_last_index; a NaN beats any
 /// number, as in numpy.
@@ -242,32 +273,24 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
   }
   Type i64 = b.getI64Type();
   bool isFloatType = isa<FloatType>(type);
+  // Positions that miss count as past the end (first) or before the start
+  // (last), so that min or max over positions picks the hit.
+  int64_t miss = last ? -1 : shape[*axis];
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
-    int64_t length = shape[*axis];
-    int64_t inner = productOf(shape.drop_front(*axis + 1));
-    int64_t outer = productOf(shape.take_front(*axis));
+    // As the program computes it: the best value (NaN if any), then the
+    // first or last position holding it.
+    AxisLines lines(shape, *axis);
     std::vector<int64_t> indices;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t in = 0; in < inner; ++in) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < length; ++i) {
-          int64_t at = (o * length + i) * inner + in;
-          int64_t bestAt = (o * length + best) * inner + in;
-          bool wins;
-          if (isFloatType) {
-            double x = c->getDouble(at), y = c->getDouble(bestAt);
-            bool xNaN = std::isnan(x), yNaN = std::isnan(y);
-            bool cmp = last ? (Max ? x >= y : x <= y) : (Max ? x > y : x < y);
-            wins = cmp || (xNaN && (last || !yNaN));
-          } else {
-            int64_t x = c->getInt(at), y = c->getInt(bestAt);
-            wins = last ? (Max ? x >= y : x <= y) : (Max ? x > y : x < y);
-          }
-          if (wins)
-            best = i;
-        }
-        indices.push_back(best);
-      }
+    for (int64_t line = 0; line < lines.count(); ++line) {
+      auto at = [&](int64_t i) { return lines.at(line, i); };
+      indices.push_back(
+          isFloatType
+              ? bestPosition<double>(
+                    [&](int64_t i) { return c->getDouble(at(i)); }, lines.length,
+                    Max, last, miss)
+              : bestPosition<int64_t>([&](int64_t i) { return c->getInt(at(i)); },
+                                      lines.length, Max, last, miss));
+    }
     ctx.setOutput(0, ConstTensor::ints(i64, keepDims ? ArrayRef<int64_t>(kept)
                                                      : ArrayRef<int64_t>(reduced),
                                        indices));
@@ -290,13 +313,7 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
   AffineMap outMap = AffineMap::get(rank, 0, outDims, mctx);
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
   iterators[*axis] = utils::IteratorType::reduction;
-  // Positions that miss count as past the end (first) or before the start
-  // (last), so that min or max over positions picks the hit.
-  int64_t miss = last ? -1 : std::numeric_limits<int64_t>::max();
-  Value init = linalg::FillOp::create(
-                   b, loc, arith::ConstantIntOp::create(b, loc, i64, miss).getResult(),
-                   emptyTensor(b, loc, reduced, i64))
-                   .getResult(0);
+  Value init = filledTensor(b, loc, reduced, i64, miss);
   int64_t axisLoop = *axis;
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{init.getType()}, ValueRange{x, best}, ValueRange{init},
@@ -304,17 +321,15 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
       [&](OpBuilder &nb, Location nl, ValueRange args) {
         Value hit;
         if (isFloatType) {
-          Value equal = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
-                                              args[0], args[1]);
-          Value bothNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
-                                                args[0], args[1]);
-          Value bestNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
-                                                args[1], args[1]);
-          Value xNaN = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
-                                             args[0], args[0]);
-          bothNaN = arith::AndIOp::create(
-              nb, nl, bothNaN, arith::AndIOp::create(nb, nl, bestNaN, xNaN));
-          hit = arith::OrIOp::create(nb, nl, equal, bothNaN);
+          auto compare = [&](arith::CmpFPredicate predicate, Value x, Value y) {
+            return arith::CmpFOp::create(nb, nl, predicate, x, y).getResult();
+          };
+          Value bothNaN = arith::AndIOp::create(
+              nb, nl, compare(arith::CmpFPredicate::UNO, args[0], args[0]),
+              compare(arith::CmpFPredicate::UNO, args[1], args[1]));
+          hit = arith::OrIOp::create(
+              nb, nl, compare(arith::CmpFPredicate::OEQ, args[0], args[1]),
+              bothNaN);
         } else {
           hit = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, args[0],
                                       args[1]);

@@ -474,10 +474,31 @@ LogicalResult lowerSlice(NodeContext &ctx) {
   return success();
 }
 
-/// Ends a gather's generic body: the element of `source` at `at`.
-void yieldElement(OpBuilder &b, Location loc, Value source, ValueRange at) {
-  linalg::YieldOp::create(b, loc,
-                          tensor::ExtractOp::create(b, loc, source, at).getResult());
+/// The run-time form of every gather: a generic over the result's `shape`
+/// reading `indices` (each through its map) and yielding the element of
+/// `source` at the position `at` computes from the indices read.
+Value gatherGeneric(OpBuilder &b, Location loc, Value source,
+                    ValueRange indices, ArrayRef<AffineMap> indexMaps,
+                    ArrayRef<int64_t> shape,
+                    function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                    ValueRange)>
+                        at) {
+  Value init = emptyTensor(b, loc, shape, tensorTypeOf(source).getElementType());
+  if (productOf(shape) == 0)
+    return init;
+  SmallVector<AffineMap> maps(indexMaps);
+  maps.push_back(b.getMultiDimIdentityMap(shape.size()));
+  SmallVector<utils::IteratorType> iterators(shape.size(),
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, indices, ValueRange{init}, maps,
+             iterators,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value element =
+                   tensor::ExtractOp::create(nb, nl, source, at(nb, nl, args));
+               linalg::YieldOp::create(nb, nl, element);
+             })
+      .getResult(0);
 }
 
 /// An integer index read from a tensor as an `index` into a dimension of
@@ -528,14 +549,10 @@ LogicalResult lowerGather(NodeContext &ctx) {
   const ConstTensor *indices = ctx.constantInput(1);
   std::vector<int64_t> indexValues;
   if (indices) {
-    indexValues = indices->toInts();
-    for (int64_t &i : indexValues) {
-      if (i < -dim || i >= dim)
-        return ctx.emitError() << "index " << i << " is out of range for a "
-                               << "dimension of size " << dim;
-      if (i < 0)
-        i += dim;
-    }
+    auto checked = constantIndices(ctx, *indices, [&](size_t) { return dim; });
+    if (failed(checked))
+      return failure();
+    indexValues = std::move(*checked);
   }
   if (const ConstTensor *c = ctx.constantInput(0); c && indices) {
     SmallVector<int64_t> strides = stridesOf(data);
@@ -573,38 +590,26 @@ LogicalResult lowerGather(NodeContext &ctx) {
       return success();
     }
   }
-  // General gather (embedding lookups): one generic reading the indices and
-  // extracting from the data tensor.
-  int64_t outRank = shape.size();
-  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
-  if (productOf(shape) == 0) {
-    ctx.setOutput(0, init);
-    return success();
-  }
+  // General gather (embedding lookups): the indices are read at the
+  // result's loops (axis, ..., axis + index rank).
   SmallVector<AffineExpr> indexExprs;
   for (int64_t d = 0; d < indexRank; ++d)
     indexExprs.push_back(b.getAffineDimExpr(*axis + d));
-  SmallVector<AffineMap> maps{
-      AffineMap::get(outRank, 0, indexExprs, b.getContext()),
-      b.getMultiDimIdentityMap(outRank)};
-  SmallVector<utils::IteratorType> iterators(outRank,
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(1)},
-      ValueRange{init}, maps, iterators,
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value i = indexInto(nb, nl, args[0], dim);
-        SmallVector<Value> at;
-        for (int64_t d = 0; d < rank; ++d) {
-          if (d == *axis)
-            at.push_back(i);
-          else
-            at.push_back(linalg::IndexOp::create(
-                nb, nl, d < *axis ? d : d + indexRank - 1));
-        }
-        yieldElement(nb, nl, source, at);
-      });
-  ctx.setOutput(0, generic.getResult(0));
+  AffineMap indexMap =
+      AffineMap::get(shape.size(), 0, indexExprs, b.getContext());
+  ctx.setOutput(0, gatherGeneric(b, loc, source, ctx.input(1), indexMap, shape,
+                                 [&](OpBuilder &nb, Location nl, ValueRange args) {
+                                   SmallVector<Value> at;
+                                   for (int64_t d = 0; d < rank; ++d)
+                                     at.push_back(
+                                         d == *axis
+                                             ? indexInto(nb, nl, args[0], dim)
+                                             : linalg::IndexOp::create(
+                                                   nb, nl,
+                                                   d < *axis ? d : d + indexRank - 1)
+                                                   .getResult());
+                                   return at;
+                                 }));
   return success();
 }
 
@@ -648,26 +653,18 @@ LogicalResult lowerGatherElements(NodeContext &ctx) {
     }
   }
   OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  Value source = ctx.input(0);
-  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
-  if (productOf(shape) == 0) {
-    ctx.setOutput(0, init);
-    return success();
-  }
-  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(rank));
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(1)},
-      ValueRange{init}, maps, iterators,
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        SmallVector<Value> at;
-        for (int64_t d = 0; d < rank; ++d)
-          at.push_back(d == *axis ? indexInto(nb, nl, args[0], dim)
-                                  : linalg::IndexOp::create(nb, nl, d).getResult());
-        yieldElement(nb, nl, source, at);
-      });
-  ctx.setOutput(0, generic.getResult(0));
+  ctx.setOutput(
+      0, gatherGeneric(b, ctx.loc(), ctx.input(0), ctx.input(1),
+                       b.getMultiDimIdentityMap(rank), shape,
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
+                         SmallVector<Value> at;
+                         for (int64_t d = 0; d < rank; ++d)
+                           at.push_back(
+                               d == *axis ? indexInto(nb, nl, args[0], dim)
+                                          : linalg::IndexOp::create(nb, nl, d)
+                                                .getResult());
+                         return at;
+                       }));
   return success();
 }
 
@@ -763,35 +760,30 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
   // leading loops, so that sharding propagation sees where the indices
   // come from.
   int64_t outRank = shape.size();
-  Value init = emptyTensor(b, loc, shape, ctx.inputElementType(0));
   MLIRContext *context = b.getContext();
   SmallVector<AffineExpr> tupleDims;
   for (int64_t d = 0; d < indexRank - 1; ++d)
     tupleDims.push_back(getAffineDimExpr(d, context));
-  AffineMap tupleMap = AffineMap::get(outRank, 0, tupleDims, context);
   SmallVector<Value> parts;
-  SmallVector<AffineMap> maps;
-  for (int64_t j = 0; j < depth; ++j) {
+  for (int64_t j = 0; j < depth; ++j)
     parts.push_back(sliceAxis(b, loc, ctx.input(1), indexRank - 1, j, 1,
                               indicesShape.drop_back()));
-    maps.push_back(tupleMap);
-  }
-  maps.push_back(b.getMultiDimIdentityMap(outRank));
-  SmallVector<utils::IteratorType> iterators(outRank,
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, parts, ValueRange{init}, maps,
-      iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
-        SmallVector<Value> loops;
-        for (int64_t d = 0; d < outRank; ++d)
-          loops.push_back(linalg::IndexOp::create(nb, nl, d));
-        SmallVector<Value> at(loops.begin(), loops.begin() + batch);
-        for (int64_t j = 0; j < depth; ++j)
-          at.push_back(indexInto(nb, nl, args[j], data[batch + j]));
-        at.append(loops.begin() + indexRank - 1, loops.end());
-        yieldElement(nb, nl, source, at);
-      });
-  ctx.setOutput(0, generic.getResult(0));
+  SmallVector<AffineMap> maps(depth,
+                              AffineMap::get(outRank, 0, tupleDims, context));
+  ctx.setOutput(0, gatherGeneric(
+                       b, loc, source, parts, maps, shape,
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
+                         SmallVector<Value> loops;
+                         for (int64_t d = 0; d < outRank; ++d)
+                           loops.push_back(linalg::IndexOp::create(nb, nl, d));
+                         SmallVector<Value> at(loops.begin(),
+                                               loops.begin() + batch);
+                         for (int64_t j = 0; j < depth; ++j)
+                           at.push_back(
+                               indexInto(nb, nl, args[j], data[batch + j]));
+                         at.append(loops.begin() + indexRank - 1, loops.end());
+                         return at;
+                       }));
   return success();
 }
 
