@@ -40,8 +40,8 @@ struct RefineReshapesPass
     if (!from.hasStaticShape() || !to.hasStaticShape())
       return;
     SmallVector<ReassociationIndices> fromGroups, toGroups;
-    if (failed(cleave::commonCoarsening(from.getShape(), to.getShape(), fromGroups,
-                                toGroups)) ||
+    if (failed(cleave::commonCoarsening(from.getShape(), to.getShape(),
+                                        fromGroups, toGroups)) ||
         fromGroups.size() <= static_cast<size_t>(between.getRank()))
       return; // no finer than the shape between them now
     OpBuilder b(expand);

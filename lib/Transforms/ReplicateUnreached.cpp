@@ -38,12 +38,11 @@ struct ReplicateUnreachedPass
       return;
     OpBuilder b(&getContext());
     Value replicated;
-    func.getBody().front().walk([&](Operation *op) {
+    for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
       if (isa<shard::ShardOp, shard::ShardingOp>(op) ||
-          !isa<shard::ShardingInterface>(op) ||
-          op->getParentOp() != func.getOperation())
-        return;
-      for (Value result : op->getResults()) {
+          !isa<shard::ShardingInterface>(op))
+        continue;
+      for (Value result : op.getResults()) {
         auto type = dyn_cast<RankedTensorType>(result.getType());
         if (!type || isAnnotated(result))
           continue;
@@ -54,12 +53,12 @@ struct ReplicateUnreachedPass
                            {shard::GridAxesAttr::get(&getContext(), {})})
                            .getResult();
         }
-        b.setInsertionPointAfter(op);
+        b.setInsertionPointAfter(&op);
         auto annotation =
-            shard::ShardOp::create(b, op->getLoc(), result, replicated, false);
+            shard::ShardOp::create(b, op.getLoc(), result, replicated, false);
         result.replaceAllUsesExcept(annotation.getResult(), annotation);
       }
-    });
+    }
   }
 };
 

@@ -52,6 +52,8 @@ FailureOr<Window> readWindow(NodeContext &ctx, ArrayRef<int64_t> input,
                              ArrayRef<int64_t> kernel) {
   size_t n = kernel.size();
   Window w;
+  // The input a kernel with dilation covers along dimension i.
+  auto span = [&](size_t i) { return (w.kernel[i] - 1) * w.dilations[i] + 1; };
   w.kernel.assign(kernel.begin(), kernel.end());
   auto declared = spatialAttr(ctx, "kernel_shape", n, 0);
   auto strides = spatialAttr(ctx, "strides", n, 1);
@@ -85,8 +87,8 @@ FailureOr<Window> readWindow(NodeContext &ctx, ArrayRef<int64_t> input,
     // (SAME_UPPER) or the beginning (SAME_LOWER).
     for (size_t i = 0; i < n; ++i) {
       int64_t out = (input[i] + w.strides[i] - 1) / w.strides[i];
-      int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
-      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + span - input[i]);
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * w.strides[i] + span(i) - input[i]);
       int64_t small = total / 2;
       w.padBegin.push_back(autoPad == "SAME_UPPER" ? small : total - small);
       w.padEnd.push_back(total - w.padBegin.back());
@@ -100,22 +102,21 @@ FailureOr<Window> readWindow(NodeContext &ctx, ArrayRef<int64_t> input,
       ctx.emitError() << "pads must not be negative";
       return failure();
     }
-    int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
     int64_t padded = input[i] + w.padBegin[i] + w.padEnd[i];
-    if (padded < span) {
-      ctx.emitError() << "the kernel (" << span << " with dilation) is larger "
+    if (padded < span(i)) {
+      ctx.emitError() << "the kernel (" << span(i) << " with dilation) is larger "
                       << "than spatial dimension " << i << " ("
                       << padded << " with pads)";
       return failure();
     }
-    w.out.push_back((padded - span) / w.strides[i] + 1);
+    w.out.push_back((padded - span(i)) / w.strides[i] + 1);
   }
   return w;
 }
 
 /// Whether the kernel tiles the input exactly: each output reads its own
 /// block of the input, once.
-bool isPatchify(const Window &w, ArrayRef<int64_t> input, int64_t groups) {
+bool tilesInput(const Window &w, ArrayRef<int64_t> input, int64_t groups) {
   if (groups != 1)
     return false;
   for (size_t i = 0; i < w.kernel.size(); ++i)
@@ -263,7 +264,7 @@ LogicalResult lowerConv(NodeContext &ctx) {
                            << " output channels' type and size";
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  bool tiles = isPatchify(*window, xs.drop_front(2), groups);
+  bool tiles = tilesInput(*window, xs.drop_front(2), groups);
   Value rows = patchRows(b, loc, ctx.input(0), *window, groups, tiles);
   Value y = convGemm(b, loc, rows, ctx.input(1), *window, xs[0], groups);
   if (bias) {
