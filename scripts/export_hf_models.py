@@ -40,6 +40,16 @@ SIZES = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
              max_position_embeddings=128, use_cache=False)
 
 
+# The committed models, in the order they are exported (each draws from one
+# random stream: a new one goes last, so that the others stay the same):
+# (name for build(), opset, file name suffix).
+EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
+           ("bert", 18, ""), ("roberta", 18, ""), ("llama", 23, "-attention"),
+           ("qwen3", 18, ""), ("phi", 18, ""), ("gemma", 18, ""),
+           ("gptj", 18, ""), ("falcon", 18, ""), ("vit", 18, ""),
+           ("clip", 18, ""), ("phi3", 18, ""))
+
+
 def build(name, transformers, torch):
     """(model, example inputs, input names) of one model."""
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
@@ -138,14 +148,7 @@ def main():
     import transformers
     torch.manual_seed(0)
     os.makedirs(args.out_dir, exist_ok=True)
-    for name, opset, suffix in (("gpt2", 18, ""), ("llama", 18, ""),
-                                ("qwen2", 18, ""), ("bert", 18, ""),
-                                ("roberta", 18, ""),
-                                ("llama", 23, "-attention"),
-                                ("qwen3", 18, ""), ("phi", 18, ""),
-                                ("gemma", 18, ""), ("gptj", 18, ""),
-                                ("falcon", 18, ""), ("vit", 18, ""),
-                                ("clip", 18, ""), ("phi3", 18, "")):
+    for name, opset, suffix in EXPORTS:
         model, inputs, names = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)

@@ -91,8 +91,7 @@ IMAGES = {
                     "pixel_values", (BATCH, 3, 32, 32)),
 }
 # The committed ones (export_hf_models.py), swept again for the tp=2 line.
-COMMITTED = ["gpt2", "llama", "qwen2", "qwen3", "phi", "phi3", "gemma", "gptj",
-             "falcon", "bert", "roberta", "vit", "clip"]
+COMMITTED = list(dict.fromkeys(name for name, _, _ in hf.EXPORTS))
 
 
 def build(name, transformers, torch):
