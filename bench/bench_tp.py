@@ -2,12 +2,12 @@
 """Benchmarks tensor parallelism on the 2 cores of a CPU machine.
 
 The 2-layer GPT-2-small-shaped stack (d_model 768, 12 heads, sequence 128,
-batch 1 or --batch, float32; bench/gpt2_stack.py) is compiled twice, for one rank and
-for tp=2 with the megatron preset, each checked against ONNX Runtime (and the
-tp=2 program against the one-rank program). Both use the same 2 cores: one
-rank with 2 threads, or 2 ranks with 1 thread each. The script prints each
-latency next to ONNX Runtime's at 2 threads, measured in the same run, and
-the ratio tp=2 / tp=1 (below 1.0: tensor parallelism is faster).
+batch 1 or --batch, float32; bench/gpt2_stack.py) is compiled twice, for one
+rank and for tp=2 with the megatron preset, each checked against ONNX Runtime
+(and the tp=2 program against the one-rank program). Both use the same 2 cores:
+one rank with 2 threads, or 2 ranks with 1 thread each. The script prints each
+latency next to ONNX Runtime's at 2 threads, measured in the same run, and the
+ratio tp=2 / tp=1 (below 1.0: tensor parallelism is faster).
 
 Usage: bench_tp.py [--runs N] [--batch B] [--work DIR] [--bin DIR]
 """

@@ -10,14 +10,14 @@ With --reference-precision bf16|f16 (for programs compiled with --precision)
 the reference is ONNX Runtime on a copy of the model in which every float input
 of MatMul and Gemm is first rounded to that type (Cast to it and back to
 float32): the arithmetic of Cleave's 16-bit GEMMs, products of rounded operands
-summed in float32. Attention nodes are first expanded into the operator's
-ONNX definition, whose two GEMMs are MatMuls. Element-wise tolerances do not
-fit it: an activation that differs from ONNX Runtime's by one float32 ulp can
-round to the neighbouring 16-bit value, and that difference spreads. So each output must instead be
-(1) closer to that reference, in mean |diff|, than half as far as the plain
-float32 reference is (a program that did not narrow its GEMMs fails this), and
-(2) within the type's rounding unit (2^-8 for bf16, 2^-11 for f16) of the
-output's largest magnitude everywhere.
+summed in float32. Attention nodes are first expanded into the operator's ONNX
+definition, whose two GEMMs are MatMuls. Element-wise tolerances do not fit it:
+an activation that differs from ONNX Runtime's by one float32 ulp can round to
+the neighbouring 16-bit value, and that difference spreads. So each output must
+instead be (1) closer to that reference, in mean |diff|, than half as far as
+the plain float32 reference is (a program that did not narrow its GEMMs fails
+this), and (2) within the type's rounding unit (2^-8 for bf16, 2^-11 for f16)
+of the output's largest magnitude everywhere.
 
 With --compile-arg (repeatable; e.g. --compile-arg=--mesh=tp=2) the model is
 compiled with those options, typically a mesh; --compare-single-rank then also

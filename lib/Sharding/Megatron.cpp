@@ -47,12 +47,13 @@ BlockArgument paramArg(func::FuncOp main, Value v) {
   return nullptr;
 }
 
-/// The parameter a matmul's right operand is: the parameter itself, or one
-/// stored transposed (an ONNX Gemm with transB).
-BlockArgument weightArg(func::FuncOp main, Value v) {
-  if (auto transpose = v.getDefiningOp<linalg::TransposeOp>())
-    return paramArg(main, transpose.getInput());
-  return paramArg(main, v);
+/// What dimension `dim` of a matmul's right operand is in the value it
+/// reads: the operand itself, or, for a weight stored transposed (an ONNX
+/// Gemm with transB), the transpose's input and its dimension.
+std::pair<Value, int64_t> weightDim(Value operand, int64_t dim) {
+  if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>())
+    return {transpose.getInput(), transpose.getPermutation()[dim]};
+  return {operand, dim};
 }
 
 struct SplitBlock {
@@ -159,7 +160,8 @@ private:
     });
 
     if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
-      BlockArgument weight = weightArg(main, matmul.getInputs()[1]);
+      BlockArgument weight =
+          paramArg(main, weightDim(matmul.getInputs()[1], 0).first);
       if (inputs.empty()) {
         auto type = cast<RankedTensorType>(matmul.getInputs()[1].getType());
         if (weight && type.getRank() == 2 && !excluded.contains(op) &&
@@ -479,12 +481,8 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   // A matmul's weight split along dimension `dim` of its right operand,
   // on the parameter itself where it is stored transposed.
   auto splitWeight = [&](Operation *matmul, int64_t dim, std::string origin) {
-    Value weight = matmul->getOperand(1);
-    if (auto transpose = weight.getDefiningOp<linalg::TransposeOp>()) {
-      weight = transpose.getInput();
-      dim = transpose.getPermutation()[dim];
-    }
-    split(weight, 2, dim, std::move(origin));
+    auto [weight, weightDimension] = weightDim(matmul->getOperand(1), dim);
+    split(weight, 2, weightDimension, std::move(origin));
   };
   for (const SplitBlock &block : blocks) {
     bool head = block.rows.empty();
