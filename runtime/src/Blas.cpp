@@ -1,16 +1,19 @@
-//===- Blas.cpp - GEMM entry points on OpenBLAS ---------------------------===//
+//===- Blas.cpp - GEMM entry points on the CPU ----------------------------===//
 //
 // Implements the cleave_rt_sgemm and cleave_rt_gemm_<bf16|f16> calls that
-// emitted code makes for GEMMs (see Abi.h) on OpenBLAS's cblas_sgemm. The
-// 16-bit operand GEMMs of --precision widen the operands to float32 first: a
-// CPU program with 16-bit GEMMs exists to check the numerics of the
-// narrowing, not for speed. A bias is written into C before the product is
-// added to it. The _rounded entries compute into a float32 scratch matrix
-// and round it into their 16-bit C, as cuBLASLt does with a 16-bit result.
+// emitted code makes for GEMMs (see Abi.h): a float32 GEMM by a weight on
+// the packed kernel (PackedGemm.h) where the CPU has one, every other on
+// OpenBLAS's cblas_sgemm. The 16-bit operand GEMMs of --precision widen the
+// operands to float32 first: a CPU program with 16-bit GEMMs exists to
+// check the numerics of the narrowing, not for speed. On OpenBLAS, a bias
+// is written into C before the product is added to it. The _rounded
+// entries compute into a float32 scratch matrix and round it into their
+// 16-bit C, as cuBLASLt does with a 16-bit result.
 //
 //===----------------------------------------------------------------------===//
 
 #include "GemmCall.h"
+#include "PackedGemm.h"
 #include "comm/Comm.h"
 
 #include "cleave/Runtime/BlasCore.h"
@@ -77,14 +80,18 @@ GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
 template <typename Element, float (*Widen)(uint16_t)>
 void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
             float *ci, int64_t ldc, float beta, const float *bias) {
-  if (bias) {
-    addBias(ci, g.m, g.n, ldc, bias, beta);
-    beta = 1.0f;
-  }
   const Element *ai =
       reinterpret_cast<const Element *>(a) + g.a.at(o) + i * g.a.batchStride;
   const Element *bi =
       reinterpret_cast<const Element *>(b) + g.b.at(o) + i * g.b.batchStride;
+  if constexpr (std::is_same_v<Element, float>)
+    if (packedSgemm(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, ldc,
+                    beta, bias))
+      return;
+  if (bias) {
+    addBias(ci, g.m, g.n, ldc, bias, beta);
+    beta = 1.0f;
+  }
   if constexpr (std::is_same_v<Element, float>) {
     cblas_sgemm(CblasRowMajor, trans(g.a.layout), trans(g.b.layout), g.m, g.n,
                 g.k, 1.0f, ai, g.a.layout.ld, bi, g.b.layout.ld, beta, ci, ldc);

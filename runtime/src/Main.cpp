@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "PackedGemm.h"
 #include "Runtime.h"
 #include "comm/Comm.h"
 
@@ -262,6 +263,8 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
                          std::to_string(rank));
     weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
                                            desc.weightChecksums[rank]);
+    if (!onDevice())
+      setWeightMemory(weights->data(), desc.weightBytes[rank]);
   }
 
   std::vector<std::unique_ptr<AlignedBuffer>> &owned = p.owned;
@@ -351,8 +354,12 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
                   options.bench, (long long)desc.ranks,
                   desc.ranks == 1 ? "" : "s", threads, warmup,
                   percentile(ms, 0.5), percentile(ms, 0.9), mean);
-      if (!onDevice())
+      if (!onDevice()) {
         std::printf("CPU GEMMs: OpenBLAS, %s kernels\n", blasKernels());
+        if (const char *packed = packedGemmKernel())
+          std::printf("CPU GEMMs by a weight: packed once, %s kernel\n",
+                      packed);
+      }
       if (desc.stages > 1 || desc.microbatches > 1) {
         std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "
                     "bubble (p-1)/(m+p-1) = %.2f\n",

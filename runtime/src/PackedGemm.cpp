@@ -1,0 +1,427 @@
+//===- PackedGemm.cpp - GEMMs whose B is a weight, packed once ------------===//
+//
+// The layout: B's columns in panels of NR (32 floats with AVX-512, 16 with
+// AVX2, zero-padded past the last column), each panel K rows of NR
+// contiguous floats, so a tile reads one aligned line of its panel per step
+// of the sum. A tile is MR rows by NR columns of C held in registers
+// (12 x 2 zmm, 6 x 2 ymm), each step broadcasting one element of A per row
+// and adding it times the panel's line; the sum runs in passes of
+// kDepth steps, during which a panel's slice (32 KiB at NR 32) stays in L1
+// while every row tile of the part of C being computed goes over it. The
+// first pass starts from the bias and beta * C, the others from C.
+// Threads take parts of C: column panels first, rows when there are more
+// threads than panels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PackedGemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+/// Steps of the sum per pass over a panel.
+constexpr int64_t kDepth = 256;
+/// Below this many multiply-adds a GEMM runs on one thread.
+constexpr double kParallelWork = 1 << 18;
+
+/// One tile's work: C's rows from `c` (`ldc` apart) by one panel, over
+/// `depth` steps from `a` (A at the tile's first row and the pass's first
+/// step) and `panel` (the panel's line for that step).
+struct Tile {
+  const float *a;
+  int64_t lda;
+  const float *panel;
+  int64_t depth;
+  float *c;
+  int64_t ldc;
+  /// Whether C holds a partial sum to add to; else the tile starts from
+  /// `bias` (when not null) plus `beta` * C (when beta is not 0).
+  bool accumulate;
+  const float *bias;
+  float beta;
+  /// Lines (64 bytes) from `prefetch` to bring into L2 for a later tile.
+  const char *prefetch;
+  int64_t prefetchLines;
+};
+
+/// Element (i, step) of A from a tile's start: A row-major, or (ColMajorA)
+/// stored transposed.
+template <bool ColMajorA>
+inline const float *elementOfA(const Tile &t, int i, int64_t step) {
+  return ColMajorA ? t.a + i + step * t.lda : t.a + i * t.lda + step;
+}
+
+/// Brings the tile's share of a later slice of the panels into L2, one line
+/// every few steps (a burst at once stalls on the memory queue): the first
+/// tile over a slice would otherwise wait on memory at every step.
+struct Prefetcher {
+  const char *line, *end;
+  int64_t every, countdown;
+
+  explicit Prefetcher(const Tile &t)
+      : line(t.prefetch), end(t.prefetch + t.prefetchLines * 64),
+        every(t.prefetchLines ? std::max<int64_t>(1, t.depth / t.prefetchLines)
+                              : t.depth + 1),
+        countdown(0) {}
+  void step() {
+    if (--countdown > 0 || line >= end)
+      return;
+    _mm_prefetch(line, _MM_HINT_T1);
+    line += 64;
+    countdown = every;
+  }
+};
+
+template <int Rows, bool ColMajorA>
+__attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
+  Prefetcher prefetcher(t);
+  __m512 acc[Rows][2];
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (!t.accumulate && t.bias) {
+    bias0 = _mm512_loadu_ps(t.bias);
+    bias1 = _mm512_loadu_ps(t.bias + 16);
+  }
+  __m512 beta = _mm512_set1_ps(t.beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i) {
+    float *ci = t.c + i * t.ldc;
+    if (t.accumulate) {
+      acc[i][0] = _mm512_loadu_ps(ci);
+      acc[i][1] = _mm512_loadu_ps(ci + 16);
+    } else if (t.beta != 0.0f) {
+      acc[i][0] = _mm512_fmadd_ps(beta, _mm512_loadu_ps(ci), bias0);
+      acc[i][1] = _mm512_fmadd_ps(beta, _mm512_loadu_ps(ci + 16), bias1);
+    } else {
+      acc[i][0] = bias0;
+      acc[i][1] = bias1;
+    }
+  }
+  for (int64_t step = 0; step < t.depth; ++step) {
+    prefetcher.step();
+    __m512 b0 = _mm512_load_ps(t.panel + step * 32);
+    __m512 b1 = _mm512_load_ps(t.panel + step * 32 + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < Rows; ++i) {
+      __m512 x = _mm512_set1_ps(*elementOfA<ColMajorA>(t, i, step));
+      acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i) {
+    _mm512_storeu_ps(t.c + i * t.ldc, acc[i][0]);
+    _mm512_storeu_ps(t.c + i * t.ldc + 16, acc[i][1]);
+  }
+}
+
+template <int Rows, bool ColMajorA>
+__attribute__((target("avx2,fma"))) void tileAvx2(const Tile &t) {
+  Prefetcher prefetcher(t);
+  __m256 acc[Rows][2];
+  __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
+  if (!t.accumulate && t.bias) {
+    bias0 = _mm256_loadu_ps(t.bias);
+    bias1 = _mm256_loadu_ps(t.bias + 8);
+  }
+  __m256 beta = _mm256_set1_ps(t.beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i) {
+    float *ci = t.c + i * t.ldc;
+    if (t.accumulate) {
+      acc[i][0] = _mm256_loadu_ps(ci);
+      acc[i][1] = _mm256_loadu_ps(ci + 8);
+    } else if (t.beta != 0.0f) {
+      acc[i][0] = _mm256_fmadd_ps(beta, _mm256_loadu_ps(ci), bias0);
+      acc[i][1] = _mm256_fmadd_ps(beta, _mm256_loadu_ps(ci + 8), bias1);
+    } else {
+      acc[i][0] = bias0;
+      acc[i][1] = bias1;
+    }
+  }
+  for (int64_t step = 0; step < t.depth; ++step) {
+    prefetcher.step();
+    __m256 b0 = _mm256_load_ps(t.panel + step * 16);
+    __m256 b1 = _mm256_load_ps(t.panel + step * 16 + 8);
+#pragma GCC unroll 16
+    for (int i = 0; i < Rows; ++i) {
+      __m256 x = _mm256_broadcast_ss(elementOfA<ColMajorA>(t, i, step));
+      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i) {
+    _mm256_storeu_ps(t.c + i * t.ldc, acc[i][0]);
+    _mm256_storeu_ps(t.c + i * t.ldc + 8, acc[i][1]);
+  }
+}
+
+using TileFn = void (*)(const Tile &);
+constexpr int kMaxRows = 12;
+
+/// An instruction set's kernel: its panel width, its tile height, and a tile
+/// function for every height up to it (rows[r - 1]), for each layout of A.
+struct Kernel {
+  const char *name;
+  int64_t panelWidth, tileRows;
+  TileFn rows[2][kMaxRows];
+};
+
+template <template <int, bool> class Fns, size_t... R>
+constexpr Kernel makeKernel(const char *name, int64_t width,
+                            std::index_sequence<R...>) {
+  return Kernel{name,
+                width,
+                sizeof...(R),
+                {{Fns<R + 1, false>::fn...}, {Fns<R + 1, true>::fn...}}};
+}
+
+template <int Rows, bool ColMajorA> struct Avx512Fns {
+  static constexpr TileFn fn = tileAvx512<Rows, ColMajorA>;
+};
+template <int Rows, bool ColMajorA> struct Avx2Fns {
+  static constexpr TileFn fn = tileAvx2<Rows, ColMajorA>;
+};
+
+constexpr Kernel kAvx512 =
+    makeKernel<Avx512Fns>("AVX-512", 32, std::make_index_sequence<12>());
+constexpr Kernel kAvx2 =
+    makeKernel<Avx2Fns>("AVX2", 16, std::make_index_sequence<6>());
+
+/// The kernel for this CPU and CLEAVE_PACKED_GEMM, chosen once.
+const Kernel *kernel() {
+  static const Kernel *chosen = [] () -> const Kernel * {
+    const char *env = std::getenv("CLEAVE_PACKED_GEMM");
+    if (env && std::strcmp(env, "0") == 0)
+      return nullptr;
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (__builtin_cpu_supports("avx512f") && !(env && !std::strcmp(env, "avx2")))
+      return &kAvx512;
+    return avx2 ? &kAvx2 : nullptr;
+  }();
+  return chosen;
+}
+
+const char *weightBegin = nullptr;
+const char *weightEnd = nullptr;
+
+struct FreeDeleter {
+  void operator()(float *p) const { std::free(p); }
+};
+
+/// A weight in panels: panel p's line for step s at data[(p * k + s) * NR].
+struct PackedB {
+  std::unique_ptr<float, FreeDeleter> data;
+};
+
+using PackKey = std::tuple<const float *, int64_t, int64_t, int64_t, bool>;
+
+/// `b` (k x n, `layout`) copied into panels of `width` columns.
+std::unique_ptr<float, FreeDeleter> pack(const float *b,
+                                         const MatrixLayout &layout,
+                                         int64_t k, int64_t n, int64_t width) {
+  int64_t panels = (n + width - 1) / width;
+  size_t bytes = static_cast<size_t>(panels * k * width) * sizeof(float);
+  std::unique_ptr<float, FreeDeleter> data(
+      static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (!data)
+    return nullptr;
+  float *out = data.get();
+  for (int64_t p = 0; p < panels; ++p) {
+    float *panel = out + p * k * width;
+    for (int64_t j = 0; j < width; ++j) {
+      int64_t col = p * width + j;
+      for (int64_t s = 0; s < k; ++s)
+        panel[s * width + j] =
+            col >= n ? 0.0f
+                     : b[layout.transposed ? s + col * layout.ld
+                                           : s * layout.ld + col];
+    }
+  }
+  return data;
+}
+
+/// The packed copy of weight `b` for `kern`, made on first use; null when
+/// memory for it cannot be had. The weight's own pages are then given back
+/// (the mapping is of a file, read-only: a later read of them reads the
+/// file again), so the copy does not double the memory weights take.
+const float *packedWeight(const Kernel &kern, const float *b,
+                          const MatrixLayout &layout, int64_t k, int64_t n,
+                          int64_t lastElement) {
+  static std::mutex mutex;
+  static std::map<PackKey, PackedB> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  PackKey key{b, k, n, layout.ld, layout.transposed};
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second.data.get();
+  std::unique_ptr<float, FreeDeleter> data =
+      pack(b, layout, k, n, kern.panelWidth);
+  if (!data)
+    return nullptr;
+  const float *packed = data.get();
+  cache.emplace(key, PackedB{std::move(data)});
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t first = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+  uintptr_t end =
+      reinterpret_cast<uintptr_t>(b + lastElement + 1) / page * page;
+  if (end > first)
+    madvise(reinterpret_cast<void *>(first), end - first, MADV_DONTNEED);
+  return packed;
+}
+
+struct Problem {
+  int64_t m, n, k;
+  const float *a;
+  MatrixLayout layoutA;
+  const float *packed;
+  float *c;
+  int64_t ldc;
+  float beta;
+  const float *bias;
+};
+
+/// Rows [row0, row1) of panel `p` into `c` (rows `ldc` apart, the panel's
+/// first column), every pass of the sum; the first pass starts from `bias`
+/// and beta * C unless `accumulate`.
+void panelRows(const Kernel &kern, const Problem &pb, int64_t p, int64_t row0,
+               int64_t row1, float *c, int64_t ldc, bool accumulate,
+               const float *bias) {
+  const int64_t width = kern.panelWidth;
+  const bool colMajorA = pb.layoutA.transposed;
+  const int64_t lda = pb.layoutA.ld;
+  for (int64_t s0 = 0; s0 < pb.k; s0 += kDepth) {
+    Tile t;
+    t.lda = lda;
+    t.panel = pb.packed + (p * pb.k + s0) * width;
+    t.depth = std::min(kDepth, pb.k - s0);
+    t.ldc = ldc;
+    t.accumulate = accumulate || s0 > 0;
+    t.bias = bias;
+    t.beta = pb.beta;
+    // The panels are read in memory order: the next slice follows this one.
+    // Every tile fetches a share of it.
+    const char *next = reinterpret_cast<const char *>(t.panel + t.depth * width);
+    int64_t lines = t.depth * width * sizeof(float) / 64;
+    int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
+    for (int64_t i = row0, j = 0; i < row1; i += kern.tileRows, ++j) {
+      int64_t rows = std::min(kern.tileRows, row1 - i);
+      t.a = colMajorA ? pb.a + i + s0 * lda : pb.a + i * lda + s0;
+      t.c = c + (i - row0) * ldc;
+      int64_t firstLine = j * lines / tiles;
+      t.prefetch = next + firstLine * 64;
+      t.prefetchLines = (j + 1) * lines / tiles - firstLine;
+      kern.rows[colMajorA][rows - 1](t);
+    }
+  }
+}
+
+/// Rows [row0, row1) of C by panels [p0, p1). A last panel narrower than
+/// the kernel's width is computed in a scratch tile and its columns copied
+/// out.
+void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
+          int64_t row0, int64_t row1) {
+  const int64_t width = kern.panelWidth;
+  for (int64_t p = p0; p < p1; ++p) {
+    int64_t col0 = p * width;
+    int64_t cols = std::min(width, pb.n - col0);
+    if (cols == width) {
+      panelRows(kern, pb, p, row0, row1, pb.c + row0 * pb.ldc + col0, pb.ldc,
+                /*accumulate=*/false, pb.bias ? pb.bias + col0 : nullptr);
+      continue;
+    }
+    std::vector<float> scratch((row1 - row0) * width, 0.0f);
+    for (int64_t i = row0; i < row1; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        float *dst = &scratch[(i - row0) * width + j];
+        float cij = pb.c[i * pb.ldc + col0 + j];
+        *dst = (pb.bias ? pb.bias[col0 + j] : 0.0f) +
+               (pb.beta != 0.0f ? pb.beta * cij : 0.0f);
+      }
+    panelRows(kern, pb, p, row0, row1, scratch.data(), width,
+              /*accumulate=*/true, nullptr);
+    for (int64_t i = row0; i < row1; ++i)
+      std::memcpy(pb.c + i * pb.ldc + col0, &scratch[(i - row0) * width],
+                  cols * sizeof(float));
+  }
+}
+
+void run(const Kernel &kern, const Problem &pb) {
+  const int64_t panels = (pb.n + kern.panelWidth - 1) / kern.panelWidth;
+  const int64_t rowTiles = (pb.m + kern.tileRows - 1) / kern.tileRows;
+  int64_t threads = static_cast<double>(pb.m) * pb.n * pb.k < kParallelWork
+                        ? 1
+                        : omp_get_max_threads();
+  // Columns first: each thread then reads only its own panels.
+  const int64_t columnParts = std::min(panels, threads);
+  const int64_t rowParts =
+      std::min(rowTiles, std::max<int64_t>(1, threads / columnParts));
+  const int64_t parts = columnParts * rowParts;
+  auto doPart = [&](int64_t index) {
+    int64_t cp = index % columnParts, rp = index / columnParts;
+    int64_t row0 = std::min(pb.m, rp * rowTiles / rowParts * kern.tileRows);
+    int64_t row1 =
+        std::min(pb.m, (rp + 1) * rowTiles / rowParts * kern.tileRows);
+    part(kern, pb, cp * panels / columnParts, (cp + 1) * panels / columnParts,
+         row0, row1);
+  };
+  if (parts == 1) {
+    doPart(0);
+    return;
+  }
+#pragma omp parallel num_threads(std::min(parts, threads))
+  {
+    for (int64_t index = omp_get_thread_num(); index < parts;
+         index += omp_get_num_threads())
+      doPart(index);
+  }
+}
+
+} // namespace
+
+void cleave::rt::setWeightMemory(const void *begin, size_t bytes) {
+  weightBegin = static_cast<const char *>(begin);
+  weightEnd = weightBegin + bytes;
+}
+
+const char *cleave::rt::packedGemmKernel() {
+  const Kernel *kern = kernel();
+  return kern ? kern->name : nullptr;
+}
+
+bool cleave::rt::packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
+                             const MatrixLayout &layoutA, const float *b,
+                             const MatrixLayout &layoutB, float *c, int64_t ldc,
+                             float beta, const float *bias) {
+  const Kernel *kern = kernel();
+  if (!kern || m <= 0 || n <= 0 || k <= 0)
+    return false;
+  int64_t lastElement = layoutB.transposed ? (n - 1) * layoutB.ld + (k - 1)
+                                           : (k - 1) * layoutB.ld + (n - 1);
+  const char *first = reinterpret_cast<const char *>(b);
+  const char *last = reinterpret_cast<const char *>(b + lastElement);
+  if (first < weightBegin || last >= weightEnd)
+    return false;
+  const float *packed = packedWeight(*kern, b, layoutB, k, n, lastElement);
+  if (!packed)
+    return false;
+  run(*kern, Problem{m, n, k, a, layoutA, packed, c, ldc, beta, bias});
+  return true;
+}

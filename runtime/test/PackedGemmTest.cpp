@@ -1,0 +1,180 @@
+//===- PackedGemmTest.cpp - The packed GEMM against a float64 reference ---===//
+//
+// Puts B matrices in a file mapped read-only, as a program's weights are,
+// and checks packedSgemm on shapes that take every path of the kernel:
+// panels narrower than the kernel's width, row tiles shorter than its
+// height, sums longer and shorter than one pass, A and B stored transposed,
+// rows of C wider than the GEMM (their other columns must stay untouched),
+// a bias, beta, one and two threads (columns or rows split), a second call
+// on the cached panels, and a B outside the weights (refused). Every element
+// is held to the float32 rounding bound of its sum, computed in float64.
+// Prints the kernel and one line per case; exits non-zero on a mismatch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../src/PackedGemm.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <omp.h>
+#include <random>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+struct Case {
+  const char *name;
+  int64_t m, n, k;
+  bool transA, transB;
+  /// Extra elements between the lines of A, B and C.
+  int64_t padA, padB, padC;
+  bool bias;
+  float beta;
+  int threads;
+};
+
+std::mt19937 rng(7);
+
+std::vector<float> randoms(size_t count) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// `count` floats written to a file and mapped back read-only.
+const float *mappedWeights(const std::vector<float> &values) {
+  char path[] = "/tmp/cleave-packed-gemm-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0 || write(fd, values.data(), values.size() * sizeof(float)) !=
+                    static_cast<ssize_t>(values.size() * sizeof(float))) {
+    std::perror("writing the weight file");
+    std::exit(2);
+  }
+  void *mapped = mmap(nullptr, values.size() * sizeof(float), PROT_READ,
+                      MAP_PRIVATE, fd, 0);
+  close(fd);
+  unlink(path);
+  if (mapped == MAP_FAILED) {
+    std::perror("mapping the weight file");
+    std::exit(2);
+  }
+  return static_cast<const float *>(mapped);
+}
+
+/// Runs `c` with B at `b` (in the weights) and checks it; false on any
+/// mismatch, printed.
+bool check(const Case &c, const float *b, const std::vector<float> &a,
+           std::vector<float> &out, const std::vector<float> &bias) {
+  int64_t lda = (c.transA ? c.m : c.k) + c.padA;
+  int64_t ldb = (c.transB ? c.k : c.n) + c.padB;
+  int64_t ldc = c.n + c.padC;
+  std::vector<float> before = out;
+  omp_set_num_threads(c.threads);
+  if (!packedSgemm(c.m, c.n, c.k, a.data(), MatrixLayout{c.transA, lda}, b,
+                   MatrixLayout{c.transB, ldb}, out.data(), ldc, c.beta,
+                   c.bias ? bias.data() : nullptr)) {
+    std::printf("%s: refused a B in the weights\n", c.name);
+    return false;
+  }
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      float got = out[i * ldc + j];
+      if (j >= c.n) {
+        if (got != before[i * ldc + j]) {
+          std::printf("%s: C(%lld, %lld) past the GEMM's columns was written\n",
+                      c.name, (long long)i, (long long)j);
+          return false;
+        }
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t s = 0; s < c.k; ++s) {
+        double x = a[c.transA ? i + s * lda : i * lda + s];
+        double y = b[c.transB ? s + j * ldb : s * ldb + j];
+        sum += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      double start = (c.bias ? bias[j] : 0.0) +
+                     (c.beta != 0.0f ? c.beta * before[i * ldc + j] : 0.0);
+      sum += start;
+      magnitude += std::fabs(start);
+      // Any order of float32 additions stays within (k + 2) units of
+      // rounding of the sum of magnitudes.
+      double bound = (c.k + 2) * std::ldexp(1.0, -24) * magnitude;
+      if (!(std::fabs(got - sum) <= bound)) {
+        std::printf("%s: C(%lld, %lld) is %.9g, expected %.9g (bound %.3g)\n",
+                    c.name, (long long)i, (long long)j, got, sum, bound);
+        return false;
+      }
+    }
+  return true;
+}
+
+} // namespace
+
+int main() {
+  const char *kernel = packedGemmKernel();
+  std::printf("kernel: %s\n", kernel ? kernel : "none");
+  if (!kernel)
+    return 0;
+  const Case cases[] = {
+      {"projection 128x768x768, bias, 2 threads", 128, 768, 768, false, false,
+       0, 0, 0, true, 0.0f, 2},
+      {"tails 13x45x300, bias, beta 0.5", 13, 45, 300, false, false, 0, 0, 5,
+       true, 0.5f, 1},
+      {"one row 1x1000x64", 1, 1000, 64, false, false, 0, 0, 0, false, 0.0f,
+       2},
+      {"A and B transposed, padded lines, beta 1", 37, 100, 70, true, true, 3,
+       7, 2, false, 1.0f, 1},
+      {"one panel, rows split over 2 threads", 300, 32, 128, false, false, 0,
+       0, 0, true, 0.0f, 2},
+      {"B transposed, long sum 29x70x1100", 29, 70, 1100, false, true, 0, 4, 0,
+       true, 0.0f, 2},
+  };
+  // Every case's B, one after another in one mapped file.
+  std::vector<size_t> offsets;
+  std::vector<float> all;
+  for (const Case &c : cases) {
+    int64_t ldb = (c.transB ? c.k : c.n) + c.padB;
+    int64_t lines = c.transB ? c.n : c.k;
+    offsets.push_back(all.size());
+    std::vector<float> b = randoms(lines * ldb);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  const float *weights = mappedWeights(all);
+  setWeightMemory(weights, all.size() * sizeof(float));
+
+  bool ok = true;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    const Case &c = cases[i];
+    int64_t lda = (c.transA ? c.m : c.k) + c.padA;
+    std::vector<float> out = randoms(c.m * (c.n + c.padC));
+    std::vector<float> bias = randoms(c.n);
+    bool passed = check(c, weights + offsets[i],
+                        randoms((c.transA ? c.k : c.m) * lda), out, bias);
+    // Again on the panels packed by the first call, with another A.
+    passed = passed && check(c, weights + offsets[i],
+                             randoms((c.transA ? c.k : c.m) * lda), out, bias);
+    std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
+    ok &= passed;
+  }
+
+  // A B outside the weights is left to OpenBLAS.
+  std::vector<float> heapB = randoms(16 * 16), a = randoms(16 * 16),
+                     c(16 * 16);
+  bool refused = !packedSgemm(16, 16, 16, a.data(), MatrixLayout{false, 16},
+                              heapB.data(), MatrixLayout{false, 16}, c.data(),
+                              16, 0.0f, nullptr);
+  std::printf("B outside the weights: %s\n", refused ? "refused" : "TAKEN");
+  ok &= refused;
+  return ok ? 0 : 1;
+}
