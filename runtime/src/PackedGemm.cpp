@@ -5,12 +5,14 @@
 // contiguous floats, so a tile reads one aligned line of its panel per step
 // of the sum. A tile is MR rows by NR columns of C held in registers
 // (12 x 2 zmm, 6 x 2 ymm), each step broadcasting one element of A per row
-// and adding it times the panel's line; the sum runs in passes of
-// kDepth steps, during which a panel's slice (32 KiB at NR 32) stays in L1
-// while every row tile of the part of C being computed goes over it. The
-// first pass starts from the bias and beta * C, the others from C.
-// Threads take parts of C: column panels first, rows when there are more
-// threads than panels.
+// and adding it times the panel's line. The sum runs in passes of kDepth
+// steps over blocks of kRowBlock rows: for each, A's slice is copied tile
+// by tile (MR elements a step, contiguous: one stream for the tile to
+// read, whatever A's layout), then every panel is gone over, its slice
+// (32 KiB at NR 32) staying in L1 while the block's row tiles use it and
+// the slice after it is prefetched into L2. The first pass starts from the
+// bias and beta * C, the others from C. Threads take parts of C: column
+// panels first, rows when there are more threads than panels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,15 +39,18 @@ namespace {
 
 /// Steps of the sum per pass over a panel.
 constexpr int64_t kDepth = 256;
+/// Rows of C computed together, pass by pass: A's copied slice for a pass
+/// (120 x kDepth) stays in L2. 120 rows are whole tiles of either kernel.
+constexpr int64_t kRowBlock = 120;
 /// Below this many multiply-adds a GEMM runs on one thread.
 constexpr double kParallelWork = 1 << 18;
 
 /// One tile's work: C's rows from `c` (`ldc` apart) by one panel, over
-/// `depth` steps from `a` (A at the tile's first row and the pass's first
-/// step) and `panel` (the panel's line for that step).
+/// `depth` steps of `a` (the tile's copy of A: its rows' elements for each
+/// step, contiguous) and `panel` (the panel's line for the pass's first
+/// step).
 struct Tile {
   const float *a;
-  int64_t lda;
   const float *panel;
   int64_t depth;
   float *c;
@@ -59,13 +64,6 @@ struct Tile {
   const char *prefetch;
   int64_t prefetchLines;
 };
-
-/// Element (i, step) of A from a tile's start: A row-major, or (ColMajorA)
-/// stored transposed.
-template <bool ColMajorA>
-inline const float *elementOfA(const Tile &t, int i, int64_t step) {
-  return ColMajorA ? t.a + i + step * t.lda : t.a + i * t.lda + step;
-}
 
 /// Brings the tile's share of a later slice of the panels into L2, one line
 /// every few steps (a burst at once stalls on the memory queue): the first
@@ -88,7 +86,7 @@ struct Prefetcher {
   }
 };
 
-template <int Rows, bool ColMajorA>
+template <int Rows>
 __attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
   Prefetcher prefetcher(t);
   __m512 acc[Rows][2];
@@ -118,7 +116,7 @@ __attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
     __m512 b1 = _mm512_load_ps(t.panel + step * 32 + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      __m512 x = _mm512_set1_ps(*elementOfA<ColMajorA>(t, i, step));
+      __m512 x = _mm512_set1_ps(t.a[step * Rows + i]);
       acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
     }
@@ -130,7 +128,7 @@ __attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
   }
 }
 
-template <int Rows, bool ColMajorA>
+template <int Rows>
 __attribute__((target("avx2,fma"))) void tileAvx2(const Tile &t) {
   Prefetcher prefetcher(t);
   __m256 acc[Rows][2];
@@ -160,7 +158,7 @@ __attribute__((target("avx2,fma"))) void tileAvx2(const Tile &t) {
     __m256 b1 = _mm256_load_ps(t.panel + step * 16 + 8);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      __m256 x = _mm256_broadcast_ss(elementOfA<ColMajorA>(t, i, step));
+      __m256 x = _mm256_broadcast_ss(t.a + step * Rows + i);
       acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
     }
@@ -176,27 +174,24 @@ using TileFn = void (*)(const Tile &);
 constexpr int kMaxRows = 12;
 
 /// An instruction set's kernel: its panel width, its tile height, and a tile
-/// function for every height up to it (rows[r - 1]), for each layout of A.
+/// function for every height up to it (rows[r - 1]).
 struct Kernel {
   const char *name;
   int64_t panelWidth, tileRows;
-  TileFn rows[2][kMaxRows];
+  TileFn rows[kMaxRows];
 };
 
-template <template <int, bool> class Fns, size_t... R>
+template <template <int> class Fns, size_t... R>
 constexpr Kernel makeKernel(const char *name, int64_t width,
                             std::index_sequence<R...>) {
-  return Kernel{name,
-                width,
-                sizeof...(R),
-                {{Fns<R + 1, false>::fn...}, {Fns<R + 1, true>::fn...}}};
+  return Kernel{name, width, sizeof...(R), {Fns<R + 1>::fn...}};
 }
 
-template <int Rows, bool ColMajorA> struct Avx512Fns {
-  static constexpr TileFn fn = tileAvx512<Rows, ColMajorA>;
+template <int Rows> struct Avx512Fns {
+  static constexpr TileFn fn = tileAvx512<Rows>;
 };
-template <int Rows, bool ColMajorA> struct Avx2Fns {
-  static constexpr TileFn fn = tileAvx2<Rows, ColMajorA>;
+template <int Rows> struct Avx2Fns {
+  static constexpr TileFn fn = tileAvx2<Rows>;
 };
 
 constexpr Kernel kAvx512 =
@@ -212,7 +207,8 @@ const Kernel *kernel() {
       return nullptr;
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (__builtin_cpu_supports("avx512f") && !(env && !std::strcmp(env, "avx2")))
+    bool onlyAvx2 = env && std::strcmp(env, "avx2") == 0;
+    if (__builtin_cpu_supports("avx512f") && !onlyAvx2)
       return &kAvx512;
     return avx2 ? &kAvx2 : nullptr;
   }();
@@ -246,13 +242,18 @@ std::unique_ptr<float, FreeDeleter> pack(const float *b,
   float *out = data.get();
   for (int64_t p = 0; p < panels; ++p) {
     float *panel = out + p * k * width;
-    for (int64_t j = 0; j < width; ++j) {
-      int64_t col = p * width + j;
+    int64_t cols = std::min(width, n - p * width);
+    // In B's own order: along rows, or (transposed) along columns.
+    if (layout.transposed) {
+      for (int64_t j = 0; j < width; ++j)
+        for (int64_t s = 0; s < k; ++s)
+          panel[s * width + j] =
+              j < cols ? b[s + (p * width + j) * layout.ld] : 0.0f;
+    } else {
       for (int64_t s = 0; s < k; ++s)
-        panel[s * width + j] =
-            col >= n ? 0.0f
-                     : b[layout.transposed ? s + col * layout.ld
-                                           : s * layout.ld + col];
+        for (int64_t j = 0; j < width; ++j)
+          panel[s * width + j] =
+              j < cols ? b[s * layout.ld + p * width + j] : 0.0f;
     }
   }
   return data;
@@ -298,68 +299,118 @@ struct Problem {
   const float *bias;
 };
 
-/// Rows [row0, row1) of panel `p` into `c` (rows `ldc` apart, the panel's
-/// first column), every pass of the sum; the first pass starts from `bias`
-/// and beta * C unless `accumulate`.
-void panelRows(const Kernel &kern, const Problem &pb, int64_t p, int64_t row0,
-               int64_t row1, float *c, int64_t ldc, bool accumulate,
-               const float *bias) {
-  const int64_t width = kern.panelWidth;
-  const bool colMajorA = pb.layoutA.transposed;
+/// Rows [row0, row1) of A, steps [s0, s0 + depth), copied tile by tile
+/// into `out`: a tile of R rows starting at row i holds, from (i - row0) *
+/// depth, its R elements of each step in turn.
+void copyA(const Kernel &kern, const Problem &pb, int64_t row0, int64_t row1,
+           int64_t s0, int64_t depth, float *out) {
   const int64_t lda = pb.layoutA.ld;
-  for (int64_t s0 = 0; s0 < pb.k; s0 += kDepth) {
-    Tile t;
-    t.lda = lda;
-    t.panel = pb.packed + (p * pb.k + s0) * width;
-    t.depth = std::min(kDepth, pb.k - s0);
-    t.ldc = ldc;
-    t.accumulate = accumulate || s0 > 0;
-    t.bias = bias;
-    t.beta = pb.beta;
-    // The panels are read in memory order: the next slice follows this one.
-    // Every tile fetches a share of it.
-    const char *next = reinterpret_cast<const char *>(t.panel + t.depth * width);
-    int64_t lines = t.depth * width * sizeof(float) / 64;
-    int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
-    for (int64_t i = row0, j = 0; i < row1; i += kern.tileRows, ++j) {
-      int64_t rows = std::min(kern.tileRows, row1 - i);
-      t.a = colMajorA ? pb.a + i + s0 * lda : pb.a + i * lda + s0;
-      t.c = c + (i - row0) * ldc;
-      int64_t firstLine = j * lines / tiles;
-      t.prefetch = next + firstLine * 64;
-      t.prefetchLines = (j + 1) * lines / tiles - firstLine;
-      kern.rows[colMajorA][rows - 1](t);
+  for (int64_t i = row0; i < row1; i += kern.tileRows) {
+    int64_t rows = std::min(kern.tileRows, row1 - i);
+    float *tile = out + (i - row0) * depth;
+    if (pb.layoutA.transposed) {
+      for (int64_t s = 0; s < depth; ++s)
+        for (int64_t r = 0; r < rows; ++r)
+          tile[s * rows + r] = pb.a[(i + r) + (s0 + s) * lda];
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t s = 0; s < depth; ++s)
+          tile[s * rows + r] = pb.a[(i + r) * lda + s0 + s];
     }
   }
 }
 
-/// Rows [row0, row1) of C by panels [p0, p1). A last panel narrower than
-/// the kernel's width is computed in a scratch tile and its columns copied
-/// out.
+/// One pass of the sum (steps [s0, s0 + depth)) for rows [row0, row1) of
+/// panel `p`, from `a` (copyA's copy of them) into `c` (rows `ldc` apart,
+/// the panel's first column): from C if `accumulate`, else from `bias` and
+/// beta * C. The row tiles share the prefetch of `nextLines` lines at
+/// `next`, the slice read after this one.
+void panelPass(const Kernel &kern, const Problem &pb, int64_t p, int64_t s0,
+               int64_t depth, int64_t row0, int64_t row1, const float *a,
+               float *c, int64_t ldc, bool accumulate, const float *bias,
+               const char *next, int64_t nextLines) {
+  Tile t;
+  t.panel = pb.packed + (p * pb.k + s0) * kern.panelWidth;
+  t.depth = depth;
+  t.ldc = ldc;
+  t.accumulate = accumulate;
+  t.bias = bias;
+  t.beta = pb.beta;
+  int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
+  for (int64_t i = row0, j = 0; i < row1; i += kern.tileRows, ++j) {
+    int64_t rows = std::min(kern.tileRows, row1 - i);
+    t.a = a + (i - row0) * depth;
+    t.c = c + (i - row0) * ldc;
+    int64_t firstLine = j * nextLines / tiles;
+    t.prefetch = next + firstLine * 64;
+    t.prefetchLines = next ? (j + 1) * nextLines / tiles - firstLine : 0;
+    kern.rows[rows - 1](t);
+  }
+}
+
+/// Rows [row0, row1) of C by panels [p0, p1), in blocks of kRowBlock rows,
+/// each block pass by pass, each pass over every panel (see the top of the
+/// file). A last panel narrower than the kernel's width is computed in a
+/// scratch tile and its columns copied out.
 void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
           int64_t row0, int64_t row1) {
   const int64_t width = kern.panelWidth;
-  for (int64_t p = p0; p < p1; ++p) {
-    int64_t col0 = p * width;
-    int64_t cols = std::min(width, pb.n - col0);
-    if (cols == width) {
-      panelRows(kern, pb, p, row0, row1, pb.c + row0 * pb.ldc + col0, pb.ldc,
-                /*accumulate=*/false, pb.bias ? pb.bias + col0 : nullptr);
-      continue;
-    }
-    std::vector<float> scratch((row1 - row0) * width, 0.0f);
+  const bool narrowLast = pb.n - (p1 - 1) * width < width;
+  std::vector<float> scratch;
+  if (narrowLast) {
+    int64_t col0 = (p1 - 1) * width, cols = pb.n - col0;
+    scratch.assign((row1 - row0) * width, 0.0f);
     for (int64_t i = row0; i < row1; ++i)
       for (int64_t j = 0; j < cols; ++j) {
-        float *dst = &scratch[(i - row0) * width + j];
         float cij = pb.c[i * pb.ldc + col0 + j];
-        *dst = (pb.bias ? pb.bias[col0 + j] : 0.0f) +
-               (pb.beta != 0.0f ? pb.beta * cij : 0.0f);
+        scratch[(i - row0) * width + j] =
+            (pb.bias ? pb.bias[col0 + j] : 0.0f) +
+            (pb.beta != 0.0f ? pb.beta * cij : 0.0f);
       }
-    panelRows(kern, pb, p, row0, row1, scratch.data(), width,
-              /*accumulate=*/true, nullptr);
+  }
+  std::vector<float> copiedA(std::min(kRowBlock, row1 - row0) *
+                             std::min(kDepth, pb.k));
+  auto depthAt = [&](int64_t s0) { return std::min(kDepth, pb.k - s0); };
+  for (int64_t r0 = row0; r0 < row1; r0 += kRowBlock) {
+    int64_t r1 = std::min(row1, r0 + kRowBlock);
+    for (int64_t s0 = 0; s0 < pb.k; s0 += kDepth) {
+      int64_t depth = depthAt(s0);
+      copyA(kern, pb, r0, r1, s0, depth, copiedA.data());
+      for (int64_t p = p0; p < p1; ++p) {
+        // The slice read after this one: the next panel's in this pass,
+        // else the first panel's in the next pass or the next row block.
+        int64_t nextP = p + 1, nextS = s0;
+        if (nextP == p1) {
+          nextP = p0;
+          nextS = s0 + kDepth < pb.k ? s0 + kDepth : 0;
+          if (nextS == 0 && r1 == row1)
+            nextP = p1;
+        }
+        const char *next = nullptr;
+        int64_t nextLines = 0;
+        if (nextP < p1) {
+          next = reinterpret_cast<const char *>(
+              pb.packed + (nextP * pb.k + nextS) * width);
+          nextLines = depthAt(nextS) * width * int64_t(sizeof(float)) / 64;
+        }
+        int64_t col0 = p * width;
+        if (narrowLast && p == p1 - 1)
+          panelPass(kern, pb, p, s0, depth, r0, r1, copiedA.data(),
+                    scratch.data() + (r0 - row0) * width, width,
+                    /*accumulate=*/true, nullptr, next, nextLines);
+        else
+          panelPass(kern, pb, p, s0, depth, r0, r1, copiedA.data(),
+                    pb.c + r0 * pb.ldc + col0, pb.ldc,
+                    /*accumulate=*/s0 > 0, pb.bias ? pb.bias + col0 : nullptr,
+                    next, nextLines);
+      }
+    }
+  }
+  if (narrowLast) {
+    int64_t col0 = (p1 - 1) * width;
     for (int64_t i = row0; i < row1; ++i)
       std::memcpy(pb.c + i * pb.ldc + col0, &scratch[(i - row0) * width],
-                  cols * sizeof(float));
+                  (pb.n - col0) * sizeof(float));
   }
 }
 

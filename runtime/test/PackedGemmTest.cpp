@@ -1,14 +1,15 @@
 //===- PackedGemmTest.cpp - The packed GEMM against a float64 reference ---===//
 //
-// Puts B matrices in a file mapped read-only, as a program's weights are,
-// and checks packedSgemm on shapes that take every path of the kernel:
-// panels narrower than the kernel's width, row tiles shorter than its
-// height, sums longer and shorter than one pass, A and B stored transposed,
-// rows of C wider than the GEMM (their other columns must stay untouched),
-// a bias, beta, one and two threads (columns or rows split), a second call
-// on the cached panels, and a B outside the weights (refused). Every element
-// is held to the float32 rounding bound of its sum, computed in float64.
-// Prints the kernel and one line per case; exits non-zero on a mismatch.
+// Puts B matrices in a file mapped read-only, as a program's weights are, and
+// checks packedSgemm on shapes that take every path of the kernel: panels
+// narrower than the kernel's width, row tiles shorter than its height, several
+// blocks of rows, sums longer and shorter than one pass, A and B stored
+// transposed, rows of C wider than the GEMM (their other columns must stay
+// untouched), a bias, beta, one and two threads (columns or rows split), a
+// second call on the cached panels, and a B outside the weights (refused).
+// Every element is held to the float32 rounding bound of its sum, computed in
+// float64. Prints the kernel and one line per case; exits non-zero on a
+// mismatch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,6 +140,8 @@ int main() {
        0, 0, true, 0.0f, 2},
       {"B transposed, long sum 29x70x1100", 29, 70, 1100, false, true, 0, 4, 0,
        true, 0.0f, 2},
+      {"row blocks 250x70x300, A transposed, bias, beta 0.5", 250, 70, 300,
+       true, false, 1, 0, 3, true, 0.5f, 1},
   };
   // Every case's B, one after another in one mapped file.
   std::vector<size_t> offsets;
