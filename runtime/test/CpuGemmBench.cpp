@@ -1,0 +1,152 @@
+//===- CpuGemmBench.cpp - The packed GEMM against OpenBLAS, interleaved ---===//
+//
+// Times the GEMMs of two transformer layers (activations of M rows times
+// weights: GPT-2-small's Q, K and V as one, attention output, MLP; or
+// LLaMA-style with --llama: Q, K, V and output separately, K and V of 4
+// key/value heads, gate, up, down) on the packed kernel and on OpenBLAS's
+// cblas_sgemm. Every call alternates between the two, so the noise of a
+// shared machine falls on both alike; the weights lie in a mapped file, as
+// a program's do, and are packed before timing (as after a program's first
+// run). Prints the mean time per pass for each and the ratio packed /
+// OpenBLAS (below 1.0: the packed kernel is faster). At one thread the
+// comparison is clean; at more, OpenMP's threads and OpenBLAS's own take
+// turns and hinder each other, which a program does not suffer (it lets
+// both sleep at once): compare programs for that (cleave-run --bench, with
+// and without CLEAVE_PACKED_GEMM=0).
+//
+// Usage: cleave-cpu-gemm-bench [--llama] [--rows M] [--threads T] [--runs N]
+//
+//===----------------------------------------------------------------------===//
+
+#include "../src/PackedGemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+using namespace cleave::rt;
+
+int main(int argc, char **argv) {
+  int64_t rows = 128;
+  int threads = 1, runs = 20;
+  bool llama = false;
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&]() {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return std::atoi(argv[++i]);
+    };
+    if (!std::strcmp(argv[i], "--llama"))
+      llama = true;
+    else if (!std::strcmp(argv[i], "--rows"))
+      rows = value();
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = value();
+    else if (!std::strcmp(argv[i], "--runs"))
+      runs = value();
+    else {
+      std::fprintf(stderr, "usage: %s [--llama] [--rows M] [--threads T] "
+                           "[--runs N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (rows < 1 || threads < 1 || runs < 1) {
+    std::fprintf(stderr, "--rows, --threads and --runs must be positive\n");
+    return 2;
+  }
+  // (K, N) of each weight of a layer.
+  std::vector<std::pair<int64_t, int64_t>> layer =
+      llama ? std::vector<std::pair<int64_t, int64_t>>{{768, 768},
+                                                       {768, 256},
+                                                       {768, 256},
+                                                       {768, 768},
+                                                       {768, 3072},
+                                                       {768, 3072},
+                                                       {3072, 768}}
+            : std::vector<std::pair<int64_t, int64_t>>{
+                  {768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+  std::vector<std::pair<int64_t, int64_t>> shapes = layer;
+  shapes.insert(shapes.end(), layer.begin(), layer.end());
+
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  size_t total = 0;
+  for (auto [k, n] : shapes)
+    total += k * n;
+  std::vector<float> weights(total);
+  for (float &w : weights)
+    w = dist(rng);
+  char path[] = "/tmp/cleave-gemm-bench-XXXXXX";
+  int fd = mkstemp(path);
+  size_t bytes = total * sizeof(float);
+  if (fd < 0 || write(fd, weights.data(), bytes) != ssize_t(bytes)) {
+    std::perror("writing the weights");
+    return 1;
+  }
+  const float *mapped = static_cast<const float *>(
+      mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0));
+  close(fd);
+  unlink(path);
+  if (mapped == MAP_FAILED) {
+    std::perror("mapping the weights");
+    return 1;
+  }
+  setWeightMemory(mapped, bytes);
+  weights.clear();
+
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  std::vector<float> a(rows * 3072), c(rows * 3072);
+  for (float &x : a)
+    x = dist(rng);
+  double seconds[2] = {0, 0};
+  // Run 0 packs the weights and is not counted.
+  for (int run = 0; run <= runs; ++run) {
+    const float *b = mapped;
+    for (auto [k, n] : shapes) {
+      for (int turn = 0; turn < 2; ++turn) {
+        bool packed = (turn + run) % 2 == 0;
+        auto start = std::chrono::steady_clock::now();
+        if (packed) {
+          if (!packedSgemm(rows, n, k, a.data(), MatrixLayout{false, k}, b,
+                           MatrixLayout{false, n}, c.data(), n, 0.0f,
+                           nullptr)) {
+            std::fprintf(stderr, "this CPU has no packed kernel\n");
+            return 1;
+          }
+        } else {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k,
+                      1.0f, a.data(), k, b, n, 0.0f, c.data(), n);
+        }
+        if (run > 0)
+          seconds[packed] += std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+      }
+      b += k * n;
+    }
+  }
+  double flops = 0;
+  for (auto [k, n] : shapes)
+    flops += 2.0 * rows * k * n;
+  double packedMs = seconds[1] / runs * 1e3, blasMs = seconds[0] / runs * 1e3;
+  std::printf("%s layers x2, M=%lld, %d thread%s, %s kernel: packed %.2f ms "
+              "(%.0f GFLOP/s), OpenBLAS %.2f ms (%.0f GFLOP/s), ratio %.2f\n",
+              llama ? "LLaMA-style" : "GPT-2-small", (long long)rows, threads,
+              threads == 1 ? "" : "s", packedGemmKernel(), packedMs,
+              flops / packedMs / 1e6, blasMs, flops / blasMs / 1e6,
+              packedMs / blasMs);
+  return 0;
+}
