@@ -3,12 +3,13 @@
 
 1. A 2-layer stack (d_model 768, 12 heads, sequence 128, batch 1, float32;
    bench/gpt2_stack.py) is compiled, checked against ONNX Runtime, and both
-   are timed at 1 and 2 threads in the same run; the latency ratio
-   Cleave / ONNX Runtime is printed (below 1.0 means Cleave is faster).
+   are timed at 1 and 2 threads in the same run, --rounds times each,
+   alternating; the median latency ratio Cleave / ONNX Runtime is printed
+   (below 1.0 means Cleave is faster).
 2. A 12-layer stack of the same shape, weights in external data (about
    340 MB), is compiled to a bundle and the compile time printed.
 
-Usage: bench_gpt2.py [--runs N] [--work DIR] [--bin DIR]
+Usage: bench_gpt2.py [--runs N] [--rounds R] [--work DIR] [--bin DIR]
 """
 import argparse
 import os
@@ -25,7 +26,8 @@ from gpt2_stack import make_stack  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--work", default=tempfile.mkdtemp(prefix="cleave-bench-"))
     parser.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bin"))
     args = parser.parse_args()
@@ -36,7 +38,7 @@ def main():
     check = os.path.join(HERE, "..", "scripts", "check_model.py")
     for threads in (1, 2):
         subprocess.run([sys.executable, check, small, "--bench", str(args.runs),
-                        "--threads", str(threads), "--bin", args.bin,
+                        "--bench-rounds", str(args.rounds), "--threads", str(threads), "--bin", args.bin,
                         "--work", os.path.join(args.work, f"run{threads}")],
                        check=True)
 

@@ -4,7 +4,9 @@
 Inputs are random with a fixed seed: floats from a normal distribution, integer
 inputs (token ids) uniform in [0, --int-high). Every output must satisfy
 |cleave - ort| <= atol + rtol * |ort|. With --bench N both run N times at the
-same thread count and the latency ratio Cleave / ONNX Runtime is printed.
+same thread count and the latency ratio Cleave / ONNX Runtime is printed;
+with --bench-rounds R that is done R times, alternating which goes first, and
+the medians are printed (the ratio's over the rounds' ratios).
 
 With --reference-precision bf16|f16 (for programs compiled with --precision)
 the reference is ONNX Runtime on a copy of the model in which every float input
@@ -27,8 +29,8 @@ program of the same precision) and checks that the two programs agree, and the
 plan's collective and weight lines are printed.
 
 Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
-                      [--rtol R] [--atol A] [--bench N] [--threads T]
-                      [--compile-arg ARG]... [--compare-single-rank]
+                      [--rtol R] [--atol A] [--bench N] [--bench-rounds R]
+                      [--threads T] [--compile-arg ARG]... [--compare-single-rank]
                       [--reference-precision bf16|f16] [--bin DIR] [--work DIR]
 """
 import argparse
@@ -165,6 +167,9 @@ def main():
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--bench", type=int, default=0)
+    parser.add_argument("--bench-rounds", type=int, default=1,
+                        help="time Cleave and ONNX Runtime this many times "
+                             "each, alternating, and report the medians")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
@@ -173,6 +178,8 @@ def main():
     parser.add_argument("--compare-single-rank", action="store_true")
     parser.add_argument("--reference-precision", choices=["bf16", "f16"])
     args = parser.parse_args()
+    if args.bench_rounds < 1:
+        parser.error("--bench-rounds must be at least 1")
 
     shapes = {}
     for text in args.input_shape:
@@ -266,21 +273,42 @@ def main():
         return 1
 
     if args.bench:
-        result = subprocess.run(run + ["--bench", str(args.bench)], check=True,
-                                capture_output=True, text=True)
-        cleave_p50 = float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
-        for _ in range(3):
-            session.run(None, inputs)
-        times = []
-        for _ in range(args.bench):
-            t = time.perf_counter()
-            session.run(None, inputs)
-            times.append((time.perf_counter() - t) * 1000)
-        ort_p50 = float(np.percentile(times, 50))
-        print(f"latency, p50 over {args.bench} runs: Cleave {cleave_p50:.3f} ms "
-              f"({ranks} rank(s) x {args.threads} thread(s)), ONNX Runtime "
-              f"{ort_p50:.3f} ms ({args.threads * ranks} thread(s)), "
-              f"ratio {cleave_p50 / ort_p50:.2f}x")
+        def cleave_p50():
+            result = subprocess.run(run + ["--bench", str(args.bench)],
+                                    check=True, capture_output=True, text=True)
+            return float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
+
+        def ort_p50():
+            for _ in range(3):
+                session.run(None, inputs)
+            times = []
+            for _ in range(args.bench):
+                t = time.perf_counter()
+                session.run(None, inputs)
+                times.append((time.perf_counter() - t) * 1000)
+            return float(np.percentile(times, 50))
+
+        # Rounds alternate which goes first, and each ratio compares two
+        # measurements taken back to back: on a shared machine whose speed
+        # drifts, the median of those ratios is steadier than one of each.
+        cleave_ms, ort_ms = [], []
+        for round_ in range(args.bench_rounds):
+            if round_ % 2 == 0:
+                cleave_ms.append(cleave_p50())
+                ort_ms.append(ort_p50())
+            else:
+                ort_ms.append(ort_p50())
+                cleave_ms.append(cleave_p50())
+        ratios = [c / o for c, o in zip(cleave_ms, ort_ms)]
+        rounds = (f", median of {args.bench_rounds} alternating rounds"
+                  if args.bench_rounds > 1 else "")
+        print(f"latency, p50 over {args.bench} runs{rounds}: Cleave "
+              f"{np.median(cleave_ms):.3f} ms ({ranks} rank(s) x {args.threads} "
+              f"thread(s)), ONNX Runtime {np.median(ort_ms):.3f} ms "
+              f"({args.threads * ranks} thread(s)), ratio "
+              f"{np.median(ratios):.2f}x"
+              + (f" (rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+                 if args.bench_rounds > 1 else ""))
     return 0
 
 
