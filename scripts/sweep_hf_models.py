@@ -11,8 +11,13 @@ export worked, both checks, the collectives per run at tp=2 and the
 preset's warning if it gave one. It measures coverage; it asserts nothing
 (the committed models' checks are in test/e2e/models.test).
 
+With --gpu, instead of the two CPU checks: the CUDA target's bundle is built
+(kernels to cubins, linked; no GPU needed), its kernels and cuBLASLt calls
+are counted, and the program with the very kernels the CUDA target builds,
+run on the CPU (--gpu-kernels-on-cpu), is checked against ONNX Runtime.
+
 Needs torch, transformers and onnxscript. Usage:
-  sweep_hf_models.py WORK_DIR [--only NAME ...] [--bin DIR]
+  sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--bin DIR]
 """
 import argparse
 import contextlib
@@ -124,10 +129,37 @@ def check(path, shapes, int_high, work, bin_dir, extra):
             warning.group(1)[:100] if warning else (error.group(1)[:100] if error else ""))
 
 
+def check_gpu(path, shapes, int_high, work, bin_dir):
+    """The CUDA target without a GPU: (bundle built, kernels, GEMM calls,
+    the GPU kernels run on the CPU match ONNX Runtime). The kernels and
+    cuBLASLt calls are counted in the lowered module (as
+    test/GPU/kernels.test does); the bundle is built to the end (ptxas,
+    link)."""
+    compile_ = os.path.join(bin_dir, "cleave-compile")
+    os.makedirs(work, exist_ok=True)
+    lowered = os.path.join(work, "lowered.mlir")
+    built = subprocess.run([compile_, path, "--target", "cuda", "--quiet", "-o",
+                            os.path.join(work, "bundle")],
+                           capture_output=True).returncode == 0
+    kernels = gemms = "-"
+    if subprocess.run([compile_, path, "--target", "cuda", "--compile-to", "lower",
+                       "--quiet", "-o", lowered], capture_output=True).returncode == 0:
+        with open(lowered) as f:
+            text = f.read()
+        kernels = text.count("gpu.launch_func")
+        gemms = len(re.findall(r"call @cleave_rt_cuda_\w*gemm", text))
+    emulated, _, _, _ = check(path, shapes, int_high, os.path.join(work, "emulated"),
+                              bin_dir, ["--compile-arg=--gpu-kernels-on-cpu"])
+    return built, kernels, gemms, emulated
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work")
     parser.add_argument("--only", nargs="+")
+    parser.add_argument("--gpu", action="store_true",
+                        help="instead of tp=2: the CUDA target's bundle, its kernels "
+                             "and GEMM calls, and its kernels run on the CPU")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
@@ -135,7 +167,12 @@ def main():
     import transformers
     names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
     os.makedirs(args.work, exist_ok=True)
-    print(f"{'model':14} {'export':7} {'1 rank':7} {'tp=2':7} collectives at tp=2; note")
+    if args.gpu:
+        print(f"{'model':14} {'export':7} {'cuda':7} {'kernels':8} {'GEMMs':6} "
+              f"{'on CPU':7}")
+    else:
+        print(f"{'model':14} {'export':7} {'1 rank':7} {'tp=2':7} "
+              f"collectives at tp=2; note")
     for name in names:
         torch.manual_seed(0)
         path = os.path.join(args.work, f"{name}.onnx")
@@ -160,6 +197,14 @@ def main():
         # Token ids over the vocabulary; with masks or token types beside
         # them, 0 and 1 only (as test/e2e/models.test runs BERT).
         int_high = VOCAB if len(input_names) == 1 else 2
+        if args.gpu:
+            built, kernels, gemms, emulated = check_gpu(
+                path, shapes, int_high, os.path.join(args.work, name + "-cuda"),
+                args.bin)
+            ok = lambda b: "yes" if b else "NO"
+            print(f"{name:14} {'yes':7} {ok(built):7} {kernels:<8} {gemms:<6} "
+                  f"{ok(emulated):7}", flush=True)
+            continue
         one, _, _, note1 = check(path, shapes, int_high,
                                  os.path.join(args.work, name + "-1"), args.bin, [])
         two, ranks, collectives, note2 = check(

@@ -342,7 +342,7 @@ void panelPass(const Kernel &kern, const Problem &pb, int64_t p, int64_t s0,
     t.a = a + (i - row0) * depth;
     t.c = c + (i - row0) * ldc;
     int64_t firstLine = j * nextLines / tiles;
-    t.prefetch = next + firstLine * 64;
+    t.prefetch = next ? next + firstLine * 64 : nullptr;
     t.prefetchLines = next ? (j + 1) * nextLines / tiles - firstLine : 0;
     kern.rows[rows - 1](t);
   }
