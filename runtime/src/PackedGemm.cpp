@@ -42,6 +42,8 @@ constexpr int64_t kDepth = 256;
 /// Rows of C computed together, pass by pass: A's copied slice for a pass
 /// (120 x kDepth) stays in L2. 120 rows are whole tiles of either kernel.
 constexpr int64_t kRowBlock = 120;
+/// Weights of at least this many bytes are packed by all threads.
+constexpr size_t kParallelPacking = 1 << 20;
 /// Below this many multiply-adds a GEMM runs on one thread.
 constexpr double kParallelWork = 1 << 18;
 
@@ -240,20 +242,23 @@ std::unique_ptr<float, FreeDeleter> pack(const float *b,
   if (!data)
     return nullptr;
   float *out = data.get();
+  // In B's own order: along rows, or (transposed) along columns. A weight
+  // of several megabytes takes a while; threads share the panels.
+#pragma omp parallel for schedule(static) if (bytes >= kParallelPacking)
   for (int64_t p = 0; p < panels; ++p) {
     float *panel = out + p * k * width;
     int64_t cols = std::min(width, n - p * width);
-    // In B's own order: along rows, or (transposed) along columns.
     if (layout.transposed) {
       for (int64_t j = 0; j < width; ++j)
         for (int64_t s = 0; s < k; ++s)
           panel[s * width + j] =
               j < cols ? b[s + (p * width + j) * layout.ld] : 0.0f;
-    } else {
-      for (int64_t s = 0; s < k; ++s)
-        for (int64_t j = 0; j < width; ++j)
-          panel[s * width + j] =
-              j < cols ? b[s * layout.ld + p * width + j] : 0.0f;
+      continue;
+    }
+    for (int64_t s = 0; s < k; ++s) {
+      std::memcpy(panel + s * width, b + s * layout.ld + p * width,
+                  cols * sizeof(float));
+      std::fill(panel + s * width + cols, panel + (s + 1) * width, 0.0f);
     }
   }
   return data;
