@@ -31,6 +31,11 @@ config.substitutions.append(("%conformance_dir", conformance_dir))
 if os.path.isdir(conformance_dir):
     config.available_features.add("conformance-cases")
 
+# The packed CPU GEMM runs by default only with AVX-512.
+with open("/proc/cpuinfo") as cpuinfo:
+    if "avx512f" in cpuinfo.read().split():
+        config.available_features.add("avx512f")
+
 # The CUDA runtime pieces are built where the CUDA toolkit is installed; GPU
 # checks run only where a GPU answers.
 if os.path.exists(os.path.join(bin_dir, "cleave-gpu-gemm-check")):

@@ -1,10 +1,10 @@
 //===- PackedGemm.cpp - GEMMs whose B is a weight, packed once ------------===//
 //
-// The layout: B's columns in panels of NR (32 floats with AVX-512, 16 with
+// The layout: B's columns in panels of NR (32 floats with AVX-512, 24 with
 // AVX2, zero-padded past the last column), each panel K rows of NR
 // contiguous floats, so a tile reads one aligned line of its panel per step
 // of the sum. A tile is MR rows by NR columns of C held in registers
-// (12 x 2 zmm, 6 x 2 ymm), each step broadcasting one element of A per row
+// (12 x 2 zmm, 4 x 3 ymm), each step broadcasting one element of A per row
 // and adding it times the panel's line. The sum runs in passes of kDepth
 // steps over blocks of kRowBlock rows: for each, A's slice is copied tile
 // by tile (MR elements a step, contiguous: one stream for the tile to
@@ -18,7 +18,7 @@
 
 #include "PackedGemm.h"
 
-#include <immintrin.h>
+#include <xmmintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -88,88 +88,87 @@ struct Prefetcher {
   }
 };
 
-template <int Rows>
-__attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
+/// The kernels' vectors, in GCC's vector extensions: the one tile body
+/// below becomes AVX-512 or AVX2 code in the function of that target it is
+/// inlined into (a * b + c contracts to an FMA there).
+typedef float Vec16 __attribute__((vector_size(64)));
+typedef float Vec8 __attribute__((vector_size(32)));
+// The helpers return vectors wider than the default target's, which GCC
+// warns would change the ABI; they are always inlined, and no vector
+// crosses a call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define CLEAVE_INLINE __attribute__((always_inline)) inline
+
+template <typename V> CLEAVE_INLINE V splat(float value) {
+  V v;
+  for (int lane = 0; lane < int(sizeof(V) / sizeof(float)); ++lane)
+    v[lane] = value;
+  return v;
+}
+
+template <typename V> CLEAVE_INLINE V loadVec(const float *p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename V> CLEAVE_INLINE void storeVec(float *p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+/// A tile of `Rows` rows by `Cols` vectors of columns (one panel).
+template <typename V, int Cols, int Rows>
+CLEAVE_INLINE void tileBody(const Tile &t) {
+  constexpr int lanes = sizeof(V) / sizeof(float);
   Prefetcher prefetcher(t);
-  __m512 acc[Rows][2];
-  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
-  if (!t.accumulate && t.bias) {
-    bias0 = _mm512_loadu_ps(t.bias);
-    bias1 = _mm512_loadu_ps(t.bias + 16);
-  }
-  __m512 beta = _mm512_set1_ps(t.beta);
+  V acc[Rows][Cols];
+  V bias[Cols] = {};
+  if (!t.accumulate && t.bias)
+    for (int j = 0; j < Cols; ++j)
+      bias[j] = loadVec<V>(t.bias + j * lanes);
 #pragma GCC unroll 16
   for (int i = 0; i < Rows; ++i) {
     float *ci = t.c + i * t.ldc;
-    if (t.accumulate) {
-      acc[i][0] = _mm512_loadu_ps(ci);
-      acc[i][1] = _mm512_loadu_ps(ci + 16);
-    } else if (t.beta != 0.0f) {
-      acc[i][0] = _mm512_fmadd_ps(beta, _mm512_loadu_ps(ci), bias0);
-      acc[i][1] = _mm512_fmadd_ps(beta, _mm512_loadu_ps(ci + 16), bias1);
-    } else {
-      acc[i][0] = bias0;
-      acc[i][1] = bias1;
+#pragma GCC unroll 4
+    for (int j = 0; j < Cols; ++j) {
+      if (t.accumulate)
+        acc[i][j] = loadVec<V>(ci + j * lanes);
+      else if (t.beta != 0.0f)
+        acc[i][j] = t.beta * loadVec<V>(ci + j * lanes) + bias[j];
+      else
+        acc[i][j] = bias[j];
     }
   }
+#pragma GCC unroll 4
   for (int64_t step = 0; step < t.depth; ++step) {
     prefetcher.step();
-    __m512 b0 = _mm512_load_ps(t.panel + step * 32);
-    __m512 b1 = _mm512_load_ps(t.panel + step * 32 + 16);
+    V b[Cols];
+#pragma GCC unroll 4
+    for (int j = 0; j < Cols; ++j)
+      b[j] = *reinterpret_cast<const V *>(t.panel + (step * Cols + j) * lanes);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      __m512 x = _mm512_set1_ps(t.a[step * Rows + i]);
-      acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+      V x = splat<V>(t.a[step * Rows + i]);
+#pragma GCC unroll 4
+      for (int j = 0; j < Cols; ++j)
+        acc[i][j] += x * b[j];
     }
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i) {
-    _mm512_storeu_ps(t.c + i * t.ldc, acc[i][0]);
-    _mm512_storeu_ps(t.c + i * t.ldc + 16, acc[i][1]);
-  }
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < Cols; ++j)
+      storeVec(t.c + i * t.ldc + j * lanes, acc[i][j]);
+}
+
+template <int Rows>
+__attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
+  tileBody<Vec16, 2, Rows>(t);
 }
 
 template <int Rows>
 __attribute__((target("avx2,fma"))) void tileAvx2(const Tile &t) {
-  Prefetcher prefetcher(t);
-  __m256 acc[Rows][2];
-  __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
-  if (!t.accumulate && t.bias) {
-    bias0 = _mm256_loadu_ps(t.bias);
-    bias1 = _mm256_loadu_ps(t.bias + 8);
-  }
-  __m256 beta = _mm256_set1_ps(t.beta);
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i) {
-    float *ci = t.c + i * t.ldc;
-    if (t.accumulate) {
-      acc[i][0] = _mm256_loadu_ps(ci);
-      acc[i][1] = _mm256_loadu_ps(ci + 8);
-    } else if (t.beta != 0.0f) {
-      acc[i][0] = _mm256_fmadd_ps(beta, _mm256_loadu_ps(ci), bias0);
-      acc[i][1] = _mm256_fmadd_ps(beta, _mm256_loadu_ps(ci + 8), bias1);
-    } else {
-      acc[i][0] = bias0;
-      acc[i][1] = bias1;
-    }
-  }
-  for (int64_t step = 0; step < t.depth; ++step) {
-    prefetcher.step();
-    __m256 b0 = _mm256_load_ps(t.panel + step * 16);
-    __m256 b1 = _mm256_load_ps(t.panel + step * 16 + 8);
-#pragma GCC unroll 16
-    for (int i = 0; i < Rows; ++i) {
-      __m256 x = _mm256_broadcast_ss(t.a + step * Rows + i);
-      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i) {
-    _mm256_storeu_ps(t.c + i * t.ldc, acc[i][0]);
-    _mm256_storeu_ps(t.c + i * t.ldc + 8, acc[i][1]);
-  }
+  tileBody<Vec8, 3, Rows>(t);
 }
 
 using TileFn = void (*)(const Tile &);
@@ -199,20 +198,24 @@ template <int Rows> struct Avx2Fns {
 constexpr Kernel kAvx512 =
     makeKernel<Avx512Fns>("AVX-512", 32, std::make_index_sequence<12>());
 constexpr Kernel kAvx2 =
-    makeKernel<Avx2Fns>("AVX2", 16, std::make_index_sequence<6>());
+    makeKernel<Avx2Fns>("AVX2", 24, std::make_index_sequence<4>());
 
-/// The kernel for this CPU and CLEAVE_PACKED_GEMM, chosen once.
+/// The kernel for this CPU and CLEAVE_PACKED_GEMM, chosen once. By default
+/// only AVX-512's: it beats OpenBLAS's SkylakeX kernels where OpenBLAS
+/// copies B on every call (GEMMs of a few hundred rows), while the AVX2 one
+/// is 2 to 6 % behind OpenBLAS's Haswell kernels (docs/performance.md), so
+/// it runs only when asked for.
 const Kernel *kernel() {
-  static const Kernel *chosen = [] () -> const Kernel * {
+  static const Kernel *chosen = []() -> const Kernel * {
     const char *env = std::getenv("CLEAVE_PACKED_GEMM");
     if (env && std::strcmp(env, "0") == 0)
       return nullptr;
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    bool onlyAvx2 = env && std::strcmp(env, "avx2") == 0;
-    if (__builtin_cpu_supports("avx512f") && !onlyAvx2)
-      return &kAvx512;
-    return avx2 ? &kAvx2 : nullptr;
+    if (env && std::strcmp(env, "avx2") == 0)
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                 ? &kAvx2
+                 : nullptr;
+    return __builtin_cpu_supports("avx512f") ? &kAvx512 : nullptr;
   }();
   return chosen;
 }

@@ -24,9 +24,10 @@ namespace cleave::rt {
 /// the program's life, so a B operand inside it is packed once and reused.
 void setWeightMemory(const void *begin, size_t bytes);
 
-/// The packed kernel this CPU runs ("AVX-512", "AVX2"), or null when it has
-/// none or CLEAVE_PACKED_GEMM=0 turned it off: every GEMM then goes to
-/// OpenBLAS. CLEAVE_PACKED_GEMM=avx2 runs the AVX2 kernel on an AVX-512 CPU.
+/// The packed kernel this program runs ("AVX-512", "AVX2"), or null: every
+/// GEMM then goes to OpenBLAS. By default the AVX-512 kernel where the CPU
+/// has AVX-512, else none; CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel
+/// (on any CPU with AVX2 and FMA), CLEAVE_PACKED_GEMM=0 for none.
 const char *packedGemmKernel();
 
 /// One row-major float32 GEMM: C (m x n, rows `ldc` apart) = A * B + bias

@@ -123,7 +123,9 @@ int main(int argc, char **argv) {
           if (!packedSgemm(rows, n, k, a.data(), MatrixLayout{false, k}, b,
                            MatrixLayout{false, n}, c.data(), n, 0.0f,
                            nullptr)) {
-            std::fprintf(stderr, "this CPU has no packed kernel\n");
+            std::fprintf(stderr, "no packed kernel runs here (without "
+                                 "AVX-512, CLEAVE_PACKED_GEMM=avx2 asks for "
+                                 "the AVX2 one)\n");
             return 1;
           }
         } else {
