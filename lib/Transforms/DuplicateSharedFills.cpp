@@ -1,8 +1,9 @@
 //===- DuplicateSharedFills.cpp - One fill per destination-style user -----===//
 //
-// Clones a tensor-level linalg.fill that has several users, so each user
-// (typically a GEMM accumulating into it) owns its initial value and
-// bufferization needs no copy.
+// Clones a tensor-level linalg.fill, or a broadcast (a projection's bias,
+// cleave-bias-into-gemm), that has several users, so each user (typically
+// a GEMM accumulating into it) owns its initial value and bufferization
+// needs no copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,13 +17,43 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+/// A starting value cheap to compute again: a fill, or a generic that only
+/// copies or broadcasts one input (all loops parallel, the body yields its
+/// input).
+bool isCheapStart(Operation *op) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return fill.hasPureTensorSemantics();
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops())
+    return false;
+  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+  return yield.getValues()[0] == generic.getBody()->getArgument(0);
+}
+
+/// Whether every use of `value` is where an op starts writing (its
+/// destination), so each may have a copy of its own.
+bool onlyDestinations(Value value) {
+  return llvm::all_of(value.getUses(), [](OpOperand &use) {
+    auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+    return dps && dps.isDpsInit(&use);
+  });
+}
+
 struct DuplicateSharedFillsPass
     : cleave::impl::CleaveDuplicateSharedFillsBase<DuplicateSharedFillsPass> {
   void runOnOperation() override {
-    SmallVector<linalg::FillOp> shared;
-    getOperation().walk([&](linalg::FillOp fill) {
-      if (fill.hasPureTensorSemantics() && !fill->getResult(0).hasOneUse())
-        shared.push_back(fill);
+    // Fills (any users), and broadcasts whose users all start from them
+    // (CSE merges the bias broadcasts of layers that share weights, as
+    // ALBERT's do).
+    SmallVector<Operation *> shared;
+    getOperation().walk([&](Operation *op) {
+      if (isCheapStart(op) && op->getNumResults() == 1 &&
+          !op->getResult(0).hasOneUse() && !op->getResult(0).use_empty() &&
+          (isa<linalg::FillOp>(op) || onlyDestinations(op->getResult(0))))
+        shared.push_back(op);
     });
     // Likewise a tensor.empty several ops start from (CSE merged them):
     // bufferization gives them one buffer, reused across their lifetimes,
@@ -50,16 +81,18 @@ struct DuplicateSharedFillsPass
         use->set(b.clone(*empty)->getResult(0));
       }
     }
-    for (linalg::FillOp fill : shared) {
+    for (Operation *start : shared) {
       SmallVector<OpOperand *> uses;
-      for (OpOperand &use : fill->getResult(0).getUses())
+      for (OpOperand &use : start->getResult(0).getUses())
         uses.push_back(&use);
+      Value destination =
+          cast<DestinationStyleOpInterface>(start).getDpsInits()[0];
       for (OpOperand *use : llvm::drop_begin(uses)) {
         OpBuilder b(use->getOwner());
-        // The tensor.empty the fill starts from, through any reshapes, is
+        // The tensor.empty the value starts from, through any reshapes, is
         // cloned with it, or the clone would share its buffer.
         SmallVector<Operation *> chain;
-        for (Operation *op = fill.getOutputs()[0].getDefiningOp();
+        for (Operation *op = destination.getDefiningOp();
              op && isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
                        tensor::EmptyOp>(op);
              op = op->getNumOperands() ? op->getOperand(0).getDefiningOp()
@@ -72,7 +105,7 @@ struct DuplicateSharedFillsPass
         if (!chain.empty() && isa<tensor::EmptyOp>(chain.back()))
           for (Operation *op : llvm::reverse(chain))
             b.clone(*op, mapping);
-        use->set(b.clone(*fill, mapping)->getResult(0));
+        use->set(b.clone(*start, mapping)->getResult(0));
       }
     }
   }

@@ -55,3 +55,43 @@ func.func @fill_of_reshape(%a: tensor<2x2x4xf32>, %b: tensor<2x4x4xf32>) -> (ten
   %m2 = linalg.batch_matmul ins(%m1, %b : tensor<2x2x4xf32>, tensor<2x4x4xf32>) outs(%f : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
   return %m1, %m2 : tensor<2x2x4xf32>, tensor<2x2x4xf32>
 }
+
+// Tests that a bias broadcast two GEMMs start from (layers that share their
+// weights, as ALBERT's, after CSE) is cloned, with its own tensor.empty, for
+// one of them: each GEMM then folds its own into its call's bias instead of
+// a copy of the shared one.
+// CHECK-LABEL: func.func @shared_bias
+// CHECK: %[[B1:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<4xf32>)
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[B2:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<4xf32>) outs(%[[E2]]
+// CHECK: linalg.matmul {{.*}} outs(%[[B2]]
+// CHECK-NEXT: linalg.matmul {{.*}} outs(%[[B1]]
+#bias = affine_map<(i, j) -> (j)>
+#all = affine_map<(i, j) -> (i, j)>
+func.func @shared_bias(%a: tensor<4x4xf32>, %w: tensor<4x4xf32>, %bias: tensor<4xf32>) -> tensor<4x4xf32> {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#bias, #all], iterator_types = ["parallel", "parallel"]} ins(%bias : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %m1 = linalg.matmul ins(%a, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%b : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = linalg.matmul ins(%m1, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%b : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %m2 : tensor<4x4xf32>
+}
+
+// Tests that a broadcast also read as an input is left shared: its value is
+// needed as it is, and a copy for the GEMM is what bufferization makes.
+// CHECK-LABEL: func.func @broadcast_also_read
+// CHECK-COUNT-1: ins(%arg2 : tensor<4xf32>)
+// CHECK-NOT: ins(%arg2 : tensor<4xf32>)
+// CHECK: return
+func.func @broadcast_also_read(%a: tensor<4x4xf32>, %w: tensor<4x4xf32>, %bias: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#bias, #all], iterator_types = ["parallel", "parallel"]} ins(%bias : tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x4xf32>
+  %m1 = linalg.matmul ins(%a, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%b : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = linalg.matmul ins(%b, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%m1 : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %m1, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
+}

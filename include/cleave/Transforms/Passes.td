@@ -558,14 +558,18 @@ def CleaveDropReturnedArguments
 
 def CleaveDuplicateSharedFills
     : Pass<"cleave-duplicate-shared-fills", "mlir::func::FuncOp"> {
-  let summary = "Give each user of a shared linalg.fill or tensor.empty its "
-                "own copy";
+  let summary = "Give each user of a shared linalg.fill, broadcast or "
+                "tensor.empty its own copy";
   let description = [{
     CSE merges identical zero fills, so several GEMMs end up accumulating into
     one filled tensor and bufferization must copy it for each of them. Filling
     is as cheap as copying and needs no second buffer, so this pass clones the
     fill (and its tensor.empty) for every use but the first, and bufferization
-    then writes each GEMM in place. A `tensor.empty` that several ops start
+    then writes each GEMM in place. Likewise a broadcast (a projection's bias,
+    `cleave-bias-into-gemm`) whose every user starts from it: layers that share
+    their weights (ALBERT) share it after CSE, and each GEMM then takes its
+    own as its call's bias instead of a copy of the shared one. A
+    `tensor.empty` that several ops start
     from (directly or through reshapes) is cloned for every use but the
     first too: bufferization would give them one buffer, reused across
     their lifetimes, and a GEMM writing such a shared buffer cannot write
