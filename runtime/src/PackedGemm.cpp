@@ -227,20 +227,18 @@ struct FreeDeleter {
   void operator()(float *p) const { std::free(p); }
 };
 
-/// A weight in panels: panel p's line for step s at data[(p * k + s) * NR].
-struct PackedB {
-  std::unique_ptr<float, FreeDeleter> data;
-};
+/// A weight in panels: panel p's line for step s at [(p * k + s) * NR].
+using PackedB = std::unique_ptr<float, FreeDeleter>;
 
+/// A weight as a GEMM reads it: where, k, n, and its layout (ld, transposed).
 using PackKey = std::tuple<const float *, int64_t, int64_t, int64_t, bool>;
 
 /// `b` (k x n, `layout`) copied into panels of `width` columns.
-std::unique_ptr<float, FreeDeleter> pack(const float *b,
-                                         const MatrixLayout &layout,
-                                         int64_t k, int64_t n, int64_t width) {
+PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
+             int64_t width) {
   int64_t panels = (n + width - 1) / width;
   size_t bytes = static_cast<size_t>(panels * k * width) * sizeof(float);
-  std::unique_ptr<float, FreeDeleter> data(
+  PackedB data(
       static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   if (!data)
     return nullptr;
@@ -280,13 +278,12 @@ const float *packedWeight(const Kernel &kern, const float *b,
   PackKey key{b, k, n, layout.ld, layout.transposed};
   auto it = cache.find(key);
   if (it != cache.end())
-    return it->second.data.get();
-  std::unique_ptr<float, FreeDeleter> data =
-      pack(b, layout, k, n, kern.panelWidth);
+    return it->second.get();
+  PackedB data = pack(b, layout, k, n, kern.panelWidth);
   if (!data)
     return nullptr;
   const float *packed = data.get();
-  cache.emplace(key, PackedB{std::move(data)});
+  cache.emplace(key, std::move(data));
   uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t first = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
   uintptr_t end =
