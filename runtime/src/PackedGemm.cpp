@@ -11,7 +11,8 @@
 // read, whatever A's layout), then every panel is gone over, its slice
 // (32 KiB at NR 32) staying in L1 while the block's row tiles use it and
 // the slice after it is prefetched into L2. The first pass starts from the
-// bias and beta * C, the others from C. Threads take parts of C: column
+// bias and beta * C, the others from C. A weight is packed on its second
+// GEMM (the first goes to OpenBLAS), so a single run pays nothing for it. Threads take parts of C: column
 // panels first, rows when there are more threads than panels.
 //
 //===----------------------------------------------------------------------===//
@@ -265,32 +266,34 @@ PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
   return data;
 }
 
-/// The packed copy of weight `b` for `kern`, made on first use; null when
-/// memory for it cannot be had. The weight's own pages are then given back
-/// (the mapping is of a file, read-only: a later read of them reads the
-/// file again), so the copy does not double the memory weights take.
+/// The packed copy of weight `b` for `kern`, made on the weight's second
+/// GEMM; null on its first (which OpenBLAS does: a program started for one
+/// run, as `cleave-run` does for one input, would pay for packing and not
+/// gain from it), and when memory for it cannot be had. After packing, the
+/// weight's own pages are given back (the mapping is of a file, read-only:
+/// a later read of them reads the file again), so the copy does not double
+/// the memory weights take.
 const float *packedWeight(const Kernel &kern, const float *b,
                           const MatrixLayout &layout, int64_t k, int64_t n,
                           int64_t lastElement) {
   static std::mutex mutex;
+  // Null: seen once, not packed yet.
   static std::map<PackKey, PackedB> cache;
   std::lock_guard<std::mutex> lock(mutex);
   PackKey key{b, k, n, layout.ld, layout.transposed};
-  auto it = cache.find(key);
-  if (it != cache.end())
+  auto [it, first] = cache.try_emplace(key);
+  if (first || it->second)
     return it->second.get();
-  PackedB data = pack(b, layout, k, n, kern.panelWidth);
-  if (!data)
+  it->second = pack(b, layout, k, n, kern.panelWidth);
+  if (!it->second)
     return nullptr;
-  const float *packed = data.get();
-  cache.emplace(key, std::move(data));
   uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t first = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
   uintptr_t end =
       reinterpret_cast<uintptr_t>(b + lastElement + 1) / page * page;
-  if (end > first)
-    madvise(reinterpret_cast<void *>(first), end - first, MADV_DONTNEED);
-  return packed;
+  if (end > begin)
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+  return it->second.get();
 }
 
 struct Problem {

@@ -3,9 +3,9 @@
 // Most of a transformer's GEMM time on the CPU is its projections and MLP:
 // activations times a weight that never changes. OpenBLAS copies B into its
 // panel layout on every call (a fifth of the GPT-2 stack's run time on
-// AVX-512); here a weight is copied into that layout once, on its first
-// GEMM, and every later call runs a register-tiled kernel straight over the
-// panels, reading A in place and adding the bias in the kernel. Operands
+// AVX-512); here a weight is copied into that layout once, on its second
+// GEMM, and every later call runs a register-tiled kernel over the panels,
+// adding the bias in the kernel. Operands
 // that are not weights (attention's GEMMs) stay on OpenBLAS.
 //
 //===----------------------------------------------------------------------===//
@@ -32,8 +32,9 @@ const char *packedGemmKernel();
 
 /// One row-major float32 GEMM: C (m x n, rows `ldc` apart) = A * B + bias
 /// (over C's columns, when not null) + beta * C (not read when beta is 0),
-/// done with B packed when B lies in the weight memory and this CPU has a
-/// packed kernel. Returns false, having done nothing, otherwise.
+/// done with B packed when B lies in the weight memory, this CPU has a
+/// packed kernel and B was seen before (a weight is packed on its second
+/// GEMM). Returns false, having done nothing, otherwise.
 bool packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
                  const MatrixLayout &layoutA, const float *b,
                  const MatrixLayout &layoutB, float *c, int64_t ldc,

@@ -6,7 +6,8 @@
 // blocks of rows, sums longer and shorter than one pass, A and B stored
 // transposed, rows of C wider than the GEMM (their other columns must stay
 // untouched), a bias, beta, one and two threads (columns or rows split), a
-// second call on the cached panels, and a B outside the weights (refused).
+// weight's first GEMM (refused: OpenBLAS does it), its second (packs it) and
+// third (on the cached panels), and a B outside the weights (refused).
 // Every element is held to the float32 rounding bound of its sum, computed in
 // float64. Prints the kernel and one line per case; exits non-zero on a
 // mismatch.
@@ -162,9 +163,17 @@ int main() {
     int64_t lda = (c.transA ? c.m : c.k) + c.padA;
     std::vector<float> out = randoms(c.m * (c.n + c.padC));
     std::vector<float> bias = randoms(c.n);
-    bool passed = check(c, weights + offsets[i],
-                        randoms((c.transA ? c.k : c.m) * lda), out, bias);
-    // Again on the panels packed by the first call, with another A.
+    // A weight's first GEMM is left to OpenBLAS; the second packs it.
+    std::vector<float> a = randoms((c.transA ? c.k : c.m) * lda);
+    bool passed = !packedSgemm(
+        c.m, c.n, c.k, a.data(), MatrixLayout{c.transA, lda},
+        weights + offsets[i],
+        MatrixLayout{c.transB, (c.transB ? c.k : c.n) + c.padB}, out.data(),
+        c.n + c.padC, c.beta, nullptr);
+    if (!passed)
+      std::printf("%s: packed on its first GEMM\n", c.name);
+    passed = passed && check(c, weights + offsets[i], a, out, bias);
+    // Again on the panels packed by the second call, with another A.
     passed = passed && check(c, weights + offsets[i],
                              randoms((c.transA ? c.k : c.m) * lda), out, bias);
     std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
