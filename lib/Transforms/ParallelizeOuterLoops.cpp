@@ -20,9 +20,26 @@ namespace {
 
 /// Iterations the parallel part should have at least, to feed the threads.
 constexpr int64_t kMinParallelIterations = 8;
-/// Loops with fewer iterations in all stay sequential: waking the threads
-/// costs more than the loop.
+/// Loops with fewer iterations in all (the sequential loops inside
+/// counted) stay sequential: waking the threads costs more than the loop.
 constexpr int64_t kMinParallelWork = 1 << 15;
+
+/// Iterations of the loops `block` runs each time it runs: the sequential
+/// loops the lowering left inside (a reduction's, which
+/// convert-linalg-to-parallel-loops keeps sequential), nested ones
+/// multiplied, one after another added; at least 1.
+int64_t innerIterations(Block &block) {
+  int64_t total = 0;
+  for (Operation &op : block) {
+    auto loop = dyn_cast<scf::ForOp>(op);
+    if (!loop)
+      continue;
+    std::optional<llvm::APInt> trips = loop.getStaticTripCount();
+    total += (trips ? trips->getSExtValue() : 1) *
+             innerIterations(*loop.getBody());
+  }
+  return std::max<int64_t>(total, 1);
+}
 
 struct ParallelizeOuterLoopsPass
     : cleave::impl::CleaveParallelizeOuterLoopsBase<ParallelizeOuterLoopsPass> {
@@ -47,7 +64,9 @@ struct ParallelizeOuterLoopsPass
         return;
       tripCounts.push_back((*ub - *lb + *step - 1) / *step);
     }
-    int64_t work = 1;
+    // A row reduction's parallel loop has as many iterations as rows; its
+    // work is the rows times the sequential loop inside.
+    int64_t work = innerIterations(*op.getBody());
     for (int64_t n : tripCounts)
       work *= n;
     unsigned keep = 0;

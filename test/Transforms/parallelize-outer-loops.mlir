@@ -34,3 +34,45 @@ func.func @small(%m: memref<16x64xf32>) {
   }
   return
 }
+
+// A row reduction: 128 rows in parallel, each a sequential loop over 768
+// points (as convert-linalg-to-parallel-loops lowers layer norm's mean).
+// Its work is 128 x 768, not 128: the rows stay parallel.
+// CHECK-LABEL: func.func @row_reduction
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%c0, %c0) to (%c1, %c128)
+// CHECK-NEXT: scf.for %{{.*}} = %c0 to %c768
+func.func @row_reduction(%x: memref<1x128x768xf32>, %sum: memref<1x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c768 = arith.constant 768 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c1, %c128) step (%c1, %c1) {
+    scf.for %k = %c0 to %c768 step %c1 {
+      %a = memref.load %x[%i, %j, %k] : memref<1x128x768xf32>
+      %s = memref.load %sum[%i, %j] : memref<1x128xf32>
+      %t = arith.addf %a, %s : f32
+      memref.store %t, %sum[%i, %j] : memref<1x128xf32>
+    }
+  }
+  return
+}
+
+// The same rows over 16 points each: 2048 in all, sequential.
+// CHECK-LABEL: func.func @short_rows
+// CHECK-NOT: scf.parallel
+// CHECK: return
+func.func @short_rows(%x: memref<1x128x16xf32>, %sum: memref<1x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c16 = arith.constant 16 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c1, %c128) step (%c1, %c1) {
+    scf.for %k = %c0 to %c16 step %c1 {
+      %a = memref.load %x[%i, %j, %k] : memref<1x128x16xf32>
+      %s = memref.load %sum[%i, %j] : memref<1x128xf32>
+      %t = arith.addf %a, %s : f32
+      memref.store %t, %sum[%i, %j] : memref<1x128xf32>
+    }
+  }
+  return
+}

@@ -671,7 +671,8 @@ def CleaveParallelizeOuterLoops
     leading dims needed for at least 8 iterations and turns the rest into
     nested scf.for loops, so threads split the outer work and each thread's
     inner loop stays vectorizable. Loops with fewer than 32768 iterations in
-    all become sequential: waking the threads would cost more.
+    all, counting the sequential loops inside (a row reduction's), become
+    sequential: waking the threads would cost more.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
