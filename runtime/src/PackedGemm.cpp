@@ -1,19 +1,19 @@
 //===- PackedGemm.cpp - GEMMs whose B is a weight, packed once ------------===//
 //
 // The layout: B's columns in panels of NR (32 floats with AVX-512, 24 with
-// AVX2, zero-padded past the last column), each panel K rows of NR
-// contiguous floats, so a tile reads one aligned line of its panel per step
-// of the sum. A tile is MR rows by NR columns of C held in registers
-// (12 x 2 zmm, 4 x 3 ymm), each step broadcasting one element of A per row
-// and adding it times the panel's line. The sum runs in passes of kDepth
-// steps over blocks of kRowBlock rows: for each, A's slice is copied tile
-// by tile (MR elements a step, contiguous: one stream for the tile to
-// read, whatever A's layout), then every panel is gone over, its slice
-// (32 KiB at NR 32) staying in L1 while the block's row tiles use it and
-// the slice after it is prefetched into L2. The first pass starts from the
-// bias and beta * C, the others from C. A weight is packed on its second
-// GEMM (the first goes to OpenBLAS), so a single run pays nothing for it. Threads take parts of C: column
-// panels first, rows when there are more threads than panels.
+// AVX2, zero-padded past the last column), each panel K rows of NR contiguous
+// floats, so a tile reads one aligned line of its panel per step of the sum. A
+// tile is MR rows by NR columns of C held in registers (12 x 2 zmm, 4 x 3 ymm),
+// each step broadcasting one element of A per row and adding it times the
+// panel's line. The sum runs in passes of kDepth steps over blocks of rows: for
+// each, A's slice is copied tile by tile (MR elements a step, contiguous: one
+// stream for the tile to read, whatever A's layout), then every panel is gone
+// over, its slice (32 KiB at NR 32) staying in L1 while the block's row tiles
+// use it and the slice after it is prefetched into L2. The first pass starts
+// from the bias and beta * C, the others from C. A weight is packed on its
+// second GEMM (the first goes to OpenBLAS), so a single run pays nothing for
+// it. Threads take parts of C: column panels first, rows when there are more
+// threads than panels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,9 +40,11 @@ namespace {
 
 /// Steps of the sum per pass over a panel.
 constexpr int64_t kDepth = 256;
-/// Rows of C computed together, pass by pass: A's copied slice for a pass
-/// (120 x kDepth) stays in L2. 120 rows are whole tiles of either kernel.
-constexpr int64_t kRowBlock = 120;
+/// Most rows of C computed together, pass by pass: A's copied slice for a
+/// pass (480 x kDepth, 480 KiB) stays in L2. Rows are cut into blocks of
+/// equal size, in whole tiles: a short last block would stream every panel
+/// again for a few rows (128 rows in blocks of 120 and 8 did).
+constexpr int64_t kRowBlock = 480;
 /// Weights of at least this many bytes are packed by all threads.
 constexpr size_t kParallelPacking = 1 << 20;
 /// Below this many multiply-adds a GEMM runs on one thread.
@@ -356,10 +358,10 @@ void panelPass(const Kernel &kern, const Problem &pb, int64_t p, int64_t s0,
   }
 }
 
-/// Rows [row0, row1) of C by panels [p0, p1), in blocks of kRowBlock rows,
-/// each block pass by pass, each pass over every panel (see the top of the
-/// file). A last panel narrower than the kernel's width is computed in a
-/// scratch tile and its columns copied out.
+/// Rows [row0, row1) of C by panels [p0, p1), in equal blocks of at most
+/// kRowBlock rows, each block pass by pass, each pass over every panel (see
+/// the top of the file). A last panel narrower than the kernel's width is
+/// computed in a scratch tile and its columns copied out.
 void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
           int64_t row0, int64_t row1) {
   const int64_t width = kern.panelWidth;
@@ -376,11 +378,14 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
             (pb.beta != 0.0f ? pb.beta * cij : 0.0f);
       }
   }
-  std::vector<float> copiedA(std::min(kRowBlock, row1 - row0) *
+  const int64_t blocks = (row1 - row0 + kRowBlock - 1) / kRowBlock;
+  const int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
+  const int64_t blockRows = (tiles + blocks - 1) / blocks * kern.tileRows;
+  std::vector<float> copiedA(std::min(blockRows, row1 - row0) *
                              std::min(kDepth, pb.k));
   auto depthAt = [&](int64_t s0) { return std::min(kDepth, pb.k - s0); };
-  for (int64_t r0 = row0; r0 < row1; r0 += kRowBlock) {
-    int64_t r1 = std::min(row1, r0 + kRowBlock);
+  for (int64_t r0 = row0; r0 < row1; r0 += blockRows) {
+    int64_t r1 = std::min(row1, r0 + blockRows);
     for (int64_t s0 = 0; s0 < pb.k; s0 += kDepth) {
       int64_t depth = depthAt(s0);
       copyA(kern, pb, r0, r1, s0, depth, copiedA.data());

@@ -141,7 +141,7 @@ int main() {
        0, 0, true, 0.0f, 2},
       {"B transposed, long sum 29x70x1100", 29, 70, 1100, false, true, 0, 4, 0,
        true, 0.0f, 2},
-      {"row blocks 250x70x300, A transposed, bias, beta 0.5", 250, 70, 300,
+      {"row blocks 1000x70x300, A transposed, bias, beta 0.5", 1000, 70, 300,
        true, false, 1, 0, 3, true, 0.5f, 1},
   };
   // Every case's B, one after another in one mapped file.
