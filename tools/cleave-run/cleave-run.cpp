@@ -59,7 +59,11 @@ OpenBLAS chooses its GEMM kernels for the CPU when it loads; one that does
 not know the CPU (Debian's 0.3.21 on Emerald Rapids) falls back to its
 Prescott (SSE3) kernels, about 3x slower here. When OPENBLAS_CORETYPE is
 unset and OpenBLAS reports Prescott on a CPU with AVX-512 or AVX2,
-cleave-run sets it to SkylakeX or Haswell for the program.
+cleave-run sets it to SkylakeX or Haswell for the program. On a CPU with
+AVX-512, GEMMs by a weight run on Cleave's own kernel instead, the weight
+packed on its second use (so from a program's second run, or its second
+microbatch); CLEAVE_PACKED_GEMM=0 sends them to OpenBLAS too,
+CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel. --bench names both.
 )";
 
 /// The OpenBLAS kernels to ask for when the OpenBLAS the program will load
