@@ -312,12 +312,31 @@ struct Problem {
 /// Rows [row0, row1) of A, steps [s0, s0 + depth), copied tile by tile
 /// into `out`: a tile of R rows starting at row i holds, from (i - row0) *
 /// depth, its R elements of each step in turn.
+/// One whole tile of `Rows` rows of a row-major A (rows `lda` apart), steps
+/// [0, depth) from `a`, into `tile`: the row count known, the copy unrolls.
+template <int Rows>
+void copyRowMajorTile(const float *a, int64_t lda, int64_t depth,
+                      float *tile) {
+  for (int64_t s = 0; s < depth; ++s)
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r)
+      tile[s * Rows + r] = a[r * lda + s];
+}
+
 void copyA(const Kernel &kern, const Problem &pb, int64_t row0, int64_t row1,
            int64_t s0, int64_t depth, float *out) {
   const int64_t lda = pb.layoutA.ld;
   for (int64_t i = row0; i < row1; i += kern.tileRows) {
     int64_t rows = std::min(kern.tileRows, row1 - i);
     float *tile = out + (i - row0) * depth;
+    if (!pb.layoutA.transposed && rows == 12) {
+      copyRowMajorTile<12>(pb.a + i * lda + s0, lda, depth, tile);
+      continue;
+    }
+    if (!pb.layoutA.transposed && rows == 4) {
+      copyRowMajorTile<4>(pb.a + i * lda + s0, lda, depth, tile);
+      continue;
+    }
     if (pb.layoutA.transposed) {
       for (int64_t s = 0; s < depth; ++s)
         for (int64_t r = 0; r < rows; ++r)
