@@ -512,6 +512,20 @@ Value indexInto(OpBuilder &b, Location loc, Value index, int64_t size) {
   return arith::SelectOp::create(b, loc, negative, wrapped, i);
 }
 
+/// The position a gather along `axis` reads in its source of `rank`
+/// dimensions: the index read (`index`, into a dimension of `size`) along
+/// the axis, the generic's loop `loopOf(d)` along every other dimension d.
+SmallVector<Value> positionAlongAxis(OpBuilder &b, Location loc, int64_t rank,
+                                     int64_t axis, Value index, int64_t size,
+                                     function_ref<int64_t(int64_t)> loopOf) {
+  SmallVector<Value> at;
+  for (int64_t d = 0; d < rank; ++d)
+    at.push_back(d == axis ? indexInto(b, loc, index, size)
+                           : linalg::IndexOp::create(b, loc, loopOf(d))
+                                 .getResult());
+  return at;
+}
+
 /// The constant index values of operand `i`, negative ones counted from the
 /// end of the dimension each indexes (`sizeOf(position)`); fails naming the
 /// first out of range.
@@ -597,18 +611,12 @@ LogicalResult lowerGather(NodeContext &ctx) {
     indexExprs.push_back(b.getAffineDimExpr(*axis + d));
   AffineMap indexMap =
       AffineMap::get(shape.size(), 0, indexExprs, b.getContext());
+  // Loops: the data's dimensions before the axis, the indices', the rest.
+  auto loopOf = [&](int64_t d) { return d < *axis ? d : d + indexRank - 1; };
   ctx.setOutput(0, gatherGeneric(b, loc, source, ctx.input(1), indexMap, shape,
                                  [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                   SmallVector<Value> at;
-                                   for (int64_t d = 0; d < rank; ++d)
-                                     at.push_back(
-                                         d == *axis
-                                             ? indexInto(nb, nl, args[0], dim)
-                                             : linalg::IndexOp::create(
-                                                   nb, nl,
-                                                   d < *axis ? d : d + indexRank - 1)
-                                                   .getResult());
-                                   return at;
+                                   return positionAlongAxis(nb, nl, rank, *axis,
+                                                            args[0], dim, loopOf);
                                  }));
   return success();
 }
@@ -657,13 +665,9 @@ LogicalResult lowerGatherElements(NodeContext &ctx) {
       0, gatherGeneric(b, ctx.loc(), ctx.input(0), ctx.input(1),
                        b.getMultiDimIdentityMap(rank), shape,
                        [&](OpBuilder &nb, Location nl, ValueRange args) {
-                         SmallVector<Value> at;
-                         for (int64_t d = 0; d < rank; ++d)
-                           at.push_back(
-                               d == *axis ? indexInto(nb, nl, args[0], dim)
-                                          : linalg::IndexOp::create(nb, nl, d)
-                                                .getResult());
-                         return at;
+                         return positionAlongAxis(nb, nl, rank, *axis, args[0],
+                                                  dim,
+                                                  [](int64_t d) { return d; });
                        }));
   return success();
 }
