@@ -40,6 +40,15 @@ struct Case {
   bool bias;
   float beta;
   int threads;
+
+  /// Elements between the lines of each operand, and lines of A and B.
+  int64_t lda() const { return (transA ? m : k) + padA; }
+  int64_t ldb() const { return (transB ? k : n) + padB; }
+  int64_t ldc() const { return n + padC; }
+  int64_t linesA() const { return transA ? k : m; }
+  int64_t linesB() const { return transB ? n : k; }
+  MatrixLayout layoutA() const { return MatrixLayout{transA, lda()}; }
+  MatrixLayout layoutB() const { return MatrixLayout{transB, ldb()}; }
 };
 
 std::mt19937 rng(7);
@@ -76,13 +85,11 @@ const float *mappedWeights(const std::vector<float> &values) {
 /// mismatch, printed.
 bool check(const Case &c, const float *b, const std::vector<float> &a,
            std::vector<float> &out, const std::vector<float> &bias) {
-  int64_t lda = (c.transA ? c.m : c.k) + c.padA;
-  int64_t ldb = (c.transB ? c.k : c.n) + c.padB;
-  int64_t ldc = c.n + c.padC;
+  int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
   std::vector<float> before = out;
   omp_set_num_threads(c.threads);
-  if (!packedSgemm(c.m, c.n, c.k, a.data(), MatrixLayout{c.transA, lda}, b,
-                   MatrixLayout{c.transB, ldb}, out.data(), ldc, c.beta,
+  if (!packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b, c.layoutB(),
+                   out.data(), ldc, c.beta,
                    c.bias ? bias.data() : nullptr)) {
     std::printf("%s: refused a B in the weights\n", c.name);
     return false;
@@ -148,10 +155,8 @@ int main() {
   std::vector<size_t> offsets;
   std::vector<float> all;
   for (const Case &c : cases) {
-    int64_t ldb = (c.transB ? c.k : c.n) + c.padB;
-    int64_t lines = c.transB ? c.n : c.k;
     offsets.push_back(all.size());
-    std::vector<float> b = randoms(lines * ldb);
+    std::vector<float> b = randoms(c.linesB() * c.ldb());
     all.insert(all.end(), b.begin(), b.end());
   }
   const float *weights = mappedWeights(all);
@@ -160,22 +165,19 @@ int main() {
   bool ok = true;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     const Case &c = cases[i];
-    int64_t lda = (c.transA ? c.m : c.k) + c.padA;
-    std::vector<float> out = randoms(c.m * (c.n + c.padC));
+    const float *b = weights + offsets[i];
+    std::vector<float> out = randoms(c.m * c.ldc());
     std::vector<float> bias = randoms(c.n);
     // A weight's first GEMM is left to OpenBLAS; the second packs it.
-    std::vector<float> a = randoms((c.transA ? c.k : c.m) * lda);
-    bool passed = !packedSgemm(
-        c.m, c.n, c.k, a.data(), MatrixLayout{c.transA, lda},
-        weights + offsets[i],
-        MatrixLayout{c.transB, (c.transB ? c.k : c.n) + c.padB}, out.data(),
-        c.n + c.padC, c.beta, nullptr);
+    std::vector<float> a = randoms(c.linesA() * c.lda());
+    bool passed = !packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b,
+                               c.layoutB(), out.data(), c.ldc(), c.beta,
+                               nullptr);
     if (!passed)
       std::printf("%s: packed on its first GEMM\n", c.name);
-    passed = passed && check(c, weights + offsets[i], a, out, bias);
+    passed = passed && check(c, b, a, out, bias);
     // Again on the panels packed by the second call, with another A.
-    passed = passed && check(c, weights + offsets[i],
-                             randoms((c.transA ? c.k : c.m) * lda), out, bias);
+    passed = passed && check(c, b, randoms(c.linesA() * c.lda()), out, bias);
     std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
     ok &= passed;
   }
