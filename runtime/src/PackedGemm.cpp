@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -271,31 +272,44 @@ PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
 /// The packed copy of weight `b` for `kern`, made on the weight's second
 /// GEMM; null on its first (which OpenBLAS does: a program started for one
 /// run, as `cleave-run` does for one input, would pay for packing and not
-/// gain from it), and when memory for it cannot be had. After packing, the
+/// gain from it), and, said once, when memory for it cannot be had (the
+/// weight then stays on OpenBLAS, not asked for again). After packing, the
 /// weight's own pages are given back (the mapping is of a file, read-only:
 /// a later read of them reads the file again), so the copy does not double
 /// the memory weights take.
 const float *packedWeight(const Kernel &kern, const float *b,
                           const MatrixLayout &layout, int64_t k, int64_t n,
                           int64_t lastElement) {
+  struct Entry {
+    int uses = 0;
+    PackedB data;
+  };
   static std::mutex mutex;
-  // Null: seen once, not packed yet.
-  static std::map<PackKey, PackedB> cache;
+  static std::map<PackKey, Entry> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  PackKey key{b, k, n, layout.ld, layout.transposed};
-  auto [it, first] = cache.try_emplace(key);
-  if (first || it->second)
-    return it->second.get();
-  it->second = pack(b, layout, k, n, kern.panelWidth);
-  if (!it->second)
+  Entry &entry = cache[PackKey{b, k, n, layout.ld, layout.transposed}];
+  if (entry.uses == 2)
+    return entry.data.get();
+  if (++entry.uses == 1)
     return nullptr;
+  entry.data = pack(b, layout, k, n, kern.panelWidth);
+  if (!entry.data) {
+    static bool said = false;
+    if (!std::exchange(said, true))
+      std::fprintf(stderr,
+                   "cleave-run: warning: no memory to pack a %lld x %lld "
+                   "weight for the CPU GEMM kernel; such weights stay on "
+                   "OpenBLAS\n",
+                   (long long)k, (long long)n);
+    return nullptr;
+  }
   uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
   uintptr_t end =
       reinterpret_cast<uintptr_t>(b + lastElement + 1) / page * page;
   if (end > begin)
     madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
-  return it->second.get();
+  return entry.data.get();
 }
 
 struct Problem {
