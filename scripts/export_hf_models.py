@@ -12,8 +12,10 @@ Falcon (multi-query attention fused into one projection, K and V picked out
 with GatherND), Phi-3 (Q, K and V fused into one projection of unequal
 parts: 4 query heads, 2 key/value heads), BERT (with attention_mask and
 token_type_ids inputs), RoBERTa (positions counted past padding tokens with
-CumSum), ViT (a Conv cuts 32 x 32 images into 8 x 8 patches) and CLIP's text
-encoder (pooled at the token ArgMax finds), each 2 layers of width 64, built
+CumSum), ViT (a Conv cuts 32 x 32 images into 8 x 8 patches), CLIP's text
+encoder (pooled at the token ArgMax finds) and GPT-NeoX (rotary embedding of
+a quarter of each head, concatenated with the three quarters passed
+through), each 2 layers of width 64, built
 from a config with random weights (no download), and exported by PyTorch's
 current exporter (torch.onnx.export with dynamo=True, opset 18) on static
 shapes, batch 2 x 16 tokens. Attention is PyTorch's
@@ -47,7 +49,7 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("bert", 18, ""), ("roberta", 18, ""), ("llama", 23, "-attention"),
            ("qwen3", 18, ""), ("phi", 18, ""), ("gemma", 18, ""),
            ("gptj", 18, ""), ("falcon", 18, ""), ("vit", 18, ""),
-           ("clip", 18, ""), ("phi3", 18, ""))
+           ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""))
 
 
 def build(name, transformers, torch):
@@ -126,6 +128,11 @@ def build(name, transformers, torch):
         config = transformers.Phi3Config(**SIZES, num_key_value_heads=2,
                                          pad_token_id=0)
         return transformers.Phi3ForCausalLM(config), (ids,), ["input_ids"]
+    if name == "gpt-neox":
+        # Rotary embedding of a quarter of each head (rotary_pct): the
+        # rotated part and the part passed through are of unequal sizes.
+        config = transformers.GPTNeoXConfig(**SIZES, rotary_pct=0.25)
+        return transformers.GPTNeoXForCausalLM(config), (ids,), ["input_ids"]
     raise ValueError(name)
 
 

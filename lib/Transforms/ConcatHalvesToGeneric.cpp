@@ -9,7 +9,8 @@
 // embedding's cat(freqs, freqs)) likewise becomes a broadcast over a new
 // (copies) dimension, and any other concatenation of parts of one size
 // (partial rotary embedding's rotated and passed parts) one generic that
-// selects by part: one generic where it was a copy per operand.
+// selects by part: one generic where it was a copy per operand. Parts of
+// different sizes are sliced into pieces of one size first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <numeric>
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVECONCATHALVESTOGENERIC
@@ -161,6 +164,52 @@ struct ConcatHalvesToGenericPass
     concat.erase();
   }
 
+  /// A concatenation of parts of different sizes (partial rotary
+  /// embedding, as GPT-NeoX writes it: a quarter of each head rotated, three
+  /// quarters passed through) as one of pieces of one size, their greatest
+  /// common divisor, each larger part sliced into pieces: rewriteParts then
+  /// makes it one generic whose indexing maps are all projections, so
+  /// that the rotation, seen through its own (2, half) view, still fuses
+  /// in. Not where that makes more than kMaxPieces pieces: each output
+  /// element reads every operand.
+  std::optional<tensor::ConcatOp> equalPieces(tensor::ConcatOp concat) {
+    constexpr int64_t kMaxPieces = 8;
+    int64_t dim = concat.getDim();
+    int64_t piece = 0;
+    for (Value input : concat.getInputs())
+      piece = std::gcd(
+          piece, cast<RankedTensorType>(input.getType()).getDimSize(dim));
+    if (piece == 0 ||
+        concat.getResultType().getDimSize(dim) / piece > kMaxPieces)
+      return std::nullopt;
+    OpBuilder b(concat);
+    Location loc = concat.getLoc();
+    SmallVector<Value> pieces;
+    for (Value input : concat.getInputs()) {
+      auto type = cast<RankedTensorType>(input.getType());
+      if (type.getDimSize(dim) == piece) {
+        pieces.push_back(input);
+        continue;
+      }
+      SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+      SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+      SmallVector<OpFoldResult> sizes;
+      for (int64_t s : type.getShape())
+        sizes.push_back(b.getIndexAttr(s));
+      sizes[dim] = b.getIndexAttr(piece);
+      for (int64_t at = 0; at < type.getDimSize(dim); at += piece) {
+        offsets[dim] = b.getIndexAttr(at);
+        pieces.push_back(tensor::ExtractSliceOp::create(b, loc, input, offsets,
+                                                        sizes, strides));
+      }
+    }
+    auto equal = tensor::ConcatOp::create(b, loc, concat.getResultType(), dim,
+                                          pieces);
+    concat.replaceAllUsesWith(equal.getResult());
+    concat.erase();
+    return equal;
+  }
+
   void rewrite(tensor::ConcatOp concat) {
     if (!concat.getResultType().hasStaticShape())
       return;
@@ -173,8 +222,11 @@ struct ConcatHalvesToGenericPass
         inputs.size() >= 2 && llvm::all_of(inputs, [&](Value v) {
           return sizeAlong(v) == sizeAlong(inputs[0]);
         });
-    if (!equalParts)
+    if (!equalParts) {
+      if (std::optional<tensor::ConcatOp> pieces = equalPieces(concat))
+        rewriteParts(*pieces);
       return;
+    }
     std::optional<Half> lo = matchHalf(inputs[0], dim);
     std::optional<Half> hi =
         inputs.size() == 2 ? matchHalf(inputs[1], dim) : std::nullopt;

@@ -6,7 +6,10 @@
 // GEMM reads the copy's input in place through its indexing map. Such a
 // copy is kept for the GEMM: nothing that computes is fused into it. Across
 // a reshape between two generics (rotary embedding's rotate-half), one of
-// the two is expanded through the reshape first, so that they fuse.
+// the two is expanded through the reshape first, or a unit dimension the
+// reshape drops is dropped from the producer, so that they fuse. Last, each
+// reduction moves down to its first reader, beside which
+// cleave-map-rows-to-gpu can take both into one kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 #include "Gemms.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cleave {
@@ -80,6 +84,37 @@ bool splitsOnlyBatchLoops(OpOperand *fused, tensor::CollapseShapeOp collapse) {
   return true;
 }
 
+/// Moves each reduction (and the fill that starts it, when nothing else
+/// reads the fill) down to just before the first op that reads it. Fusion
+/// leaves a fused generic where its consumer was, so a per-head norm's
+/// statistics of Q and of K both come before Q's normalisation: after the
+/// move each reduction is next to what reads it, and cleave-map-rows-to-gpu,
+/// which joins neighbours only, makes each pair one kernel.
+void sinkReductions(func::FuncOp func) {
+  SmallVector<linalg::GenericOp> reductions;
+  func.walk([&](linalg::GenericOp op) {
+    if (!allParallel(op) && op.hasPureTensorSemantics())
+      reductions.push_back(op);
+  });
+  for (linalg::GenericOp op : reductions) {
+    Operation *first = nullptr;
+    bool inBlock = true;
+    for (Operation *user : op->getUsers()) {
+      Operation *here = op->getBlock()->findAncestorOpInBlock(*user);
+      inBlock &= here != nullptr;
+      if (here && (!first || here->isBeforeInBlock(first)))
+        first = here;
+    }
+    if (!inBlock || !first || first == op->getNextNode())
+      continue;
+    op->moveBefore(first);
+    for (Value init : op.getDpsInits())
+      if (Operation *fill = init.getDefiningOp<linalg::FillOp>())
+        if (fill->hasOneUse() && fill->getBlock() == op->getBlock())
+          fill->moveBefore(op);
+  }
+}
+
 struct FuseElementwisePass
     : cleave::impl::CleaveFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -118,8 +153,19 @@ struct FuseElementwisePass
         if (!producer || !allParallel(producer) ||
             !onlyUsedBy(producer, expand) || expand->use_empty())
           return false;
+        // The generic reading the expansion, possibly past a collapse_shape
+        // on other dimensions that only it feeds (see the bubbling below).
         Operation *reader = *expand->getUsers().begin();
-        return isa<linalg::GenericOp>(reader) && onlyUsedBy(expand, reader) &&
+        if (!onlyUsedBy(expand, reader))
+          return false;
+        if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reader)) {
+          if (collapse->use_empty())
+            return false;
+          reader = *collapse->getUsers().begin();
+          if (!onlyUsedBy(collapse, reader))
+            return false;
+        }
+        return isa<linalg::GenericOp>(reader) &&
                (!cleave::isGemm(reader) || isCopy(producer)) &&
                !computesIntoGemmCopy(producer, reader);
       }
@@ -133,13 +179,43 @@ struct FuseElementwisePass
               (isCopy(producer) && splitsOnlyBatchLoops(fused, collapse))) &&
              !computesIntoGemmCopy(producer, owner);
     };
+    // Qwen3's per-head norm writes (s, h, 1, d), which rotary embedding
+    // reads as (s, h, 2, d / 2): a collapse that drops the unit dimension,
+    // then an expand that splits d. The expand is moved above the collapse
+    // (tensor's bubble-up patterns), the norm expanded through it, and the
+    // unit dimension the collapse drops is then dropped from the norm's
+    // loops (the rotation cannot be expanded through the collapse instead:
+    // its indexing maps are not all permutations, rotate-half reads the
+    // other half). Only unit dimensions, and not for a GEMM or a copy,
+    // which fold through reshapes their own way.
+    linalg::ControlFusionFn collapseProducer = [](OpOperand *fused) {
+      auto collapse = dyn_cast<tensor::CollapseShapeOp>(fused->getOwner());
+      if (!collapse || collapse->use_empty())
+        return false;
+      auto producer = collapse.getSrc().getDefiningOp<linalg::GenericOp>();
+      Operation *reader = *collapse->getUsers().begin();
+      ArrayRef<int64_t> shape = collapse.getSrcType().getShape();
+      bool dropsUnitDims = llvm::all_of(
+          collapse.getReassociationIndices(), [&](ReassociationIndicesRef g) {
+            return llvm::count_if(
+                       g, [&](int64_t d) { return shape[d] != 1; }) <= 1;
+          });
+      return producer && allParallel(producer) && dropsUnitDims &&
+             onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, reader) &&
+             isa<linalg::GenericOp>(reader) && !cleave::isGemm(reader) &&
+             !isCopy(reader);
+    };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
+    linalg::populateFoldReshapeOpsByCollapsingPatterns(patterns,
+                                                       collapseProducer);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, expandThrough);
+    tensor::populateBubbleUpExpandShapePatterns(patterns);
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    sinkReductions(getOperation());
   }
 };
 } // namespace

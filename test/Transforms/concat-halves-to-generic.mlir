@@ -34,8 +34,11 @@ func.func @rotate_half(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 // Tests that halves of two different tensors (partial rotary embedding's
 // rotated part and the part it passes through), or three parts of one size,
 // become one generic over the (parts, size) view that reads each operand
-// without the part index and selects by it; parts of different sizes stay a
-// concatenation.
+// without the part index and selects by it. Parts of different sizes (a
+// quarter of each head rotated, GPT-NeoX's partial rotary embedding) are
+// first cut into pieces of their greatest common divisor: 4 and 8 as three
+// pieces of 4, the 8 sliced in two. Past 8 pieces (1 and 12 would make 13)
+// they stay a concatenation: every output element reads every piece.
 // CHECK-DAG: #[[P:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG: #[[PID:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @parts
@@ -52,9 +55,16 @@ func.func @rotate_half(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3x4xf32>)
 // CHECK: arith.select
 // CHECK: arith.select
-// CHECK: tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x4xf32>, tensor<4x8xf32>)
-// CHECK: return %[[R]]
-func.func @parts(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x12xf32>) -> (tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>) {
+// CHECK: %[[F0:.*]] = tensor.extract_slice %{{.*}}[0, 0] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+// CHECK: %[[F1:.*]] = tensor.extract_slice %{{.*}}[0, 4] [4, 4] [1, 1] : tensor<4x8xf32> to tensor<4x4xf32>
+// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[F0]], %[[F1]] : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) outs(%{{.*}} : tensor<4x3x4xf32>)
+// CHECK: %[[TPART:.*]] = linalg.index 1
+// CHECK-DAG: arith.cmpi eq, %[[TPART]], %c1
+// CHECK-DAG: arith.cmpi eq, %[[TPART]], %c0
+// CHECK: %[[TR:.*]] = tensor.collapse_shape %[[T]]
+// CHECK: %[[U:.*]] = tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<4x1xf32>, tensor<4x12xf32>)
+// CHECK: return %[[R]], %{{.*}}, %[[TR]], %[[U]]
+func.func @parts(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x12xf32>) -> (tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>, tensor<4x13xf32>) {
   %a = tensor.extract_slice %x[0, 8] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
   %b = tensor.extract_slice %y[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
   %r = tensor.concat dim(1) %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
@@ -64,7 +74,9 @@ func.func @parts(%x: tensor<4x16xf32>, %y: tensor<4x16xf32>, %z: tensor<4x12xf32
   %s = tensor.concat dim(1) %c, %d, %e : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x12xf32>
   %f = tensor.extract_slice %z[0, 0] [4, 8] [1, 1] : tensor<4x12xf32> to tensor<4x8xf32>
   %t = tensor.concat dim(1) %c, %f : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x12xf32>
-  return %r, %s, %t : tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>
+  %g = tensor.extract_slice %z[0, 0] [4, 1] [1, 1] : tensor<4x12xf32> to tensor<4x1xf32>
+  %u = tensor.concat dim(1) %g, %z : (tensor<4x1xf32>, tensor<4x12xf32>) -> tensor<4x13xf32>
+  return %r, %s, %t, %u : tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>, tensor<4x13xf32>
 }
 
 // -----

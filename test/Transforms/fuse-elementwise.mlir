@@ -1,6 +1,7 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=ROTARY
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=HEADS
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=NORM
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -257,4 +258,90 @@ func.func @shared_weight_in_place(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: 
       linalg.yield %r : f32
   } -> tensor<4x8xf32>
   return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// Tests Q and K normalized per head and then rotated (Qwen3): each norm
+// writes (s, h, 1, d), a collapse drops the kept unit dimension and rotary
+// embedding reads the result twice, once at the other half, which no
+// expansion of the rotation through the collapse allows (that map is not a
+// permutation). The norm's loops drop the unit dimension instead, and the
+// rotation fuses into it: one generic reads the statistics and negates.
+// Each reduction then moves down to that generic, so that Q's and K's
+// statistics are not both computed before either is used: a reduction next
+// to its reader is what cleave-map-rows-to-gpu makes one kernel.
+// CHECK-LABEL: func.func @head_norm_rotary
+// NORM-LABEL: func.func @head_norm_rotary
+// NORM: %[[QS:.*]] = linalg.generic {{.*}}"reduction"]} ins(%arg0 : tensor<2x4x8xf32>)
+// NORM: } -> tensor<2x4xf32>
+// NORM-NEXT: %[[Q:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[QS]], %{{.*}} : tensor<2x4x2x4xf32>, tensor<2x4xf32>, tensor<2x4x2x4xf32>)
+// NORM: arith.negf
+// NORM: linalg.fill
+// NORM-NEXT: %[[KS:.*]] = linalg.generic {{.*}}"reduction"]} ins(%arg1 : tensor<2x4x8xf32>)
+// NORM: } -> tensor<2x4xf32>
+// NORM-NEXT: %[[K:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KS]], %{{.*}} : tensor<2x4x2x4xf32>, tensor<2x4xf32>, tensor<2x4x2x4xf32>)
+// NORM: arith.negf
+// NORM-NOT: linalg.generic
+// NORM: return %[[Q]], %[[K]]
+#hr3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#hr2 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#n_st = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id4h = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#other4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, -d2 + 1, d3)>
+func.func @head_norm_rotary(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>)
+    -> (tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %se = tensor.empty() : tensor<2x4xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%se : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %qss = linalg.generic {indexing_maps = [#hr3, #hr2], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%q : tensor<2x4x8xf32>) outs(%sf : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %m = arith.mulf %in, %in : f32
+    %a = arith.addf %acc, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4xf32>
+  %kf = linalg.fill ins(%zero : f32) outs(%se : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %kss = linalg.generic {indexing_maps = [#hr3, #hr2], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%k : tensor<2x4x8xf32>) outs(%kf : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %m = arith.mulf %in, %in : f32
+    %a = arith.addf %acc, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4xf32>
+  %ne = tensor.empty() : tensor<2x4x1x8xf32>
+  %qs = tensor.expand_shape %qss [[0], [1, 2]] output_shape [2, 4, 1] : tensor<2x4xf32> into tensor<2x4x1xf32>
+  %ks = tensor.expand_shape %kss [[0], [1, 2]] output_shape [2, 4, 1] : tensor<2x4xf32> into tensor<2x4x1xf32>
+  %qx = tensor.expand_shape %q [[0], [1, 2], [3]] output_shape [2, 4, 1, 8] : tensor<2x4x8xf32> into tensor<2x4x1x8xf32>
+  %kx = tensor.expand_shape %k [[0], [1, 2], [3]] output_shape [2, 4, 1, 8] : tensor<2x4x8xf32> into tensor<2x4x1x8xf32>
+  %qn = linalg.generic {indexing_maps = [#id4h, #n_st, #id4h], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%qx, %qs : tensor<2x4x1x8xf32>, tensor<2x4x1xf32>) outs(%ne : tensor<2x4x1x8xf32>) {
+  ^bb0(%x: f32, %s: f32, %out: f32):
+    %m = arith.mulf %x, %s : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x1x8xf32>
+  %qc = tensor.collapse_shape %qn [[0], [1, 2], [3]] : tensor<2x4x1x8xf32> into tensor<2x4x8xf32>
+  %qv = tensor.expand_shape %qc [[0], [1], [2, 3]] output_shape [2, 4, 2, 4] : tensor<2x4x8xf32> into tensor<2x4x2x4xf32>
+  %re = tensor.empty() : tensor<2x4x2x4xf32>
+  %qr = linalg.generic {indexing_maps = [#id4h, #other4, #id4h], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%qv, %qv : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>) outs(%re : tensor<2x4x2x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %out: f32):
+    %n = arith.negf %y : f32
+    %a = arith.addf %x, %n : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4x2x4xf32>
+  %kn = linalg.generic {indexing_maps = [#id4h, #n_st, #id4h], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%kx, %ks : tensor<2x4x1x8xf32>, tensor<2x4x1xf32>) outs(%ne : tensor<2x4x1x8xf32>) {
+  ^bb0(%x: f32, %s: f32, %out: f32):
+    %m = arith.mulf %x, %s : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x1x8xf32>
+  %kc = tensor.collapse_shape %kn [[0], [1, 2], [3]] : tensor<2x4x1x8xf32> into tensor<2x4x8xf32>
+  %kv = tensor.expand_shape %kc [[0], [1], [2, 3]] output_shape [2, 4, 2, 4] : tensor<2x4x8xf32> into tensor<2x4x2x4xf32>
+  %kr = linalg.generic {indexing_maps = [#id4h, #other4, #id4h], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%kv, %kv : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>) outs(%re : tensor<2x4x2x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %out: f32):
+    %n = arith.negf %y : f32
+    %a = arith.addf %x, %n : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4x2x4xf32>
+  return %qr, %kr : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>
 }

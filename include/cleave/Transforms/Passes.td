@@ -489,7 +489,9 @@ def CleaveConcatHalvesToGeneric
     Phi-1.5 writes it: the rotated half of each head, then the half passed
     through): a generic over the (parts, size) view reading every operand
     without the part index and selecting by it, which the rotation then
-    fuses into.
+    fuses into. Parts of different sizes (GPT-NeoX rotates a quarter of each
+    head) are first sliced into pieces of their greatest common divisor,
+    where that makes at most 8 pieces.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect",
@@ -511,7 +513,13 @@ def CleaveFuseElementwise
     a GEMM, and a GEMM is expanded through a reshape only where the reshape
     splits batch loops, so that it stays one BLAS call. Chains like GELU,
     residual adds and the steps of a softmax or a normalisation collapse
-    into a few generics.
+    into a few generics. A unit dimension that a reshape drops between two
+    generics is dropped from the producer's loops where the reader cannot be
+    expanded instead (Qwen3's per-head norm of Q and K, then rotary
+    embedding: one generic). Last, each reduction moves down to just before
+    its first reader, so that a norm's statistics sit beside the
+    normalisation that reads them (cleave-map-rows-to-gpu joins neighbours
+    only).
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
