@@ -133,7 +133,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            (options.gpuKernelsOnCpu
                 ? "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
                   "cleave-map-to-gpu, canonicalize, cleave-emulate-gpu-kernels), "
-                : "convert-linalg-to-parallel-loops, "
+                : "cleave-reassociate-sums, convert-linalg-to-parallel-loops, "
                   "cleave-parallelize-outer-loops), ") +
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
