@@ -35,7 +35,6 @@ BATCH, SEQ, VOCAB = hf.BATCH, hf.SEQ, hf.VOCAB
 # LLaMA-style set of common arguments.
 S = hf.SIZES
 ARCHITECTURES = {
-    "gpt-neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(S, rotary_pct=0.25)),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(S, num_key_value_heads=2)),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
                dict(S, num_key_value_heads=2, head_dim=16)),

@@ -7,9 +7,10 @@
 // copy is kept for the GEMM: nothing that computes is fused into it. Across
 // a reshape between two generics (rotary embedding's rotate-half), one of
 // the two is expanded through the reshape first, or a unit dimension the
-// reshape drops is dropped from the producer, so that they fuse. Last, each
-// reduction moves down to its first reader, beside which
-// cleave-map-rows-to-gpu can take both into one kernel.
+// reshape drops is dropped from the producer, so that they fuse. A copy
+// read through slices is copied slice by slice, each copy fusing into its
+// reader. Last, each reduction moves down to its first reader, beside
+// which cleave-map-rows-to-gpu can take both into one kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +84,52 @@ bool splitsOnlyBatchLoops(OpOperand *fused, tensor::CollapseShapeOp collapse) {
   }
   return true;
 }
+
+/// A slice of a permuted copy becomes a permuted copy of the matching slice
+/// of the copy's input. A copy read through slices (GPT-NeoX's head split,
+/// which rotary embedding reads as a rotated part and a passed part) has
+/// several readers and cannot fuse into any; a copy of each slice has one,
+/// and fuses into it, so the readers read the projection in place.
+struct SliceBeforeCopy : OpRewritePattern<tensor::ExtractSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto copy = slice.getSource().getDefiningOp<linalg::GenericOp>();
+    if (!copy || !cleave::isPermutedCopy(copy) || !slice.hasUnitStride() ||
+        slice.getResultType().getRank() != slice.getSourceType().getRank())
+      return failure();
+    AffineMap read = copy.getMatchingIndexingMap(copy.getDpsInputOperand(0));
+    AffineMap write = copy.getMatchingIndexingMap(copy.getDpsInitOperand(0));
+    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+    SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+    // Output dimension j is loop write[j], which the input reads at the
+    // dimension k where read[k] is that loop.
+    SmallVector<OpFoldResult> inOffsets(offsets.size()), inSizes(sizes.size());
+    for (unsigned j = 0; j < write.getNumResults(); ++j) {
+      unsigned loop = write.getDimPosition(j);
+      unsigned k = *read.getResultPosition(rewriter.getAffineDimExpr(loop));
+      inOffsets[k] = offsets[j];
+      inSizes[k] = sizes[j];
+    }
+    Location loc = slice.getLoc();
+    SmallVector<OpFoldResult> strides(offsets.size(), rewriter.getIndexAttr(1));
+    Value part = tensor::ExtractSliceOp::create(
+        rewriter, loc, copy.getDpsInputs()[0], inOffsets, inSizes, strides);
+    Value init = tensor::EmptyOp::create(
+        rewriter, loc, slice.getResultType().getShape(),
+        slice.getResultType().getElementType());
+    auto moved = linalg::GenericOp::create(
+        rewriter, loc, slice.getResultType(), ValueRange{part},
+        ValueRange{init}, copy.getIndexingMapsArray(),
+        copy.getIteratorTypesArray(),
+        [](OpBuilder &b, Location l, ValueRange args) {
+          linalg::YieldOp::create(b, l, args[0]);
+        });
+    rewriter.replaceOp(slice, moved->getResults());
+    return success();
+  }
+};
 
 /// Moves each reduction (and the fill that starts it, when nothing else
 /// reads the fill) down to just before the first op that reads it. Fusion
@@ -211,6 +258,7 @@ struct FuseElementwisePass
                                                        collapseProducer);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, expandThrough);
     tensor::populateBubbleUpExpandShapePatterns(patterns);
+    patterns.add<SliceBeforeCopy>(ctx);
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -2,6 +2,7 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=ROTARY
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=HEADS
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=NORM
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-fuse-elementwise))' | FileCheck %s --check-prefix=SLICE
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -344,4 +345,49 @@ func.func @head_norm_rotary(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>)
     linalg.yield %a : f32
   } -> tensor<2x4x2x4xf32>
   return %qr, %kr : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>
+}
+
+// Tests a transposing copy read through two slices (GPT-NeoX's head split,
+// read as the part rotary embedding rotates and the part it passes
+// through): each slice becomes a copy of the matching slice of the input,
+// with the copy's maps, which then fuses into its one reader; both readers
+// read the input in place through the transposed map, and no copy is left.
+// SLICE: #[[SWAP:.*]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+// CHECK-LABEL: func.func @sliced_copy
+// SLICE-LABEL: func.func @sliced_copy
+// SLICE-DAG: %[[LO:.*]] = tensor.extract_slice %arg0[0, 0, 0] [4, 2, 2] [1, 1, 1] : tensor<4x2x8xf32> to tensor<4x2x2xf32>
+// SLICE-DAG: %[[HI:.*]] = tensor.extract_slice %arg0[0, 0, 2] [4, 2, 6] [1, 1, 1] : tensor<4x2x8xf32> to tensor<4x2x6xf32>
+// SLICE: linalg.generic {indexing_maps = [#[[SWAP]], #{{.*}}], {{.*}} ins(%[[LO]] : tensor<4x2x2xf32>) outs(%{{.*}} : tensor<2x4x2xf32>)
+// SLICE-NEXT: ^bb0
+// SLICE-NEXT: arith.negf
+// SLICE: linalg.generic {indexing_maps = [#[[SWAP]], #{{.*}}], {{.*}} ins(%[[HI]] : tensor<4x2x6xf32>) outs(%{{.*}} : tensor<2x4x6xf32>)
+// SLICE-NEXT: ^bb0
+// SLICE-NEXT: arith.mulf
+// SLICE-NOT: linalg.generic
+#swap01 = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+#id3c = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @sliced_copy(%x: tensor<4x2x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x6xf32>) {
+  %e = tensor.empty() : tensor<2x4x8xf32>
+  %t = linalg.generic {indexing_maps = [#swap01, #id3c], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<4x2x8xf32>) outs(%e : tensor<2x4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x4x8xf32>
+  %lo = tensor.extract_slice %t[0, 0, 0] [2, 4, 2] [1, 1, 1] : tensor<2x4x8xf32> to tensor<2x4x2xf32>
+  %hi = tensor.extract_slice %t[0, 0, 2] [2, 4, 6] [1, 1, 1] : tensor<2x4x8xf32> to tensor<2x4x6xf32>
+  %e1 = tensor.empty() : tensor<2x4x2xf32>
+  %n = linalg.generic {indexing_maps = [#id3c, #id3c], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%lo : tensor<2x4x2xf32>) outs(%e1 : tensor<2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.negf %in : f32
+    linalg.yield %v : f32
+  } -> tensor<2x4x2xf32>
+  %e2 = tensor.empty() : tensor<2x4x6xf32>
+  %m = linalg.generic {indexing_maps = [#id3c, #id3c], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%hi : tensor<2x4x6xf32>) outs(%e2 : tensor<2x4x6xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.mulf %in, %in : f32
+    linalg.yield %v : f32
+  } -> tensor<2x4x6xf32>
+  return %n, %m : tensor<2x4x2xf32>, tensor<2x4x6xf32>
 }

@@ -516,7 +516,11 @@ def CleaveFuseElementwise
     into a few generics. A unit dimension that a reshape drops between two
     generics is dropped from the producer's loops where the reader cannot be
     expanded instead (Qwen3's per-head norm of Q and K, then rotary
-    embedding: one generic). Last, each reduction moves down to just before
+    embedding: one generic). A slice of a transposing copy becomes a copy
+    of the matching slice of the copy's input: a copy read through several
+    slices (GPT-NeoX's and Phi's head split, read as the rotated and the
+    passed parts) had several readers and fused into none; each slice's
+    copy has one. Last, each reduction moves down to just before
     its first reader, so that a norm's statistics sit beside the
     normalisation that reads them (cleave-map-rows-to-gpu joins neighbours
     only).
