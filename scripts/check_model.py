@@ -314,6 +314,15 @@ def main():
               f"{np.median(ratios):.2f}x"
               + (f" (rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
                  if args.bench_rounds > 1 else ""))
+        cores = len(os.sched_getaffinity(0))
+        if args.threads * ranks > cores:
+            # The ranks then take turns on the cores, and their collectives
+            # wait for a rank that is not running: the figure is of the
+            # machine's sharing, not of the program's speed.
+            print(f"note: {ranks} rank(s) x {args.threads} thread(s) share "
+                  f"{cores} core(s): this latency measures them taking turns, "
+                  f"not Cleave's speed (bench/bench_tp.py and bench/bench_pp.py "
+                  f"run as many ranks as cores)")
         # The benched program wrote its last run's outputs: a later run can
         # take other paths than the first (weights packed on their second
         # GEMM), so they are checked too.
