@@ -9,6 +9,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "Gemms.h"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEDUPLICATESHAREDFILLS
 #include "cleave/Transforms/Passes.h.inc"
@@ -19,18 +21,13 @@ using namespace mlir;
 namespace {
 
 /// A starting value cheap to compute again: a fill, or a generic that only
-/// copies or broadcasts one input (all loops parallel, the body yields its
-/// input).
+/// copies or broadcasts one input (Gemms.h).
 bool isCheapStart(Operation *op) {
   if (auto fill = dyn_cast<linalg::FillOp>(op))
     return fill.hasPureTensorSemantics();
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || !generic.hasPureTensorSemantics() ||
-      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
-      generic.getNumParallelLoops() != generic.getNumLoops())
-    return false;
-  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
-  return yield.getValues()[0] == generic.getBody()->getArgument(0);
+  return generic && generic.hasPureTensorSemantics() &&
+         cleave::isLayoutCopy(generic);
 }
 
 /// Whether every use of `value` is where an op starts writing (its

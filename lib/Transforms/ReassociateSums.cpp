@@ -8,6 +8,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "GpuKernelBuilder.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
@@ -20,27 +22,18 @@ using namespace mlir;
 
 namespace {
 
-/// The float addition that `op` yields into its output `out` from the
-/// output's own value, if there is one: the combiner of a sum.
-arith::AddFOp sumCombiner(linalg::GenericOp op, OpOperand &out) {
-  Block &body = op.getRegion().front();
-  unsigned result = out.getOperandNumber() - op.getNumDpsInputs();
-  auto add = body.getTerminator()->getOperand(result).getDefiningOp<arith::AddFOp>();
-  BlockArgument accumulator = op.getMatchingBlockArgument(&out);
-  if (!add || (add.getLhs() != accumulator && add.getRhs() != accumulator))
-    return nullptr;
-  return add;
-}
-
 struct ReassociateSumsPass
     : cleave::impl::CleaveReassociateSumsBase<ReassociateSumsPass> {
   void runOnOperation() override {
+    // The combiner the GPU kernels recognise (its output read only there),
+    // when it adds.
     getOperation().walk([](linalg::GenericOp op) {
       if (op.getNumReductionLoops() == 0)
         return;
-      for (OpOperand &out : op.getDpsInitsMutable())
-        if (arith::AddFOp add = sumCombiner(op, out))
-          add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
+      std::optional<cleave::gpu_kernel::Combiner> c =
+          cleave::gpu_kernel::findCombiner(op);
+      if (auto add = c ? dyn_cast<arith::AddFOp>(c->op) : nullptr)
+        add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
     });
   }
 };
