@@ -323,9 +323,6 @@ struct Problem {
   const float *bias;
 };
 
-/// Rows [row0, row1) of A, steps [s0, s0 + depth), copied tile by tile
-/// into `out`: a tile of R rows starting at row i holds, from (i - row0) *
-/// depth, its R elements of each step in turn.
 /// One whole tile of `Rows` rows of a row-major A (rows `lda` apart), steps
 /// [0, depth) from `a`, into `tile`: the row count known, the copy unrolls.
 template <int Rows>
@@ -337,6 +334,10 @@ void copyRowMajorTile(const float *a, int64_t lda, int64_t depth,
       tile[s * Rows + r] = a[r * lda + s];
 }
 
+/// Rows [row0, row1) of A, steps [s0, s0 + depth), copied tile by tile
+/// into `out`: a tile of R rows starting at row i holds, from (i - row0) *
+/// depth, its R elements of each step in turn. Whole tiles of a row-major
+/// A at the two kernels' heights (12, 4) take the unrolled copy.
 void copyA(const Kernel &kern, const Problem &pb, int64_t row0, int64_t row1,
            int64_t s0, int64_t depth, float *out) {
   const int64_t lda = pb.layoutA.ld;

@@ -18,7 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MappedFloats.h"
 #include "../src/PackedGemm.h"
+#include "../src/Runtime.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -27,16 +29,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <random>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
 using namespace cleave::rt;
 
 int main(int argc, char **argv) {
+  // OpenBLAS's kernels as a program gets them: where OpenBLAS falls back to
+  // its generic ones on a CPU it does not know, the better ones (this
+  // restarts the process once).
+  useBetterBlasKernels(argv);
   int64_t rows = 128;
   int threads = 1, runs = 20;
   bool llama = false;
@@ -88,22 +91,8 @@ int main(int argc, char **argv) {
   std::vector<float> weights(total);
   for (float &w : weights)
     w = dist(rng);
-  char path[] = "/tmp/cleave-gemm-bench-XXXXXX";
-  int fd = mkstemp(path);
-  size_t bytes = total * sizeof(float);
-  if (fd < 0 || write(fd, weights.data(), bytes) != ssize_t(bytes)) {
-    std::perror("writing the weights");
-    return 1;
-  }
-  const float *mapped = static_cast<const float *>(
-      mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0));
-  close(fd);
-  unlink(path);
-  if (mapped == MAP_FAILED) {
-    std::perror("mapping the weights");
-    return 1;
-  }
-  setWeightMemory(mapped, bytes);
+  const float *mapped = test::mappedFloats(weights);
+  setWeightMemory(mapped, total * sizeof(float));
   weights.clear();
 
   omp_set_num_threads(threads);
@@ -154,10 +143,11 @@ int main(int argc, char **argv) {
     flops += 2.0 * rows * k * n;
   double packedMs = seconds[1] / runs * 1e3, blasMs = seconds[0] / runs * 1e3;
   std::printf("%s layers x2, M=%lld, %d thread%s, %s kernel: packed %.2f ms "
-              "(%.0f GFLOP/s), OpenBLAS %.2f ms (%.0f GFLOP/s), ratio %.2f\n",
+              "(%.0f GFLOP/s), OpenBLAS (%s kernels) %.2f ms (%.0f GFLOP/s), "
+              "ratio %.2f\n",
               llama ? "LLaMA-style" : "GPT-2-small", (long long)rows, threads,
               threads == 1 ? "" : "s", packedGemmKernel(), packedMs,
-              flops / packedMs / 1e6, blasMs, flops / blasMs / 1e6,
-              packedMs / blasMs);
+              flops / packedMs / 1e6, blasKernels(), blasMs,
+              flops / blasMs / 1e6, packedMs / blasMs);
   return 0;
 }

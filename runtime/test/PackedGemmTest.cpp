@@ -14,17 +14,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MappedFloats.h"
 #include "../src/PackedGemm.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <omp.h>
 #include <random>
-#include <string>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <vector>
 
 using namespace cleave::rt;
@@ -59,26 +56,6 @@ std::vector<float> randoms(size_t count) {
   for (float &x : v)
     x = dist(rng);
   return v;
-}
-
-/// `count` floats written to a file and mapped back read-only.
-const float *mappedWeights(const std::vector<float> &values) {
-  char path[] = "/tmp/cleave-packed-gemm-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0 || write(fd, values.data(), values.size() * sizeof(float)) !=
-                    static_cast<ssize_t>(values.size() * sizeof(float))) {
-    std::perror("writing the weight file");
-    std::exit(2);
-  }
-  void *mapped = mmap(nullptr, values.size() * sizeof(float), PROT_READ,
-                      MAP_PRIVATE, fd, 0);
-  close(fd);
-  unlink(path);
-  if (mapped == MAP_FAILED) {
-    std::perror("mapping the weight file");
-    std::exit(2);
-  }
-  return static_cast<const float *>(mapped);
 }
 
 /// Runs `c` with B at `b` (in the weights) and checks it; false on any
@@ -159,7 +136,7 @@ int main() {
     std::vector<float> b = randoms(c.linesB() * c.ldb());
     all.insert(all.end(), b.begin(), b.end());
   }
-  const float *weights = mappedWeights(all);
+  const float *weights = test::mappedFloats(all);
   setWeightMemory(weights, all.size() * sizeof(float));
 
   bool ok = true;
