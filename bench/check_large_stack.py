@@ -108,15 +108,22 @@ def main():
             command += [f"--mesh={mesh}"]
             if "tp" in mesh:
                 command += ["--shard-preset=megatron"]
-        start = time.perf_counter()
-        subprocess.run(command, check=True)
-        compile_s = time.perf_counter() - start
         out_dir = os.path.join(bundle, "out")
-        start = time.perf_counter()
-        subprocess.run([os.path.join(args.bin, "cleave-run"), bundle,
-                        "--output-dir", out_dir, f"--input=hidden={inputs}"],
-                       check=True)
-        run_s = time.perf_counter() - start
+        run = [os.path.join(args.bin, "cleave-run"), bundle,
+               "--output-dir", out_dir, f"--input=hidden={inputs}"]
+        seconds = []
+        for step in (command, run):
+            start = time.perf_counter()
+            if subprocess.run(step).returncode != 0:
+                # The tool said why on stderr; the other meshes still run.
+                print(f"{label:14} {os.path.basename(step[0])} failed: NO",
+                      flush=True)
+                break
+            seconds.append(time.perf_counter() - start)
+        if len(seconds) < 2:
+            failed = True
+            continue
+        compile_s, run_s = seconds
         out = np.load(os.path.join(out_dir, "out.npy"))
         diff = np.abs(out - reference)
         ratio = float(diff.mean()) / ort_mean
