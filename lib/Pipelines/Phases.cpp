@@ -135,6 +135,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                   "cleave-map-to-gpu, canonicalize, cleave-emulate-gpu-kernels), "
                 : "cleave-reassociate-sums, convert-linalg-to-parallel-loops, "
                   "cleave-parallelize-outer-loops), ") +
+           // Many layers' loops in one function would make the OpenMP
+           // lowering's time quadratic in the depth.
+           "cleave-outline-segments, "
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
            "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "

@@ -694,6 +694,33 @@ def CleaveReassociateSums
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def CleaveOutlineSegments : Pass<"cleave-outline-segments", "mlir::ModuleOp"> {
+  let summary = "Cut long blocks of loops into functions of a few loops each";
+  let description = [{
+    A model of many layers lowers to one function whose body holds every
+    layer's loops. LLVM's OpenMP lowering outlines each parallel loop from
+    the function around it and, for each one, analyses that whole function
+    again, so its time grows with the square of the layer count (a 96-layer
+    stack spent about half of a 97 s compile there). This pass cuts every
+    block that holds more than `max-loops` ops with regions (loops, mostly)
+    into consecutive segments of at most that many, and moves each segment
+    into a private function of its own, called where the segment was: the
+    values it uses from before become arguments (constants are copied in),
+    the values later ops use become results. The functions are marked
+    internal and `noinline`, so that LLVM keeps them apart. A segment that
+    would return stack memory (`memref.alloca`) grows until it does not.
+
+    Before (`max-loops=2`): `@main` runs loops A, B, C.
+    After: `@main` calls `@main_part0` (A, B) and `@main_part1` (C).
+  }];
+  let options = [
+    Option<"maxLoops", "max-loops", "int64_t", /*default=*/"16",
+           "Most ops with regions a segment may hold">
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::LLVM::LLVMDialect"];
+}
+
 def CleaveParallelizeOuterLoops
     : Pass<"cleave-parallelize-outer-loops", "mlir::func::FuncOp"> {
   let summary = "Keep only the outer dims of scf.parallel loops parallel";

@@ -1,0 +1,223 @@
+//===- OutlineSegments.cpp - Long blocks of loops cut into functions ------===//
+//
+// See Passes.td. LLVM's OpenMP lowering analyses the whole function around
+// each parallel loop it outlines; a model of many layers, one function of
+// thousands of loops, then compiles in time quadratic in its depth. Cutting
+// the function into segments of a few loops each makes that linear.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "BufferViews.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEOUTLINESEGMENTS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+/// A run of consecutive ops of one block, and how it meets the rest of the
+/// function: the values it reads from outside (`inputs`; constants apart)
+/// and the values of its own that ops after it read (`outputs`).
+struct Segment {
+  SmallVector<Operation *> ops;
+  llvm::SetVector<Value> inputs;
+  llvm::SetVector<Value> constants;
+  llvm::SetVector<Value> outputs;
+};
+
+bool isConstant(Operation *op) {
+  return op && op->getNumOperands() == 0 && op->getNumResults() == 1 &&
+         matchPattern(op->getResult(0), m_Constant());
+}
+
+/// Whether `op`, an op of the block, lies in the segment.
+bool contains(const llvm::SmallPtrSetImpl<Operation *> &members, Block *block,
+              Operation *op) {
+  Operation *ancestor = block->findAncestorOpInBlock(*op);
+  return ancestor && members.contains(ancestor);
+}
+
+/// Whether `v` was defined inside the segment (by one of its ops or in a
+/// region of one).
+bool definedInside(const llvm::SmallPtrSetImpl<Operation *> &members,
+                   Block *block, Value v) {
+  Operation *definer = v.getDefiningOp();
+  if (!definer)
+    definer = cast<BlockArgument>(v).getOwner()->getParentOp();
+  return definer && contains(members, block, definer);
+}
+
+/// Fills in the segment's inputs, constants and outputs from its ops.
+void describe(Segment &segment) {
+  Block *block = segment.ops.front()->getBlock();
+  llvm::SmallPtrSet<Operation *, 32> members(segment.ops.begin(),
+                                              segment.ops.end());
+  for (Operation *op : segment.ops) {
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands()) {
+        if (definedInside(members, block, v))
+          continue;
+        if (isConstant(v.getDefiningOp()))
+          segment.constants.insert(v);
+        else
+          segment.inputs.insert(v);
+      }
+    });
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (!contains(members, block, user))
+          segment.outputs.insert(result);
+  }
+}
+
+/// Whether a segment's output is (a view of) stack memory, which would die
+/// with the function the segment becomes.
+bool onStack(Value output) {
+  return isa<MemRefType>(output.getType()) &&
+         cleave::viewedBuffer(output).getDefiningOp<memref::AllocaOp>();
+}
+
+/// The segments of `block`: consecutive runs of its ops (its terminator
+/// apart) with at most `maxLoops` ops with regions each, except where a
+/// segment must grow so as not to return stack memory. None when the whole
+/// block is within the limit.
+SmallVector<SmallVector<Operation *>> cut(Block &block, int64_t maxLoops) {
+  SmallVector<Operation *> ops;
+  int64_t loops = 0;
+  for (Operation &op : block.without_terminator()) {
+    // Constants stay; each segment that reads one gets a copy.
+    if (isConstant(&op))
+      continue;
+    ops.push_back(&op);
+    loops += op.getNumRegions() > 0;
+  }
+  if (loops <= maxLoops)
+    return {};
+
+  SmallVector<SmallVector<Operation *>> segments;
+  size_t begin = 0;
+  while (begin < ops.size()) {
+    // Up to just before the op with regions past the limit.
+    size_t end = begin;
+    for (int64_t count = 0; end < ops.size(); ++end) {
+      count += ops[end]->getNumRegions() > 0;
+      if (count > maxLoops)
+        break;
+    }
+    for (;; ++end) {
+      Segment segment;
+      segment.ops.assign(ops.begin() + begin, ops.begin() + end);
+      describe(segment);
+      if (end == ops.size() || llvm::none_of(segment.outputs, onStack)) {
+        segments.push_back(std::move(segment.ops));
+        break;
+      }
+    }
+    begin = end;
+  }
+  return segments;
+}
+
+/// Moves `ops`, consecutive ops of one block, into a new private function
+/// next to `parent` and calls it where they were.
+void outline(ArrayRef<Operation *> ops, func::FuncOp parent,
+             SymbolTable &symbols, int64_t index) {
+  // Described only now: outlining an earlier segment of the block changed
+  // which values this one reads.
+  Segment segment;
+  segment.ops.assign(ops.begin(), ops.end());
+  describe(segment);
+  Operation *first = segment.ops.front();
+  Location loc = first->getLoc();
+  MLIRContext *context = parent.getContext();
+
+  SmallVector<Type> inputTypes, outputTypes;
+  for (Value v : segment.inputs)
+    inputTypes.push_back(v.getType());
+  for (Value v : segment.outputs)
+    outputTypes.push_back(v.getType());
+
+  OpBuilder b(context);
+  b.setInsertionPointAfter(parent);
+  auto callee = func::FuncOp::create(
+      b, loc, (parent.getSymName() + "_part" + Twine(index)).str(),
+      FunctionType::get(context, inputTypes, outputTypes));
+  callee.setPrivate();
+  // Internal to the object, kept apart by LLVM's inliner (convert-func-to-llvm
+  // carries both attributes over).
+  callee->setAttr("llvm.linkage",
+                  LLVM::LinkageAttr::get(context, LLVM::Linkage::Internal));
+  callee->setAttr("passthrough",
+                  ArrayAttr::get(context, StringAttr::get(context, "noinline")));
+  symbols.insert(callee);
+
+  b.setInsertionPoint(first);
+  auto call = func::CallOp::create(b, loc, callee,
+                                   SmallVector<Value>(segment.inputs.begin(),
+                                                      segment.inputs.end()));
+
+  Block *body = callee.addEntryBlock();
+  for (Operation *op : segment.ops)
+    op->moveBefore(body, body->end());
+  auto inside = [&](OpOperand &use) {
+    return callee->isProperAncestor(use.getOwner());
+  };
+  b.setInsertionPointToStart(body);
+  for (Value constant : segment.constants) {
+    Operation *copy = b.clone(*constant.getDefiningOp());
+    constant.replaceUsesWithIf(copy->getResult(0), inside);
+  }
+  for (auto [i, input] : llvm::enumerate(segment.inputs))
+    Value(input).replaceUsesWithIf(body->getArgument(i), inside);
+  for (auto [i, output] : llvm::enumerate(segment.outputs))
+    Value(output).replaceUsesWithIf(call.getResult(i), [&](OpOperand &use) {
+      return !callee->isProperAncestor(use.getOwner());
+    });
+  b.setInsertionPointToEnd(body);
+  func::ReturnOp::create(b, loc, SmallVector<Value>(segment.outputs.begin(),
+                                                    segment.outputs.end()));
+}
+
+struct OutlineSegmentsPass
+    : cleave::impl::CleaveOutlineSegmentsBase<OutlineSegmentsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (maxLoops < 1) {
+      getOperation().emitError("cleave-outline-segments: max-loops must be "
+                               "at least 1");
+      return signalPassFailure();
+    }
+    SymbolTable symbols(getOperation());
+    SmallVector<func::FuncOp> functions(
+        getOperation().getOps<func::FuncOp>());
+    for (func::FuncOp function : functions) {
+      if (function.isExternal())
+        continue;
+      // Inner blocks first: a loop nest whose body is cut stays one op of
+      // the block around it.
+      SmallVector<Block *> blocks;
+      function.walk<WalkOrder::PostOrder>(
+          [&](Block *block) { blocks.push_back(block); });
+      int64_t index = 0;
+      for (Block *block : blocks)
+        for (ArrayRef<Operation *> segment : cut(*block, maxLoops))
+          outline(segment, function, symbols, index++);
+    }
+  }
+};
+
+} // namespace
