@@ -277,16 +277,17 @@ static std::string findClang() {
   return "";
 }
 
-static LogicalResult linkProgram(StringRef object, StringRef runtime,
-                                 StringRef output, StringRef logPath,
-                                 StringRef cudaRoot) {
+static LogicalResult linkProgram(ArrayRef<std::string> objects,
+                                 StringRef runtime, StringRef output,
+                                 StringRef logPath, StringRef cudaRoot) {
   std::string clang = findClang();
   if (clang.empty()) {
     llvm::errs() << "cleave-compile: error: clang++-22 not found to link the "
                     "program\n";
     return failure();
   }
-  SmallVector<std::string> args = {clang, "-o", output.str(), object.str()};
+  SmallVector<std::string> args = {clang, "-o", output.str()};
+  args.append(objects.begin(), objects.end());
   if (!cudaRoot.empty()) {
     // libcleave_rt_cuda.a beside libcleave_rt.a, before it: it uses it.
     SmallString<256> cudaRuntime(llvm::sys::path::parent_path(runtime));
@@ -444,13 +445,16 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return failure();
   std::string irDump =
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
-  std::string object = staging + "/model.o";
-  if (failed(emitHostObject(**llvmModule, object, irDump)))
+  auto objects =
+      emitHostObjects(**llvmModule, staging + "/model", options.jobs, irDump);
+  if (failed(objects))
     return failure();
-  if (failed(linkProgram(object, options.runtimeLibrary, staging + "/program",
-                         staging + "/link.log", options.cudaRoot)))
+  if (failed(linkProgram(*objects, options.runtimeLibrary,
+                         staging + "/program", staging + "/link.log",
+                         options.cudaRoot)))
     return failure();
-  fs::remove(object);
+  for (const std::string &object : *objects)
+    fs::remove(object);
   fs::remove(staging + "/link.log");
 
   // Manifest and plan.

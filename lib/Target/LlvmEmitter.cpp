@@ -1,7 +1,8 @@
 //===- LlvmEmitter.cpp - LLVM dialect to host object code -----------------===//
 //
 // Translation to LLVM IR, the entry wrapper the runtime calls, O3 for the host
-// CPU with its vector features, and object emission, all in-process.
+// CPU with its vector features, and object emission, all in-process; a large
+// module split into parts compiled on as many threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,16 +17,24 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/IR/Constants.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 using namespace mlir;
 
@@ -97,25 +106,43 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   return llvmModule;
 }
 
-LogicalResult cleave::emitHostObject(llvm::Module &module, llvm::StringRef path,
-                                     llvm::StringRef optimizedIrPath) {
+namespace {
+
+/// The host CPU as LLVM targets it, with every feature it has.
+struct HostTarget {
+  const llvm::Target *target = nullptr;
+  llvm::Triple triple;
+  std::string cpu, features;
+};
+
+FailureOr<HostTarget> hostTarget() {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-  llvm::Triple triple(llvm::sys::getProcessTriple());
+  HostTarget host;
+  host.triple = llvm::Triple(llvm::sys::getProcessTriple());
   std::string error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target) {
+  host.target = llvm::TargetRegistry::lookupTarget(host.triple, error);
+  if (!host.target) {
     llvm::errs() << "cleave-compile: error: no LLVM target for the host: "
                  << error << "\n";
     return failure();
   }
-  std::string features;
+  host.cpu = llvm::sys::getHostCPUName().str();
   for (const auto &feature : llvm::sys::getHostCPUFeatures())
-    features += (feature.getValue() ? "+" : "-") + feature.getKey().str() + ",";
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features, llvm::TargetOptions(),
+    host.features +=
+        (feature.getValue() ? "+" : "-") + feature.getKey().str() + ",";
+  return host;
+}
+
+/// Optimizes `module` at O3 and writes its object code to `path` (and its
+/// optimized IR to `ir`, when given). Thread-safe for modules of distinct
+/// contexts. Returns an error message, empty on success.
+std::string optimizeAndEmit(const HostTarget &host, llvm::Module &module,
+                            llvm::StringRef path, std::string *ir) {
+  std::unique_ptr<llvm::TargetMachine> machine(host.target->createTargetMachine(
+      host.triple, host.cpu, host.features, llvm::TargetOptions(),
       llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  module.setTargetTriple(triple);
+  module.setTargetTriple(host.triple);
   module.setDataLayout(machine->createDataLayout());
 
   // O3 with the loop and SLP vectorizers, but no loop unrolling: every loop
@@ -138,27 +165,191 @@ LogicalResult cleave::emitHostObject(llvm::Module &module, llvm::StringRef path,
   llvm::ModulePassManager mpm =
       builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   mpm.run(module, mam);
-  if (!optimizedIrPath.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream ir(optimizedIrPath, ec);
-    if (!ec)
-      module.print(ir, nullptr);
+  if (ir) {
+    llvm::raw_string_ostream os(*ir);
+    module.print(os, nullptr);
   }
 
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    llvm::errs() << "cleave-compile: error: cannot write '" << path
-                 << "': " << ec.message() << "\n";
-    return failure();
-  }
+  if (ec)
+    return "cannot write '" + path.str() + "': " + ec.message();
   llvm::legacy::PassManager pm;
   if (machine->addPassesToEmitFile(pm, out, nullptr,
-                                   llvm::CodeGenFileType::ObjectFile)) {
-    llvm::errs() << "cleave-compile: error: the host target cannot emit objects\n";
-    return failure();
-  }
+                                   llvm::CodeGenFileType::ObjectFile))
+    return "the host target cannot emit objects";
   pm.run(module);
   out.close();
-  return success();
+  return out.has_error() ? "cannot write '" + path.str() + "'" : "";
+}
+
+/// How many parts to compile `module` in at most: `jobs` (0: one per core,
+/// at most 16), or one for a module with appending globals (a GPU program's
+/// constructors, which must stay one list).
+unsigned partsFor(const llvm::Module &module, unsigned jobs) {
+  if (llvm::any_of(module.globals(), [](const llvm::GlobalVariable &g) {
+        return g.hasAppendingLinkage();
+      }))
+    return 1;
+  if (jobs == 0)
+    jobs = std::min(
+        16u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
+  return std::max(1u, jobs);
+}
+
+/// Whether `f` is a segment cleave-outline-segments cut out of a longer
+/// function: local, never inlined, and only ever called.
+bool isSegment(const llvm::Function &f) {
+  return f.hasLocalLinkage() && f.hasFnAttribute(llvm::Attribute::NoInline) &&
+         llvm::all_of(f.uses(), [](const llvm::Use &use) {
+           auto *call = dyn_cast<llvm::CallBase>(use.getUser());
+           return call && call->isCallee(&use);
+         });
+}
+
+/// The global values `f` refers to, through constant expressions too.
+llvm::SmallPtrSet<const llvm::GlobalValue *, 8>
+referencedGlobals(const llvm::Function &f) {
+  llvm::SmallPtrSet<const llvm::GlobalValue *, 8> globals;
+  llvm::SmallPtrSet<const llvm::Constant *, 16> seen;
+  SmallVector<const llvm::Constant *> work;
+  for (const llvm::Instruction &inst : llvm::instructions(f))
+    for (const llvm::Value *operand : inst.operands())
+      if (auto *c = dyn_cast<llvm::Constant>(operand))
+        work.push_back(c);
+  while (!work.empty()) {
+    const llvm::Constant *c = work.pop_back_val();
+    if (!seen.insert(c).second)
+      continue;
+    if (auto *g = dyn_cast<llvm::GlobalValue>(c)) {
+      globals.insert(g);
+      continue;
+    }
+    for (const llvm::Value *operand : c->operands())
+      if (auto *inner = dyn_cast<llvm::Constant>(operand))
+        work.push_back(inner);
+  }
+  return globals;
+}
+
+/// `module` cut into `parts` modules of about equal size (fewer where it has
+/// fewer groups of functions than that), as bitcode (each
+/// is read back into a context of its own, for a thread of its own). A
+/// function stays with the local functions and variables it refers to (an
+/// OpenMP region with the function it was outlined from), so each is
+/// optimized as it would be in one module; only segments
+/// (cleave-outline-segments) are called across parts, made hidden symbols
+/// for that. Local constants are copied into every part; other module-level
+/// globals go to the first. Groups go to the least loaded part, largest
+/// first, sizes counted in instructions.
+SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
+  for (llvm::Function &f : module)
+    if (!f.isDeclaration() && isSegment(f)) {
+      f.setLinkage(llvm::GlobalValue::ExternalLinkage);
+      f.setVisibility(llvm::GlobalValue::HiddenVisibility);
+    }
+  auto copiedEverywhere = [](const llvm::GlobalValue *g) {
+    auto *v = dyn_cast<llvm::GlobalVariable>(g);
+    return v && v->hasLocalLinkage() && v->isConstant();
+  };
+
+  llvm::EquivalenceClasses<const llvm::GlobalValue *> groups;
+  for (const llvm::Function &f : module) {
+    if (f.isDeclaration())
+      continue;
+    groups.insert(&f);
+    for (const llvm::GlobalValue *g : referencedGlobals(f))
+      if (g->hasLocalLinkage() && !g->isDeclaration() && !copiedEverywhere(g))
+        groups.unionSets(&f, g);
+  }
+  // Each group's size, in the module's order of their first functions.
+  llvm::MapVector<const llvm::GlobalValue *, size_t> sizes;
+  for (const llvm::Function &f : module)
+    if (!f.isDeclaration())
+      sizes[groups.getLeaderValue(&f)] += f.getInstructionCount();
+  parts = std::min<unsigned>(parts, sizes.size());
+  SmallVector<std::pair<const llvm::GlobalValue *, size_t>> bySize(
+      sizes.begin(), sizes.end());
+  llvm::stable_sort(bySize,
+                    [](const auto &a, const auto &b) { return a.second > b.second; });
+  llvm::DenseMap<const llvm::GlobalValue *, unsigned> partOf;
+  SmallVector<size_t> load(parts, 0);
+  for (auto [leader, size] : bySize) {
+    unsigned least = llvm::min_element(load) - load.begin();
+    partOf[leader] = least;
+    load[least] += size;
+  }
+
+  SmallVector<SmallString<0>> bitcode(parts);
+  for (unsigned k = 0; k < parts; ++k) {
+    llvm::ValueToValueMapTy map;
+    std::unique_ptr<llvm::Module> part =
+        llvm::CloneModule(module, map, [&](const llvm::GlobalValue *g) {
+          if (copiedEverywhere(g))
+            return true;
+          if (groups.contains(g))
+            return partOf.lookup(groups.getLeaderValue(g)) == k;
+          return k == 0;
+        });
+    llvm::raw_svector_ostream os(bitcode[k]);
+    llvm::WriteBitcodeToFile(*part, os);
+  }
+  return bitcode;
+}
+
+} // namespace
+
+FailureOr<SmallVector<std::string>>
+cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
+                        unsigned jobs, llvm::StringRef optimizedIrPath) {
+  auto host = hostTarget();
+  if (failed(host))
+    return failure();
+  bool dumpIr = !optimizedIrPath.empty();
+  unsigned parts = partsFor(module, jobs);
+
+  SmallVector<std::string> paths, errors(1), irs(1);
+  if (parts == 1) {
+    paths.push_back((stem + ".o").str());
+    errors[0] = optimizeAndEmit(*host, module, paths[0],
+                                dumpIr ? &irs[0] : nullptr);
+  } else {
+    SmallVector<SmallString<0>> bitcode = splitModule(module, parts);
+    parts = bitcode.size();
+    errors.resize(parts);
+    irs.resize(parts);
+    for (unsigned i = 0; i < parts; ++i)
+      paths.push_back((stem + "." + llvm::Twine(i) + ".o").str());
+    llvm::DefaultThreadPool pool(llvm::hardware_concurrency(parts));
+    for (unsigned i = 0; i < parts; ++i)
+      pool.async([&, i] {
+        llvm::LLVMContext context;
+        auto part = llvm::parseBitcodeFile(
+            llvm::MemoryBufferRef(bitcode[i].str(), "part"), context);
+        if (!part) {
+          errors[i] = llvm::toString(part.takeError());
+          return;
+        }
+        errors[i] = optimizeAndEmit(*host, **part, paths[i],
+                                    dumpIr ? &irs[i] : nullptr);
+      });
+    pool.wait();
+  }
+  for (const std::string &error : errors)
+    if (!error.empty()) {
+      llvm::errs() << "cleave-compile: error: " << error << "\n";
+      return failure();
+    }
+
+  if (dumpIr) {
+    std::error_code ec;
+    llvm::raw_fd_ostream ir(optimizedIrPath, ec);
+    for (auto [i, text] : llvm::enumerate(irs)) {
+      if (parts > 1)
+        ir << "; ==== part " << i + 1 << " of " << parts
+           << ", compiled on its own thread\n";
+      ir << text;
+    }
+  }
+  return paths;
 }

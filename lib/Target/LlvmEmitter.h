@@ -20,9 +20,15 @@ mlir::FailureOr<std::unique_ptr<llvm::Module>>
 translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
                     const ModelSignature &signature, llvm::StringRef descriptor);
 
-/// Optimizes `module` at O3 for the host CPU and writes an object file.
-mlir::LogicalResult emitHostObject(llvm::Module &module, llvm::StringRef path,
-                                   llvm::StringRef optimizedIrPath = "");
+/// Optimizes `module` at O3 for the host CPU and writes its object code:
+/// `<stem>.o`, or the module split into up to `jobs` parts (0: one per
+/// core, at most 16) `<stem>.<k>.o`, each optimized and compiled on a
+/// thread of its own (a function is never split; a module of few functions
+/// stays whole). Returns the files written. `optimizedIrPath`, when given,
+/// receives the optimized IR, the parts one after another.
+mlir::FailureOr<llvm::SmallVector<std::string>>
+emitHostObjects(llvm::Module &module, llvm::StringRef stem, unsigned jobs,
+                llvm::StringRef optimizedIrPath = "");
 
 } // namespace cleave
 

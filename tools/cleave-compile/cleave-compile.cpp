@@ -136,6 +136,13 @@ cl::opt<bool> gpuKernelsOnCpu(
              "one on the CPU, a thread at a time (slow; checks their numerics "
              "where there is no GPU)"),
     cl::cat(category));
+cl::opt<unsigned> jobs(
+    "jobs",
+    cl::desc("Threads for LLVM's optimization and code generation of the "
+             "program, which is split into as many parts (default 0: one per "
+             "core, at most 16; a small program stays one part). The program "
+             "computes the same with any count"),
+    cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
 cl::opt<bool> summary("summary",
@@ -431,6 +438,7 @@ int main(int argc, char **argv) {
       bundle.modelPath = modelPath;
       bundle.outDir = outputPath;
       bundle.dumpDir = dumpDir;
+      bundle.jobs = jobs;
       bundle.runtimeLibrary = runtimeLibrary(argv[0]);
       bundle.compilerVersion = "cleave-compile 0.1";
       bundle.reportPath = reportPath;

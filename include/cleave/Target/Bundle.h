@@ -128,7 +128,8 @@ mlir::FailureOr<ModelSignature> extractSignature(mlir::ModuleOp module);
 struct BundleOptions {
   std::string modelPath;
   std::string outDir;
-  std::string dumpDir;        // if set, model.ll is written there
+  std::string dumpDir;        // if set, model.ll (optimized IR) goes there
+  unsigned jobs = 0;          // LLVM threads (parts); 0: one per core
   std::string reportPath;     // if set, the plan report is also written there
   std::string runtimeLibrary; // libcleave_rt.a
   std::string compilerVersion;
