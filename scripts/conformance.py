@@ -137,9 +137,11 @@ def run_case(args, case_dir: str) -> tuple:
     bind = shape_like_inputs(model)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bundle" if args.phase == "run" else "out.mlir")
+        # Two LLVM parts where the program has two groups of functions, on
+        # any machine: the split must link and compute the same.
         compile_args = [args.compiler, os.path.join(case_dir, "model.onnx"), "--quiet",
                         f"--compile-to={'bundle' if args.phase == 'run' else args.phase}",
-                        "-o", out]
+                        "--jobs=2", "-o", out]
         run_args = [args.runner, out, "--threads", "1", "--output-dir",
                     os.path.join(tmp, "outputs")]
         for index, graph_input in enumerate(model.graph.input):

@@ -239,8 +239,8 @@ referencedGlobals(const llvm::Function &f) {
 /// OpenMP region with the function it was outlined from), so each is
 /// optimized as it would be in one module; only segments
 /// (cleave-outline-segments) are called across parts, made hidden symbols
-/// for that. Local constants are copied into every part; other module-level
-/// globals go to the first. Groups go to the least loaded part, largest
+/// for that. Local constants and linkonce or weak definitions are copied
+/// into every part; other module-level globals go to the first. Groups go to the least loaded part, largest
 /// first, sizes counted in instructions.
 SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
   for (llvm::Function &f : module)
@@ -248,14 +248,19 @@ SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
       f.setLinkage(llvm::GlobalValue::ExternalLinkage);
       f.setVisibility(llvm::GlobalValue::HiddenVisibility);
     }
+  // Local constants, and what may be defined in several objects (helpers
+  // like math-to-funcs' integer powers, linkonce_odr), which a part drops
+  // where it does not use them.
   auto copiedEverywhere = [](const llvm::GlobalValue *g) {
+    if (g->hasLinkOnceLinkage() || g->hasWeakLinkage())
+      return true;
     auto *v = dyn_cast<llvm::GlobalVariable>(g);
     return v && v->hasLocalLinkage() && v->isConstant();
   };
 
   llvm::EquivalenceClasses<const llvm::GlobalValue *> groups;
   for (const llvm::Function &f : module) {
-    if (f.isDeclaration())
+    if (f.isDeclaration() || copiedEverywhere(&f))
       continue;
     groups.insert(&f);
     for (const llvm::GlobalValue *g : referencedGlobals(f))
@@ -265,9 +270,9 @@ SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
   // Each group's size, in the module's order of their first functions.
   llvm::MapVector<const llvm::GlobalValue *, size_t> sizes;
   for (const llvm::Function &f : module)
-    if (!f.isDeclaration())
+    if (groups.contains(&f))
       sizes[groups.getLeaderValue(&f)] += f.getInstructionCount();
-  parts = std::min<unsigned>(parts, sizes.size());
+  parts = std::max<size_t>(1, std::min<size_t>(parts, sizes.size()));
   SmallVector<std::pair<const llvm::GlobalValue *, size_t>> bySize(
       sizes.begin(), sizes.end());
   llvm::stable_sort(bySize,
