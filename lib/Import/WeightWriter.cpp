@@ -226,7 +226,22 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     size_t elementBytes = 0;
     uint64_t bytes = 0;
     bool isFloat = false;
-    std::function<Expected<std::string>(uint64_t offset, uint64_t size)> read;
+    /// `size` bytes from `offset`, where they are (a mapped slice of an
+    /// external data file, or the model's own bytes), not copied.
+    std::function<Expected<std::unique_ptr<llvm::MemoryBuffer>>(
+        uint64_t offset, uint64_t size)>
+        view;
+    /// The same bytes, copied to be changed.
+    Expected<std::string> read(uint64_t offset, uint64_t size) const {
+      auto bytes = view(offset, size);
+      if (!bytes)
+        return bytes.takeError();
+      return (*bytes)->getBuffer().str();
+    }
+  };
+  auto viewOf = [](llvm::StringRef bytes) {
+    return llvm::MemoryBuffer::getMemBuffer(bytes, "",
+                                            /*RequiresNullTerminator=*/false);
   };
   auto open = [&](const std::string &name) -> Expected<Source> {
     auto it = initializers.find(name);
@@ -247,22 +262,22 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       if (!ref)
         return ref.takeError();
       ExternalDataRef external = *ref;
-      source.read = [external, name](uint64_t offset,
-                                     uint64_t size) -> Expected<std::string> {
+      source.view = [external, name](uint64_t offset, uint64_t size)
+          -> Expected<std::unique_ptr<llvm::MemoryBuffer>> {
         auto slice = llvm::MemoryBuffer::getFileSlice(external.path, size,
                                                       external.offset + offset);
         if (!slice)
           return makeError("cannot read external data of '" + name +
                            "' from '" + external.path +
                            "': " + slice.getError().message());
-        return (*slice)->getBuffer().str();
+        return std::move(*slice);
       };
       return source;
     }
     if (tensor.has_raw_data()) {
-      source.read = [&tensor](uint64_t offset,
-                              uint64_t size) -> Expected<std::string> {
-        return tensor.raw_data().substr(offset, size);
+      source.view = [&tensor, viewOf](uint64_t offset, uint64_t size)
+          -> Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+        return viewOf(llvm::StringRef(tensor.raw_data()).substr(offset, size));
       };
       return source;
     }
@@ -272,9 +287,9 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         encodeTypedFields(*typedFieldsContext, tensor, modelDir));
     if (encoded->size() != source.bytes)
       return makeError("cannot encode the data of parameter '" + name + "'");
-    source.read = [encoded](uint64_t offset,
-                            uint64_t size) -> Expected<std::string> {
-      return encoded->substr(offset, size);
+    source.view = [encoded, viewOf](uint64_t offset, uint64_t size)
+        -> Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+      return viewOf(llvm::StringRef(*encoded).substr(offset, size));
     };
     return source;
   };
@@ -343,6 +358,18 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
           if (holds(rank))
             sink.emit(bytes.data(), bytes.size());
       };
+      if (sources.size() == 1 && !narrowing) {
+        // As the model stores it: written from where it is, in slices.
+        for (uint64_t done = 0; done < total; done += kSlice) {
+          auto slice = sources.front().view(done, std::min(kSlice, total - done));
+          if (!slice)
+            return slice.takeError();
+          for (auto [rank, sink] : llvm::enumerate(sinks))
+            if (holds(rank))
+              sink.emit((*slice)->getBufferStart(), (*slice)->getBufferSize());
+        }
+        continue;
+      }
       uint64_t rowsPerChunk = std::max<uint64_t>(1, kSlice / std::max<uint64_t>(1, rowTotal));
       for (uint64_t row = 0; row < rows; row += rowsPerChunk) {
         uint64_t count = std::min(rowsPerChunk, rows - row);
