@@ -445,8 +445,11 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return failure();
   std::string irDump =
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
+  // A GPU program's host code only launches work: built for any x86-64, as
+  // the GPU machine is often not this one.
   auto objects =
-      emitHostObjects(**llvmModule, staging + "/model", options.jobs, irDump);
+      emitHostObjects(**llvmModule, staging + "/model", options.jobs,
+                      /*portable=*/!options.cudaRoot.empty(), irDump);
   if (failed(objects))
     return failure();
   if (failed(linkProgram(*objects, options.runtimeLibrary,

@@ -108,14 +108,15 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
 
 namespace {
 
-/// The host CPU as LLVM targets it, with every feature it has.
+/// The host CPU as LLVM targets it: this machine's, with every feature it
+/// has, or (`portable`) any x86-64 CPU of the last fifteen years.
 struct HostTarget {
   const llvm::Target *target = nullptr;
   llvm::Triple triple;
   std::string cpu, features;
 };
 
-FailureOr<HostTarget> hostTarget() {
+FailureOr<HostTarget> hostTarget(bool portable) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   HostTarget host;
@@ -126,6 +127,10 @@ FailureOr<HostTarget> hostTarget() {
     llvm::errs() << "cleave-compile: error: no LLVM target for the host: "
                  << error << "\n";
     return failure();
+  }
+  if (portable && host.triple.getArch() == llvm::Triple::x86_64) {
+    host.cpu = "x86-64-v2";
+    return host;
   }
   host.cpu = llvm::sys::getHostCPUName().str();
   for (const auto &feature : llvm::sys::getHostCPUFeatures())
@@ -144,6 +149,14 @@ std::string optimizeAndEmit(const HostTarget &host, llvm::Module &module,
       llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   module.setTargetTriple(host.triple);
   module.setDataLayout(machine->createDataLayout());
+  // Written on every function too, so that the IR says what it is for.
+  for (llvm::Function &f : module) {
+    if (f.isDeclaration())
+      continue;
+    f.addFnAttr("target-cpu", host.cpu);
+    if (!host.features.empty())
+      f.addFnAttr("target-features", host.features);
+  }
 
   // O3 with the loop and SLP vectorizers, but no loop unrolling: every loop
   // has a static trip count, and full unrolling multiplies code size (and
@@ -306,8 +319,9 @@ SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
 
 FailureOr<SmallVector<std::string>>
 cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
-                        unsigned jobs, llvm::StringRef optimizedIrPath) {
-  auto host = hostTarget();
+                        unsigned jobs, bool portable,
+                        llvm::StringRef optimizedIrPath) {
+  auto host = hostTarget(portable);
   if (failed(host))
     return failure();
   bool dumpIr = !optimizedIrPath.empty();

@@ -20,7 +20,9 @@ mlir::FailureOr<std::unique_ptr<llvm::Module>>
 translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
                     const ModelSignature &signature, llvm::StringRef descriptor);
 
-/// Optimizes `module` at O3 for the host CPU and writes its object code:
+/// Optimizes `module` at O3 for this machine's CPU (`portable`: for any
+/// x86-64 CPU with SSE4.2, the host code of a GPU program, which computes
+/// nothing and is often built elsewhere) and writes its object code:
 /// `<stem>.o`, or the module split into up to `jobs` parts (0: one per
 /// core, at most 16) `<stem>.<k>.o`, each optimized and compiled on a
 /// thread of its own (a function is never split; a module of few functions
@@ -28,7 +30,7 @@ translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
 /// receives the optimized IR, the parts one after another.
 mlir::FailureOr<llvm::SmallVector<std::string>>
 emitHostObjects(llvm::Module &module, llvm::StringRef stem, unsigned jobs,
-                llvm::StringRef optimizedIrPath = "");
+                bool portable, llvm::StringRef optimizedIrPath = "");
 
 } // namespace cleave
 
