@@ -38,6 +38,8 @@ struct Segment {
   llvm::SetVector<Value> outputs;
 };
 
+/// Whether `op` makes a constant from nothing (arith.constant and the like):
+/// such ops are copied, not passed.
 bool isConstant(Operation *op) {
   return op && op->getNumOperands() == 0 && op->getNumResults() == 1 &&
          matchPattern(op->getResult(0), m_Constant());
