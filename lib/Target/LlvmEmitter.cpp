@@ -193,7 +193,12 @@ std::string optimizeAndEmit(const HostTarget &host, llvm::Module &module,
     return "the host target cannot emit objects";
   pm.run(module);
   out.close();
-  return out.has_error() ? "cannot write '" + path.str() + "'" : "";
+  if (!out.has_error())
+    return "";
+  // Cleared, or the stream's destructor would abort the compiler.
+  std::string error = "cannot write '" + path.str() + "': " + out.error().message();
+  out.clear_error();
+  return error;
 }
 
 /// How many parts to compile `module` in at most: `jobs` (0: one per core,
@@ -204,10 +209,10 @@ unsigned partsFor(const llvm::Module &module, unsigned jobs) {
         return g.hasAppendingLinkage();
       }))
     return 1;
-  if (jobs == 0)
-    jobs = std::min(
-        16u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
-  return std::max(1u, jobs);
+  if (jobs > 0)
+    return jobs;
+  return std::min(
+      16u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
 }
 
 /// Whether `f` is a segment cleave-outline-segments cut out of a longer
@@ -246,15 +251,15 @@ referencedGlobals(const llvm::Function &f) {
 }
 
 /// `module` cut into `parts` modules of about equal size (fewer where it has
-/// fewer groups of functions than that), as bitcode (each
-/// is read back into a context of its own, for a thread of its own). A
-/// function stays with the local functions and variables it refers to (an
-/// OpenMP region with the function it was outlined from), so each is
-/// optimized as it would be in one module; only segments
-/// (cleave-outline-segments) are called across parts, made hidden symbols
-/// for that. Local constants and linkonce or weak definitions are copied
-/// into every part; other module-level globals go to the first. Groups go to the least loaded part, largest
-/// first, sizes counted in instructions.
+/// fewer groups of functions than that), as bitcode: each is read back into
+/// a context of its own, for a thread of its own. A function stays with the
+/// local functions and variables it refers to (an OpenMP region with the
+/// function it was outlined from), so each is optimized as it would be in
+/// one module; only segments (cleave-outline-segments) are called across
+/// parts, made hidden symbols for that. Local constants and linkonce or
+/// weak definitions are copied into every part; other module-level globals
+/// go to the first. Groups go to the least loaded part, largest first,
+/// sizes counted in instructions.
 SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
   for (llvm::Function &f : module)
     if (!f.isDeclaration() && isSegment(f)) {
@@ -368,6 +373,13 @@ cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
         ir << "; ==== part " << i + 1 << " of " << parts
            << ", compiled on its own thread\n";
       ir << text;
+    }
+    ir.close();
+    if (ec || ir.has_error()) {
+      llvm::errs() << "cleave-compile: error: cannot write '" << optimizedIrPath
+                   << "': " << (ec ? ec : ir.error()).message() << "\n";
+      ir.clear_error();
+      return failure();
     }
   }
   return paths;
