@@ -14,7 +14,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SetVector.h"
@@ -62,12 +61,28 @@ bool definedInside(const llvm::SmallPtrSetImpl<Operation *> &members,
   return definer && contains(members, block, definer);
 }
 
-/// Fills in the segment's inputs, constants and outputs from its ops.
-void describe(Segment &segment) {
-  Block *block = segment.ops.front()->getBlock();
-  llvm::SmallPtrSet<Operation *, 32> members(segment.ops.begin(),
-                                              segment.ops.end());
-  for (Operation *op : segment.ops) {
+/// The results of `ops`, consecutive ops of one block, that ops after them
+/// read.
+llvm::SetVector<Value> outputsOf(ArrayRef<Operation *> ops) {
+  Block *block = ops.front()->getBlock();
+  llvm::SmallPtrSet<Operation *, 32> members(ops.begin(), ops.end());
+  llvm::SetVector<Value> outputs;
+  for (Operation *op : ops)
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (!contains(members, block, user))
+          outputs.insert(result);
+  return outputs;
+}
+
+/// The segment of `ops`, consecutive ops of one block, with its inputs,
+/// constants and outputs.
+Segment describe(ArrayRef<Operation *> ops) {
+  Segment segment;
+  segment.ops.assign(ops.begin(), ops.end());
+  Block *block = ops.front()->getBlock();
+  llvm::SmallPtrSet<Operation *, 32> members(ops.begin(), ops.end());
+  for (Operation *op : ops)
     op->walk([&](Operation *nested) {
       for (Value v : nested->getOperands()) {
         if (definedInside(members, block, v))
@@ -78,11 +93,8 @@ void describe(Segment &segment) {
           segment.inputs.insert(v);
       }
     });
-    for (Value result : op->getResults())
-      for (Operation *user : result.getUsers())
-        if (!contains(members, block, user))
-          segment.outputs.insert(result);
-  }
+  segment.outputs = outputsOf(ops);
+  return segment;
 }
 
 /// Whether a segment's output is (a view of) stack memory, which would die
@@ -119,15 +131,13 @@ SmallVector<SmallVector<Operation *>> cut(Block &block, int64_t maxLoops) {
       if (count > maxLoops)
         break;
     }
-    for (;; ++end) {
-      Segment segment;
-      segment.ops.assign(ops.begin() + begin, ops.begin() + end);
-      describe(segment);
-      if (end == ops.size() || llvm::none_of(segment.outputs, onStack)) {
-        segments.push_back(std::move(segment.ops));
-        break;
-      }
-    }
+    // Grown while it would return stack memory (only its outputs matter
+    // here; outline() describes it whole).
+    while (end < ops.size() &&
+           llvm::any_of(outputsOf(ArrayRef(ops).slice(begin, end - begin)),
+                        onStack))
+      ++end;
+    segments.emplace_back(ops.begin() + begin, ops.begin() + end);
     begin = end;
   }
   return segments;
@@ -139,9 +149,7 @@ void outline(ArrayRef<Operation *> ops, func::FuncOp parent,
              SymbolTable &symbols, int64_t index) {
   // Described only now: outlining an earlier segment of the block changed
   // which values this one reads.
-  Segment segment;
-  segment.ops.assign(ops.begin(), ops.end());
-  describe(segment);
+  Segment segment = describe(ops);
   Operation *first = segment.ops.front();
   Location loc = first->getLoc();
   MLIRContext *context = parent.getContext();
