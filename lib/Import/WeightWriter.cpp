@@ -29,7 +29,7 @@ static llvm::Error makeError(const llvm::Twine &message) {
 
 /// float32 bytes converted to 16-bit floats by `Convert`.
 template <uint16_t (*Convert)(float)>
-static std::string narrowFloats(const std::string &wide) {
+static std::string narrowFloats(llvm::StringRef wide) {
   std::string out(wide.size() / 2, '\0');
   for (size_t i = 0; i < wide.size() / 4; ++i) {
     float v;
@@ -42,7 +42,7 @@ static std::string narrowFloats(const std::string &wide) {
 
 /// The conversion of float32 bytes to `dtype` (bf16, f16); null for any
 /// other dtype, which is stored as the model has it.
-static std::string (*narrowingTo(llvm::StringRef dtype))(const std::string &) {
+static std::string (*narrowingTo(llvm::StringRef dtype))(llvm::StringRef) {
   if (dtype == "bf16")
     return narrowFloats<cleave::rt::floatToBf16>;
   if (dtype == "f16")
@@ -351,22 +351,24 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         if (holds(rank))
           infos[rank].placements.push_back(
               {sink.position, narrowing ? total / 2 : total});
-      auto emit = [&](std::string bytes) {
-        if (narrowing)
-          bytes = narrowing(bytes);
+      auto emit = [&](llvm::StringRef bytes) {
+        std::string narrowed;
+        if (narrowing) {
+          narrowed = narrowing(bytes);
+          bytes = narrowed;
+        }
         for (auto [rank, sink] : llvm::enumerate(sinks))
           if (holds(rank))
             sink.emit(bytes.data(), bytes.size());
       };
-      if (sources.size() == 1 && !narrowing) {
-        // As the model stores it: written from where it is, in slices.
+      if (sources.size() == 1) {
+        // One piece: in slices, from where the model keeps it (mapped, not
+        // copied, unless narrowed).
         for (uint64_t done = 0; done < total; done += kSlice) {
           auto slice = sources.front().view(done, std::min(kSlice, total - done));
           if (!slice)
             return slice.takeError();
-          for (auto [rank, sink] : llvm::enumerate(sinks))
-            if (holds(rank))
-              sink.emit((*slice)->getBufferStart(), (*slice)->getBufferSize());
+          emit((*slice)->getBuffer());
         }
         continue;
       }
@@ -377,11 +379,11 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
           // One row is large: each piece's run in slices.
           for (auto [source, bytes] : llvm::zip(sources, run))
             for (uint64_t done = 0; done < bytes; done += kSlice) {
-              auto chunk = source.read(row * bytes + done,
+              auto chunk = source.view(row * bytes + done,
                                        std::min(kSlice, bytes - done));
               if (!chunk)
                 return chunk.takeError();
-              emit(std::move(*chunk));
+              emit((*chunk)->getBuffer());
             }
           continue;
         }
@@ -394,7 +396,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         }
         std::string out;
         appendSideBySide(out, chunks, run, count);
-        emit(std::move(out));
+        emit(out);
       }
       continue;
     }
@@ -457,9 +459,12 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     sink.out->seek(0);
     sink.out->write(header, sizeof(header));
     sink.out->close();
-    if (sink.out->has_error())
-      return makeError("cannot write '" + path +
-                       "': " + sink.out->error().message());
+    if (sink.out->has_error()) {
+      std::string message = sink.out->error().message();
+      // Cleared, or the stream's destructor would abort the compiler.
+      sink.out->clear_error();
+      return makeError("cannot write '" + path + "': " + message);
+    }
   }
   return infos;
 }
