@@ -270,20 +270,24 @@ def CleaveFuseSiblings : Pass<"cleave-fuse-siblings", "mlir::func::FuncOp"> {
 
 def CleaveJoinElementwise
     : Pass<"cleave-join-elementwise", "mlir::func::FuncOp"> {
-  let summary = "Elementwise ops doing the same to adjacent column slices of "
-                "one tensor become one op";
+  let summary = "Elementwise ops doing the same to adjacent column slices, "
+                "or to like boxes at a fixed distance, of one tensor become "
+                "one op";
   let description = [{
     Once Q, K and V are column slices of one GEMM's result
     (`cleave-join-projections`), what is done to each of them alike is
     still one kernel each: the rounding of each to bf16 under
-    `--precision`, rotary embedding of Q and of K. Two elementwise
-    generics in one block, each writing a fresh tensor, with the same
-    indexing maps, iterator types and body, join when each pair of their
-    inputs is either the same value or two adjacent column ranges of one
-    tensor (a range of its last dimension, whole in the others), possibly
-    expanded the same way into (heads, rest...); the loop that runs over
-    the heads (or the columns) must index nothing else but the output, at
-    one dimension. The joined generic reads the two ranges as one and
+    `--precision`, rotary embedding of Q and of K, Qwen3's per-head norms
+    of Q and K. Two generics in one block, each writing a fresh tensor
+    (elementwise) or reducing into a fresh tensor filled with one value,
+    with the same indexing maps, iterator types and body, join when each
+    pair of their inputs is the same value, or two adjacent column ranges
+    of one tensor (a range of its last dimension, whole in the others),
+    possibly expanded the same way into (heads, rest...), or two tensors
+    of one type that no head indexes (Q's and K's norm weights: the joined
+    body takes the first's for the first op's heads, the second's for the
+    rest); the parallel loop that runs over the heads (or the columns) must
+    index nothing else but the output, at one dimension. The joined generic reads the two ranges as one and
     writes the heads of both; each old result is its range of heads of
     the new one. Repeated until nothing more joins, so three ranges (Q, K
     and V) become one op.
@@ -306,6 +310,19 @@ def CleaveJoinElementwise
     %rq = tensor.extract_slice %r[0, 0, 0] [4, 16, 16] [1, 1, 1]
     %rk = tensor.extract_slice %r[4, 0, 0] [2, 16, 16] [1, 1, 1]
     ```
+
+    Where a projection interleaves Q, K and V per head (GPT-NeoX: each
+    head's columns are its Q, then its K, then its V), Q and K are not one
+    range. Two such ops instead stack when every input in which they
+    differ is the same box (through slices of slices, possibly expanded
+    after them) of one tensor, the second a fixed distance further along
+    one dimension, and both boxes lie within one chunk of that distance
+    (the dimension a multiple of it): the stacked generic gets a new
+    outermost loop of 2, reads both boxes through one view of the tensor
+    with that dimension cut into chunks, and writes a new first dimension
+    of 2; each old result is one plane of it. Shared inputs keep their
+    maps, so a per-column scale both read stays right (which is why the
+    range join refuses it).
   }];
   let dependentDialects = ["mlir::tensor::TensorDialect"];
 }
