@@ -34,6 +34,8 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <future>
+
 using namespace mlir;
 using namespace cleave;
 
@@ -415,6 +417,24 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       weightPaths.push_back(staging + "/weights/rank" + std::to_string(rank) +
                             ".bin");
   }
+  // The program's code does not depend on the weights (their placements and
+  // checksums go into the descriptor, an object of its own): LLVM optimizes
+  // and compiles it on other threads while the weights are written.
+  llvm::LLVMContext context;
+  auto llvmModule = translateForRuntime(module, context, signature);
+  if (failed(llvmModule))
+    return failure();
+  std::string irDump =
+      options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
+  // A GPU program's host code only launches work: built for any x86-64, as
+  // the GPU machine is often not this one.
+  bool portable = !options.cudaRoot.empty();
+  // Declared after everything it uses: leaving early waits for it first.
+  std::future<FailureOr<SmallVector<std::string>>> compiling =
+      std::async(std::launch::async, [&] {
+        return emitHostObjects(**llvmModule, staging + "/model", options.jobs,
+                               portable, irDump);
+      });
   auto weights = writeWeightFiles(options.modelPath, requests, weightPaths);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
@@ -437,20 +457,14 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     signature.weightChecksums.push_back(info.checksum);
   }
 
-  // Program: object code for the host, linked with the runtime.
-  llvm::LLVMContext context;
-  auto llvmModule =
-      translateForRuntime(module, context, signature, descriptorText(signature));
-  if (failed(llvmModule))
-    return failure();
-  std::string irDump =
-      options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
-  // A GPU program's host code only launches work: built for any x86-64, as
-  // the GPU machine is often not this one.
-  auto objects =
-      emitHostObjects(**llvmModule, staging + "/model", options.jobs,
-                      /*portable=*/!options.cudaRoot.empty(), irDump);
+  // Program: the code's objects and the descriptor's, linked with the
+  // runtime.
+  FailureOr<SmallVector<std::string>> objects = compiling.get();
   if (failed(objects))
+    return failure();
+  objects->push_back(staging + "/descriptor.o");
+  if (failed(emitDescriptorObject(descriptorText(signature), objects->back(),
+                                  portable, irDump)))
     return failure();
   if (failed(linkProgram(*objects, options.runtimeLibrary,
                          staging + "/program", staging + "/link.log",

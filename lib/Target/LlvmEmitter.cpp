@@ -40,8 +40,7 @@ using namespace mlir;
 
 FailureOr<std::unique_ptr<llvm::Module>>
 cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
-                            const ModelSignature &signature,
-                            llvm::StringRef descriptor) {
+                            const ModelSignature &signature) {
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
@@ -98,11 +97,6 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   }
   b.CreateCall(main, args);
   b.CreateRetVoid();
-
-  auto *text = llvm::ConstantDataArray::getString(context, descriptor);
-  new llvm::GlobalVariable(*llvmModule, text->getType(), /*isConstant=*/true,
-                           llvm::GlobalValue::ExternalLinkage, text,
-                           CLEAVE_ABI_MODEL_DESC);
   return llvmModule;
 }
 
@@ -383,4 +377,38 @@ cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
     }
   }
   return paths;
+}
+
+LogicalResult cleave::emitDescriptorObject(llvm::StringRef descriptor,
+                                           llvm::StringRef path, bool portable,
+                                           llvm::StringRef optimizedIrPath) {
+  auto host = hostTarget(portable);
+  if (failed(host))
+    return failure();
+  llvm::LLVMContext context;
+  llvm::Module module("cleave-model-descriptor", context);
+  auto *text = llvm::ConstantDataArray::getString(context, descriptor);
+  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, text,
+                           CLEAVE_ABI_MODEL_DESC);
+  std::string ir;
+  bool dumpIr = !optimizedIrPath.empty();
+  std::string error =
+      optimizeAndEmit(*host, module, path, dumpIr ? &ir : nullptr);
+  if (error.empty() && dumpIr) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(optimizedIrPath, ec, llvm::sys::fs::OF_Append);
+    out << "; ==== the descriptor, compiled once the weights are written\n"
+        << ir;
+    out.close();
+    if (ec || out.has_error()) {
+      error = "cannot write '" + optimizedIrPath.str() +
+              "': " + (ec ? ec : out.error()).message();
+      out.clear_error();
+    }
+  }
+  if (error.empty())
+    return success();
+  llvm::errs() << "cleave-compile: error: " << error << "\n";
+  return failure();
 }

@@ -13,12 +13,22 @@
 
 namespace cleave {
 
-/// Translates `module` to LLVM IR and adds the runtime ABI (Abi.h): the entry
+/// Translates `module` to LLVM IR and adds the runtime ABI's entry (Abi.h):
 /// `cleave_model_run(void **)` calling @main with one memref per buffer of
-/// `signature`, and the descriptor text `cleave_model_desc`.
+/// `signature`. The descriptor text comes in an object of its own
+/// (emitDescriptorObject), since it names the weight files' checksums,
+/// known only once they are written, and the code does not wait for that.
 mlir::FailureOr<std::unique_ptr<llvm::Module>>
 translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
-                    const ModelSignature &signature, llvm::StringRef descriptor);
+                    const ModelSignature &signature);
+
+/// Writes the object that defines the runtime ABI's descriptor text
+/// `cleave_model_desc` to `path`, for the same host target as
+/// emitHostObjects (`portable`). `optimizedIrPath`, when given, gets its IR
+/// appended.
+mlir::LogicalResult emitDescriptorObject(llvm::StringRef descriptor,
+                                         llvm::StringRef path, bool portable,
+                                         llvm::StringRef optimizedIrPath = "");
 
 /// Optimizes `module` at O3 for this machine's CPU (`portable`: for any
 /// x86-64 CPU with SSE4.2, the host code of a GPU program, which computes
