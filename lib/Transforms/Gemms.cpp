@@ -7,6 +7,7 @@
 #include "Gemms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -122,4 +123,60 @@ bool cleave::isLayoutCopy(linalg::GenericOp op) {
 bool cleave::isPermutedCopy(linalg::GenericOp op) {
   return isLayoutCopy(op) &&
          op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isPermutation();
+}
+
+/// The value of `v` if it is a float constant: a scalar, or a tensor whose
+/// elements are all one value (possibly reshaped, as import leaves an ONNX
+/// scalar of shape [1]).
+static std::optional<double> constantValue(Value v) {
+  while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+      v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
+  FloatAttr scalar;
+  if (matchPattern(v, m_Constant(&scalar)))
+    return scalar.getValueAsDouble();
+  DenseFPElementsAttr elements;
+  if (matchPattern(v, m_Constant(&elements)) && elements.isSplat())
+    return elements.getSplatValue<APFloat>().convertToDouble();
+  return std::nullopt;
+}
+
+std::optional<cleave::ScaledOperand>
+cleave::scaledOperand(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  auto mul = body.getTerminator()->getOperand(0).getDefiningOp<arith::MulFOp>();
+  // Nothing else computed: only the multiply, constants and the yield.
+  if (!mul || llvm::any_of(body.without_terminator(), [&](Operation &inner) {
+        return &inner != mul && !isa<arith::ConstantOp>(inner);
+      }))
+    return std::nullopt;
+  // The body's value `v`: an input of the generic (its OpOperand), or a
+  // constant defined inside or above the body.
+  auto inputOf = [&](Value v) -> OpOperand * {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &body ||
+        arg.getArgNumber() >= op.getNumDpsInputs())
+      return nullptr;
+    return op.getDpsInputOperand(arg.getArgNumber());
+  };
+  for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                      std::pair(mul.getRhs(), mul.getLhs())}) {
+    OpOperand *input = inputOf(x);
+    if (!input || !op.getMatchingIndexingMap(input).isIdentity() ||
+        input->get().getType() != op.getResult(0).getType())
+      continue;
+    std::optional<double> scale;
+    if (OpOperand *scalar = inputOf(c))
+      scale = constantValue(scalar->get());
+    else if (!isa<BlockArgument>(c))
+      scale = constantValue(c);
+    // Every input must be x or the constant: nothing else may be read.
+    unsigned inputs = op.getNumDpsInputs();
+    if (scale && (inputs == 1 || (inputs == 2 && inputOf(c))))
+      return cleave::ScaledOperand{input->get(), *scale};
+  }
+  return std::nullopt;
 }

@@ -55,6 +55,18 @@ bool isPermutedCopy(mlir::linalg::GenericOp op);
 /// place (a broadcast dimension as a zero stride).
 bool isLayoutCopy(mlir::linalg::GenericOp op);
 
+/// An elementwise generic computing `x * c`: x, and the constant c.
+struct ScaledOperand {
+  mlir::Value unscaled;
+  double scale;
+};
+
+/// Whether `op` is an elementwise generic yielding its input x (read
+/// through the identity map, of the result's type) times a constant: one in
+/// the body, or a second input that is a splat constant (a scalar
+/// broadcast), possibly reshaped. PyTorch's attention so scales Q and K.
+std::optional<ScaledOperand> scaledOperand(mlir::linalg::GenericOp op);
+
 } // namespace cleave
 
 #endif // CLEAVE_LIB_TRANSFORMS_GEMMS_H

@@ -126,19 +126,23 @@ struct LowerPrecisionPass
     }
     for (Operation *op : gemms)
       op->erase();
-    // The float32 reshapes and transposes that only the GEMMs read are dead
-    // now, and so may be the ones they read; later passes that follow them
-    // must not see them. truncate() recorded sources before their users:
-    // erase users first.
-    // A transpose's tensor.empty goes with it: sharding partition cannot
-    // take an op that sharding propagation left unannotated.
+    // The float32 reshapes, transposes and scales that only the GEMMs read
+    // are dead now, and so may be the ones they read; later passes that
+    // follow them must not see them. truncate() recorded sources before their
+    // users, and a scale reads its reshapes: erase scales first, then users
+    // before sources.
+    // A transpose's or a scale's tensor.empty goes with it: sharding
+    // partition cannot take an op that sharding propagation left
+    // unannotated.
     SmallVector<Operation *> layoutOps = replacedLayoutOps.takeVector();
+    llvm::append_range(layoutOps, replacedScales.takeVector());
     for (Operation *op : llvm::reverse(layoutOps)) {
       if (!op->use_empty())
         continue;
-      auto transpose = dyn_cast<linalg::TransposeOp>(op);
+      auto written = dyn_cast<DestinationStyleOpInterface>(op);
       Operation *init =
-          transpose ? transpose.getInit().getDefiningOp<tensor::EmptyOp>() : nullptr;
+          written ? written.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>()
+                  : nullptr;
       op->erase();
       if (init && init->use_empty())
         init->erase();
@@ -165,8 +169,11 @@ struct LowerPrecisionPass
     return narrow;
   }
 
-  /// Float32 reshapes and transposes whose 16-bit copies truncate() made.
+  /// Float32 reshapes, transposes and broadcasts whose 16-bit copies
+  /// truncate() made.
   llvm::SetVector<Operation *> replacedLayoutOps;
+  /// Float32 scales that truncate() made again at their sources.
+  llvm::SetVector<Operation *> replacedScales;
 
   static Type withElementType(Type type, Type element) {
     return cast<RankedTensorType>(type).clone(element);
@@ -197,41 +204,84 @@ struct LowerPrecisionPass
 
   /// `v` truncated to `low` by an elementwise generic right after its
   /// definition, made once per value. Rounding commutes with moving
-  /// elements, so a reshape's or a transpose's source is truncated instead,
-  /// and the reshape or transpose repeated on the result: elementwise fusion
+  /// elements, so a reshape's, a transpose's or a broadcast's source is
+  /// truncated instead (a K/V head is rounded once, not once per query head
+  /// that grouped-query attention repeats it for), and the reshape,
+  /// transpose or broadcast repeated on the result: elementwise fusion
   /// then folds the truncation into the op that made the source (it does not
   /// fuse across reshapes), and a transpose left on 16-bit values folds into
   /// the GEMM reading it (the attention's Q, K and V heads), or the GEMM
-  /// making its source writes through it (the head merge).
+  /// making its source writes through it (the head merge). So does a scale
+  /// by a constant (PyTorch's attention scales Q and K after the head
+  /// split): its source is scaled and truncated in one op, which rounds
+  /// every element as before, round(x * c), and the moves are repeated on
+  /// the result; Q's and K's roundings can then join (at the projection).
   Value truncate(Value v, Type low, DenseMap<Value, Value> &truncated) {
     if (Value done = truncated.lookup(v))
       return done;
-    if (Operation *reshape = v.getDefiningOp();
-        reshape && isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(reshape)) {
-      Value source = truncate(reshape->getOperand(0), low, truncated);
-      OpBuilder b(reshape->getContext());
-      b.setInsertionPointAfter(reshape);
-      Operation *narrow = b.clone(*reshape);
-      narrow->setOperand(0, source);
-      narrow->getResult(0).setType(withElementType(v.getType(), low));
-      truncated[v] = narrow->getResult(0);
-      replacedLayoutOps.insert(reshape);
-      return narrow->getResult(0);
+    Value result;
+    Operation *def = v.getDefiningOp();
+    auto scale = dyn_cast_or_null<linalg::GenericOp>(def);
+    std::optional<cleave::ScaledOperand> scaled =
+        scale ? cleave::scaledOperand(scale) : std::nullopt;
+    if (isLayoutOp(def)) {
+      result = narrowLayout(def, truncate(def->getOperand(0), low, truncated),
+                            low);
+    } else if (scaled && isLayoutOp(scaled->unscaled.getDefiningOp())) {
+      result = scaleAndTruncate(scaled->unscaled, scaled->scale, low);
+      replacedScales.insert(scale);
+    } else {
+      result = rounding(v, low, std::nullopt);
     }
-    if (auto transpose = v.getDefiningOp<linalg::TransposeOp>()) {
-      Value source = truncate(transpose.getInput(), low, truncated);
-      OpBuilder b(transpose);
-      b.setInsertionPointAfter(transpose);
-      Location loc = transpose.getLoc();
+    truncated[v] = result;
+    return result;
+  }
+
+  /// `v * scale` truncated to `low`, the multiply done at the source of the
+  /// reshapes and transposes that make `v`.
+  Value scaleAndTruncate(Value v, double scale, Type low) {
+    Operation *def = v.getDefiningOp();
+    if (isLayoutOp(def))
+      return narrowLayout(def, scaleAndTruncate(def->getOperand(0), scale, low),
+                          low);
+    return rounding(v, low, scale);
+  }
+
+  static bool isLayoutOp(Operation *op) {
+    return isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+                           linalg::TransposeOp, linalg::BroadcastOp>(op);
+  }
+
+  /// The reshape, transpose or broadcast `op` repeated on `source`, its
+  /// 16-bit input.
+  Value narrowLayout(Operation *op, Value source, Type low) {
+    replacedLayoutOps.insert(op);
+    Type type = withElementType(op->getResult(0).getType(), low);
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    if (isa<linalg::TransposeOp, linalg::BroadcastOp>(op)) {
+      Location loc = op->getLoc();
       Value empty = tensor::EmptyOp::create(
-          b, loc, cast<RankedTensorType>(v.getType()).getShape(), low);
-      auto narrow = linalg::TransposeOp::create(b, loc, source, empty,
-                                                transpose.getPermutation());
-      narrow->setDiscardableAttrs(transpose->getDiscardableAttrDictionary());
-      truncated[v] = narrow->getResult(0);
-      replacedLayoutOps.insert(transpose);
+          b, loc, cast<RankedTensorType>(type).getShape(), low);
+      Operation *narrow;
+      if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
+        narrow = linalg::TransposeOp::create(b, loc, source, empty,
+                                             transpose.getPermutation());
+      else
+        narrow = linalg::BroadcastOp::create(
+            b, loc, source, empty, cast<linalg::BroadcastOp>(op).getDimensions());
+      narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       return narrow->getResult(0);
     }
+    Operation *narrow = b.clone(*op);
+    narrow->setOperand(0, source);
+    narrow->getResult(0).setType(type);
+    return narrow->getResult(0);
+  }
+
+  /// An elementwise generic right after `v`'s definition yielding `v`
+  /// (times `scale`, when given) truncated to `low`.
+  static Value rounding(Value v, Type low, std::optional<double> scale) {
     OpBuilder b(v.getContext());
     b.setInsertionPointAfterValue(v);
     Location loc = v.getLoc();
@@ -244,10 +294,15 @@ struct LowerPrecisionPass
         b, loc, TypeRange{empty.getType()}, ValueRange{v}, ValueRange{empty},
         ArrayRef<AffineMap>{identity, identity}, parallel,
         [&](OpBuilder &nb, Location nloc, ValueRange args) {
-          Value narrow = arith::TruncFOp::create(nb, nloc, low, args[0]);
+          Value x = args[0];
+          if (scale) {
+            Value c = arith::ConstantOp::create(
+                nb, nloc, nb.getF32FloatAttr(static_cast<float>(*scale)));
+            x = arith::MulFOp::create(nb, nloc, x, c);
+          }
+          Value narrow = arith::TruncFOp::create(nb, nloc, low, x);
           linalg::YieldOp::create(nb, nloc, narrow);
         });
-    truncated[v] = generic.getResult(0);
     return generic.getResult(0);
   }
 };

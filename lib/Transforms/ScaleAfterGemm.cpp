@@ -13,7 +13,6 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/Matchers.h"
 
 #include <optional>
 
@@ -25,66 +24,6 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
-
-/// The value of `v` if it is a float constant: a scalar, or a tensor whose
-/// elements are all one value.
-std::optional<double> constantValue(Value v) {
-  FloatAttr scalar;
-  if (matchPattern(v, m_Constant(&scalar)))
-    return scalar.getValueAsDouble();
-  DenseFPElementsAttr elements;
-  if (matchPattern(v, m_Constant(&elements)) && elements.isSplat())
-    return elements.getSplatValue<APFloat>().convertToDouble();
-  return std::nullopt;
-}
-
-/// An operand `x * c` of a GEMM: x, and c, a constant.
-struct ScaledOperand {
-  Value unscaled;
-  double scale;
-};
-
-/// Whether `op` is an elementwise generic yielding its input x (read
-/// through the identity map) times a constant: one in the body, or a second
-/// input that is a splat constant (a scalar broadcast).
-std::optional<ScaledOperand> scaledOperand(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
-      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
-    return std::nullopt;
-  Block &body = op.getRegion().front();
-  auto mul = body.getTerminator()->getOperand(0).getDefiningOp<arith::MulFOp>();
-  // Nothing else computed: only the multiply, constants and the yield.
-  if (!mul || llvm::any_of(body.without_terminator(), [&](Operation &inner) {
-        return &inner != mul && !isa<arith::ConstantOp>(inner);
-      }))
-    return std::nullopt;
-  // The body's value `v`: an input of the generic (its OpOperand), or a
-  // constant defined inside or above the body.
-  auto inputOf = [&](Value v) -> OpOperand * {
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg || arg.getOwner() != &body ||
-        arg.getArgNumber() >= op.getNumDpsInputs())
-      return nullptr;
-    return op.getDpsInputOperand(arg.getArgNumber());
-  };
-  for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
-                      std::pair(mul.getRhs(), mul.getLhs())}) {
-    OpOperand *input = inputOf(x);
-    if (!input || !op.getMatchingIndexingMap(input).isIdentity() ||
-        input->get().getType() != op.getResult(0).getType())
-      continue;
-    std::optional<double> scale;
-    if (OpOperand *scalar = inputOf(c))
-      scale = constantValue(scalar->get());
-    else if (!isa<BlockArgument>(c))
-      scale = constantValue(c);
-    // Every input must be x or the constant: nothing else may be read.
-    unsigned inputs = op.getNumDpsInputs();
-    if (scale && (inputs == 1 || (inputs == 2 && inputOf(c))))
-      return ScaledOperand{input->get(), *scale};
-  }
-  return std::nullopt;
-}
 
 /// A GEMM that starts from zeros: a product, so a scale of an operand is a
 /// scale of the result.
@@ -133,7 +72,7 @@ struct ScaleAfterGemmPass
     auto producer = v.getDefiningOp<linalg::GenericOp>();
     if (!producer || !v.hasOneUse())
       return std::nullopt;
-    std::optional<ScaledOperand> scaled = scaledOperand(producer);
+    std::optional<cleave::ScaledOperand> scaled = cleave::scaledOperand(producer);
     if (!scaled)
       return std::nullopt;
     // The same reshapes and copies, from x, which has the scaled tensor's

@@ -1,5 +1,6 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision))' | FileCheck %s
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision))' | FileCheck %s --check-prefix=NO-F32-TRANSPOSE
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision))' | FileCheck %s --check-prefix=SCALED
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision{type=f16}))' | FileCheck %s --check-prefix=F16
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-lower-precision{type=fp8}))' 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -100,7 +101,8 @@ func.func @reshaped(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {cleave.param = "
 // CHECK-DAG: %[[KT:.*]] = linalg.transpose ins(%[[KE]] : tensor<16x4x16xbf16>) outs(%{{.*}} : tensor<4x16x16xbf16>) permutation = [1, 0, 2]
 // CHECK-DAG: %[[KTT:.*]] = linalg.transpose ins(%[[KT]] : tensor<4x16x16xbf16>) outs(%{{.*}} : tensor<4x16x16xbf16>) permutation = [0, 2, 1]
 // CHECK: linalg.batch_matmul ins(%[[QT]], %[[KTT]] : tensor<4x16x16xbf16>, tensor<4x16x16xbf16>)
-// No function here keeps a float32 transpose (only @transposed has any).
+// No function here keeps a float32 transpose (only @transposed and @scaled
+// have any).
 // NO-F32-TRANSPOSE-NOT: linalg.transpose ins({{.*}}xf32>)
 func.func @transposed(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>) -> tensor<4x16x16xf32> {
   %qe = tensor.expand_shape %q [[0], [1, 2]] output_shape [16, 4, 16] : tensor<16x64xf32> into tensor<16x4x16xf32>
@@ -110,6 +112,79 @@ func.func @transposed(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>) -> tensor<4x
   %kt = linalg.transpose ins(%ke : tensor<16x4x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [1, 0, 2]
   %ktt = linalg.transpose ins(%kt : tensor<4x16x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [0, 2, 1]
   %s = linalg.batch_matmul ins(%qt, %ktt : tensor<4x16x16xf32>, tensor<4x16x16xf32>)
+                           outs(%e : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  return %s : tensor<4x16x16xf32>
+}
+
+// PyTorch's attention scales Q and K after the head split (by the fourth
+// root of the head size each, as a scalar input). The scale moves elements
+// no more than the transposes do: each activation is scaled and truncated
+// in one op at its source (so every element is still round(x * c)), and the
+// transposes and reshapes are repeated on 16-bit values. No float32 scale
+// or transpose is left.
+// CHECK-LABEL: func.func @scaled
+// CHECK-SAME: %[[SQ:[a-z0-9]+]]: tensor<16x64xf32>, %[[SK:[a-z0-9]+]]: tensor<16x64xf32>
+// CHECK-DAG: %[[SQB:.*]] = linalg.generic {{.*}} ins(%[[SQ]] : tensor<16x64xf32>) outs(%{{.*}} : tensor<16x64xbf16>)
+// CHECK-DAG: %[[SKB:.*]] = linalg.generic {{.*}} ins(%[[SK]] : tensor<16x64xf32>) outs(%{{.*}} : tensor<16x64xbf16>)
+// CHECK-DAG: %[[SQE:.*]] = tensor.expand_shape %[[SQB]] {{.*}} into tensor<16x4x16xbf16>
+// CHECK-DAG: %[[SQT:.*]] = linalg.transpose ins(%[[SQE]] : tensor<16x4x16xbf16>)
+// CHECK-DAG: %[[SKE:.*]] = tensor.expand_shape %[[SKB]] {{.*}} into tensor<16x4x16xbf16>
+// CHECK-DAG: %[[SKT:.*]] = linalg.transpose ins(%[[SKE]] : tensor<16x4x16xbf16>)
+// CHECK-DAG: %[[SKTT:.*]] = linalg.transpose ins(%[[SKT]] : tensor<4x16x16xbf16>)
+// CHECK: linalg.batch_matmul ins(%[[SQT]], %[[SKTT]] : tensor<4x16x16xbf16>, tensor<4x16x16xbf16>)
+// SCALED-LABEL: func.func @scaled
+// SCALED: linalg.generic
+// SCALED-NEXT: ^bb0(%[[X:.*]]: f32, %{{.*}}: bf16):
+// SCALED-NEXT: %[[C:.*]] = arith.constant 0.353553{{[0-9]*}} : f32
+// SCALED-NEXT: %[[M:.*]] = arith.mulf %[[X]], %[[C]] : f32
+// SCALED-NEXT: arith.truncf %[[M]] : f32 to bf16
+// SCALED-NOT: linalg.generic {{.*}} outs({{.*}}x16xf32>)
+// SCALED: linalg.batch_matmul
+#scalar = affine_map<(h, t, c) -> ()>
+#id3 = affine_map<(h, t, c) -> (h, t, c)>
+func.func @scaled(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>) -> tensor<4x16x16xf32> {
+  %c = arith.constant dense<0.353553385> : tensor<1xf32>
+  %cs = tensor.collapse_shape %c [] : tensor<1xf32> into tensor<f32>
+  %qe = tensor.expand_shape %q [[0], [1, 2]] output_shape [16, 4, 16] : tensor<16x64xf32> into tensor<16x4x16xf32>
+  %ke = tensor.expand_shape %k [[0], [1, 2]] output_shape [16, 4, 16] : tensor<16x64xf32> into tensor<16x4x16xf32>
+  %e = tensor.empty() : tensor<4x16x16xf32>
+  %qt = linalg.transpose ins(%qe : tensor<16x4x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [1, 0, 2]
+  %kt = linalg.transpose ins(%ke : tensor<16x4x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [1, 0, 2]
+  %ktt = linalg.transpose ins(%kt : tensor<4x16x16xf32>) outs(%e : tensor<4x16x16xf32>) permutation = [0, 2, 1]
+  %qs = linalg.generic {indexing_maps = [#id3, #scalar, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%qt, %cs : tensor<4x16x16xf32>, tensor<f32>) outs(%e : tensor<4x16x16xf32>) {
+  ^bb0(%x: f32, %s: f32, %o: f32):
+    %m = arith.mulf %x, %s : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x16xf32>
+  %ks = linalg.generic {indexing_maps = [#id3, #scalar, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ktt, %cs : tensor<4x16x16xf32>, tensor<f32>) outs(%e : tensor<4x16x16xf32>) {
+  ^bb0(%x: f32, %s: f32, %o: f32):
+    %m = arith.mulf %x, %s : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x16xf32>
+  %s = linalg.batch_matmul ins(%qs, %ks : tensor<4x16x16xf32>, tensor<4x16x16xf32>)
+                           outs(%e : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  return %s : tensor<4x16x16xf32>
+}
+
+// Grouped-query attention repeats each K head for its query heads (a
+// broadcast): the K head is truncated once, before the repetition, which
+// is repeated on 16-bit values.
+// CHECK-LABEL: func.func @repeated
+// CHECK-SAME: %[[RQ:[a-z0-9]+]]: tensor<4x16x16xf32>, %[[RK:[a-z0-9]+]]: tensor<2x16x16xf32>
+// CHECK-DAG: %[[RKB:.*]] = linalg.generic {{.*}} ins(%[[RK]] : tensor<2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xbf16>)
+// CHECK-DAG: %[[RKR:.*]] = linalg.broadcast ins(%[[RKB]] : tensor<2x16x16xbf16>) outs(%{{.*}} : tensor<2x2x16x16xbf16>) dimensions = [1]
+// CHECK-DAG: %[[RKC:.*]] = tensor.collapse_shape %[[RKR]] {{.*}} into tensor<4x16x16xbf16>
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %[[RKC]] : tensor<4x16x16xbf16>, tensor<4x16x16xbf16>)
+// CHECK-NOT: linalg.broadcast ins({{.*}}xf32>)
+// CHECK: return
+func.func @repeated(%q: tensor<4x16x16xf32>, %k: tensor<2x16x16xf32>) -> tensor<4x16x16xf32> {
+  %e = tensor.empty() : tensor<4x16x16xf32>
+  %r = tensor.empty() : tensor<2x2x16x16xf32>
+  %kr = linalg.broadcast ins(%k : tensor<2x16x16xf32>) outs(%r : tensor<2x2x16x16xf32>) dimensions = [1]
+  %kc = tensor.collapse_shape %kr [[0, 1], [2], [3]] : tensor<2x2x16x16xf32> into tensor<4x16x16xf32>
+  %s = linalg.batch_matmul ins(%q, %kc : tensor<4x16x16xf32>, tensor<4x16x16xf32>)
                            outs(%e : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
   return %s : tensor<4x16x16xf32>
 }

@@ -228,6 +228,13 @@ def CleaveLowerPrecision
       weights converted (half the bytes).
     - Any other GEMM operand gets an elementwise `arith.truncf` in front of
       the GEMM, which elementwise fusion later folds into its producer.
+      Rounding commutes with moving elements: an operand made by reshapes,
+      transposes and broadcasts (attention's head split, K's transpose,
+      grouped-query attention's K/V head repetition) is truncated at their
+      source and they are repeated on 16-bit values, which GEMMs read in
+      place. A scale by a constant after such moves (PyTorch's attention
+      scales Q and K after the head split) is applied in the same op as the
+      truncation, at the source: each element is still `round(x * c)`.
 
     ```mlir
     %y = linalg.matmul ins(%x, %w : tensor<16x64xf32>, tensor<64x64xf32>)
