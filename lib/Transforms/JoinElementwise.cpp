@@ -291,9 +291,26 @@ std::optional<Stack> stackable(linalg::GenericOp first,
   return stack;
 }
 
+/// Moves `op`'s index ops to the start of its body, by dimension. They read
+/// nothing, so where fusion happened to leave them means nothing, and two
+/// bodies that differ only there (Q's and K's rotations) then compare equal.
+void sortIndexOps(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  SmallVector<linalg::IndexOp> indices(body.getOps<linalg::IndexOp>());
+  llvm::stable_sort(indices, [](linalg::IndexOp a, linalg::IndexOp b) {
+    return a.getDim() < b.getDim();
+  });
+  for (linalg::IndexOp index : llvm::reverse(indices))
+    index->moveBefore(&body, body.begin());
+}
+
 struct JoinElementwisePass
     : cleave::impl::CleaveJoinElementwiseBase<JoinElementwisePass> {
   void runOnOperation() override {
+    getOperation().walk([](linalg::GenericOp op) {
+      if (isCandidate(op))
+        sortIndexOps(op);
+    });
     while (joinOnePair()) {
     }
   }
