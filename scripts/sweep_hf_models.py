@@ -29,6 +29,10 @@ import sys
 
 import export_hf_models as hf
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "test", "GPU"))
+import count_kernels  # noqa: E402  (test/GPU: what the lit tests count)
+
 BATCH, SEQ, VOCAB = hf.BATCH, hf.SEQ, hf.VOCAB
 
 # name -> (config class, model class, config arguments); SIZES is the
@@ -143,10 +147,7 @@ def check_gpu(path, shapes, int_high, work, bin_dir):
     kernels = gemms = "-"
     lowered = os.path.join(dumps, "05-lower.mlir")
     if os.path.exists(lowered):
-        with open(lowered) as f:
-            text = f.read()
-        kernels = text.count("gpu.launch_func")
-        gemms = len(re.findall(r"call @cleave_rt_cuda_\w*gemm", text))
+        _, kernels, gemms, _, _ = count_kernels.counts(lowered, path)
     emulated, _, _, _ = check(path, shapes, int_high, os.path.join(work, "emulated"),
                               bin_dir, ["--compile-arg=--gpu-kernels-on-cpu"])
     return built, kernels, gemms, emulated

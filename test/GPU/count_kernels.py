@@ -8,6 +8,7 @@ activation by a weight each (Q, K and V; gate and up) are one GEMM
 scores and its weighted sum of values).
 
 With one model (MODEL.mlir MODEL.onnx), the same counts for the whole model.
+scripts/sweep_hf_models.py --gpu imports counts() to count the same way.
 
 Usage: count_kernels.py ONE.mlir ONE.onnx [TWO.mlir TWO.onnx]"""
 import re
@@ -32,15 +33,20 @@ def counts(mlir_path, onnx_path):
             len(matmuls), len(joined) + len(alone) + 2 * len(attention))
 
 
-one = counts(sys.argv[1], sys.argv[2])
-if len(sys.argv) == 3:
-    kernels, launches, gemms, matmuls, groups = one
-    print(f"kernels: {kernels}, launches: {launches}; GEMM calls: {gemms}, "
-          f"ONNX MatMul and Gemm nodes: {matmuls}, joined: {groups}")
-    sys.exit(0)
-two = counts(sys.argv[3], sys.argv[4])
-kernels, launches, gemms, matmuls, groups = (b - a for a, b in zip(one, two))
-print(f"kernels per layer: {kernels}, launches per layer: {launches}")
-print(f"GEMM calls per layer: {gemms}, ONNX MatMul and Gemm nodes per layer: {matmuls}, "
-      f"joined: {groups}")
-print(f"every kernel a cubin, launched once: {'yes' if two[0] == two[1] else 'no'}")
+def main():
+    one = counts(sys.argv[1], sys.argv[2])
+    if len(sys.argv) == 3:
+        kernels, launches, gemms, matmuls, groups = one
+        print(f"kernels: {kernels}, launches: {launches}; GEMM calls: {gemms}, "
+              f"ONNX MatMul and Gemm nodes: {matmuls}, joined: {groups}")
+        return
+    two = counts(sys.argv[3], sys.argv[4])
+    kernels, launches, gemms, matmuls, groups = (b - a for a, b in zip(one, two))
+    print(f"kernels per layer: {kernels}, launches per layer: {launches}")
+    print(f"GEMM calls per layer: {gemms}, ONNX MatMul and Gemm nodes per layer: "
+          f"{matmuls}, joined: {groups}")
+    print(f"every kernel a cubin, launched once: {'yes' if two[0] == two[1] else 'no'}")
+
+
+if __name__ == "__main__":
+    main()
