@@ -593,14 +593,18 @@ LogicalResult lowerGather(NodeContext &ctx) {
     ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0], 1, shape));
     return success();
   }
-  if (indices && indexRank == 1 && !indexValues.empty()) {
-    // Constant ascending consecutive indices (position ids) are a slice.
+  if (indices && indexRank >= 1 && !indexValues.empty()) {
+    // Constant ascending consecutive indices (position ids, as a row of
+    // shape [1, tokens] when the exporter keeps a batch dimension) are a
+    // slice, reshaped to the indices' shape.
     bool consecutive = true;
     for (size_t i = 1; i < indexValues.size(); ++i)
       consecutive &= indexValues[i] == indexValues[0] + static_cast<int64_t>(i);
     if (consecutive) {
       ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0],
-                                 indexValues.size()));
+                                 indexValues.size(),
+                                 indexRank > 1 ? ArrayRef<int64_t>(shape)
+                                               : ArrayRef<int64_t>()));
       return success();
     }
   }
