@@ -1,4 +1,4 @@
-//===- JoinElementwise.cpp - One op over adjacent column slices ----------===//
+//===- JoinElementwise.cpp - One op for like work on parts of a tensor ----===//
 //
 // See Passes.td. Two elementwise generics that do the same to adjacent
 // column slices of one tensor (rotary embedding of Q and of K, which are
