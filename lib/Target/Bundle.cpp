@@ -340,13 +340,18 @@ static llvm::json::Array bufferList(const ModelSignature &signature,
 static LogicalResult writeText(StringRef path, StringRef text) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    llvm::errs() << "cleave-compile: error: cannot write '" << path
-                 << "': " << ec.message() << "\n";
-    return failure();
+  if (!ec) {
+    os << text;
+    os.close();
+    ec = os.error();
+    // Cleared, or the stream's destructor would abort the compiler.
+    os.clear_error();
   }
-  os << text;
-  return success();
+  if (!ec)
+    return success();
+  llvm::errs() << "cleave-compile: error: cannot write '" << path
+               << "': " << ec.message() << "\n";
+  return failure();
 }
 
 LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
@@ -424,16 +429,15 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   auto llvmModule = translateForRuntime(module, context, signature);
   if (failed(llvmModule))
     return failure();
-  std::string irDump =
-      options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll";
+  bool dumpIr = !options.dumpDir.empty();
   // A GPU program's host code only launches work: built for any x86-64, as
   // the GPU machine is often not this one.
   bool portable = !options.cudaRoot.empty();
   // Declared after everything it uses: leaving early waits for it first.
-  std::future<FailureOr<SmallVector<std::string>>> compiling =
+  std::future<FailureOr<HostObjects>> compiling =
       std::async(std::launch::async, [&] {
         return emitHostObjects(**llvmModule, staging + "/model", options.jobs,
-                               portable, irDump);
+                               portable, dumpIr);
       });
   auto weights = writeWeightFiles(options.modelPath, requests, weightPaths);
   if (!weights)
@@ -459,18 +463,27 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
 
   // Program: the code's objects and the descriptor's, linked with the
   // runtime.
-  FailureOr<SmallVector<std::string>> objects = compiling.get();
-  if (failed(objects))
+  FailureOr<HostObjects> code = compiling.get();
+  if (failed(code))
     return failure();
-  objects->push_back(staging + "/descriptor.o");
-  if (failed(emitDescriptorObject(descriptorText(signature), objects->back(),
-                                  portable, irDump)))
+  FailureOr<HostObjects> descriptor = emitDescriptorObject(
+      descriptorText(signature), staging + "/descriptor.o", portable, dumpIr);
+  if (failed(descriptor))
     return failure();
-  if (failed(linkProgram(*objects, options.runtimeLibrary,
+  if (dumpIr &&
+      failed(writeText(options.dumpDir + "/model.ll",
+                       code->ir +
+                           "; ==== the descriptor, compiled once the weights "
+                           "are written\n" +
+                           descriptor->ir)))
+    return failure();
+  SmallVector<std::string> objects = code->paths;
+  objects.append(descriptor->paths);
+  if (failed(linkProgram(objects, options.runtimeLibrary,
                          staging + "/program", staging + "/link.log",
                          options.cudaRoot)))
     return failure();
-  for (const std::string &object : *objects)
+  for (const std::string &object : objects)
     fs::remove(object);
   fs::remove(staging + "/link.log");
 

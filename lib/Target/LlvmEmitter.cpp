@@ -316,28 +316,27 @@ SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
 
 } // namespace
 
-FailureOr<SmallVector<std::string>>
+FailureOr<cleave::HostObjects>
 cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
-                        unsigned jobs, bool portable,
-                        llvm::StringRef optimizedIrPath) {
+                        unsigned jobs, bool portable, bool keepIr) {
   auto host = hostTarget(portable);
   if (failed(host))
     return failure();
-  bool dumpIr = !optimizedIrPath.empty();
   unsigned parts = partsFor(module, jobs);
 
-  SmallVector<std::string> paths, errors(1), irs(1);
+  HostObjects objects;
+  SmallVector<std::string> errors(1), irs(1);
   if (parts == 1) {
-    paths.push_back((stem + ".o").str());
-    errors[0] = optimizeAndEmit(*host, module, paths[0],
-                                dumpIr ? &irs[0] : nullptr);
+    objects.paths.push_back((stem + ".o").str());
+    errors[0] = optimizeAndEmit(*host, module, objects.paths[0],
+                                keepIr ? &irs[0] : nullptr);
   } else {
     SmallVector<SmallString<0>> bitcode = splitModule(module, parts);
     parts = bitcode.size();
     errors.resize(parts);
     irs.resize(parts);
     for (unsigned i = 0; i < parts; ++i)
-      paths.push_back((stem + "." + llvm::Twine(i) + ".o").str());
+      objects.paths.push_back((stem + "." + llvm::Twine(i) + ".o").str());
     llvm::DefaultThreadPool pool(llvm::hardware_concurrency(parts));
     for (unsigned i = 0; i < parts; ++i)
       pool.async([&, i] {
@@ -348,8 +347,8 @@ cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
           errors[i] = llvm::toString(part.takeError());
           return;
         }
-        errors[i] = optimizeAndEmit(*host, **part, paths[i],
-                                    dumpIr ? &irs[i] : nullptr);
+        errors[i] = optimizeAndEmit(*host, **part, objects.paths[i],
+                                    keepIr ? &irs[i] : nullptr);
       });
     pool.wait();
   }
@@ -358,30 +357,19 @@ cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
       llvm::errs() << "cleave-compile: error: " << error << "\n";
       return failure();
     }
-
-  if (dumpIr) {
-    std::error_code ec;
-    llvm::raw_fd_ostream ir(optimizedIrPath, ec);
-    for (auto [i, text] : llvm::enumerate(irs)) {
-      if (parts > 1)
-        ir << "; ==== part " << i + 1 << " of " << parts
-           << ", compiled on its own thread\n";
-      ir << text;
-    }
-    ir.close();
-    if (ec || ir.has_error()) {
-      llvm::errs() << "cleave-compile: error: cannot write '" << optimizedIrPath
-                   << "': " << (ec ? ec : ir.error()).message() << "\n";
-      ir.clear_error();
-      return failure();
-    }
+  for (auto [i, text] : llvm::enumerate(irs)) {
+    if (parts > 1)
+      objects.ir += ("; ==== part " + llvm::Twine(i + 1) + " of " +
+                     llvm::Twine(parts) + ", compiled on its own thread\n")
+                        .str();
+    objects.ir += text;
   }
-  return paths;
+  return objects;
 }
 
-LogicalResult cleave::emitDescriptorObject(llvm::StringRef descriptor,
-                                           llvm::StringRef path, bool portable,
-                                           llvm::StringRef optimizedIrPath) {
+FailureOr<cleave::HostObjects>
+cleave::emitDescriptorObject(llvm::StringRef descriptor, llvm::StringRef path,
+                             bool portable, bool keepIr) {
   auto host = hostTarget(portable);
   if (failed(host))
     return failure();
@@ -391,24 +379,13 @@ LogicalResult cleave::emitDescriptorObject(llvm::StringRef descriptor,
   new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, text,
                            CLEAVE_ABI_MODEL_DESC);
-  std::string ir;
-  bool dumpIr = !optimizedIrPath.empty();
+  HostObjects object;
+  object.paths.push_back(path.str());
   std::string error =
-      optimizeAndEmit(*host, module, path, dumpIr ? &ir : nullptr);
-  if (error.empty() && dumpIr) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(optimizedIrPath, ec, llvm::sys::fs::OF_Append);
-    out << "; ==== the descriptor, compiled once the weights are written\n"
-        << ir;
-    out.close();
-    if (ec || out.has_error()) {
-      error = "cannot write '" + optimizedIrPath.str() +
-              "': " + (ec ? ec : out.error()).message();
-      out.clear_error();
-    }
+      optimizeAndEmit(*host, module, path, keepIr ? &object.ir : nullptr);
+  if (!error.empty()) {
+    llvm::errs() << "cleave-compile: error: " << error << "\n";
+    return failure();
   }
-  if (error.empty())
-    return success();
-  llvm::errs() << "cleave-compile: error: " << error << "\n";
-  return failure();
+  return object;
 }

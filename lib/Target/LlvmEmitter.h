@@ -22,13 +22,12 @@ mlir::FailureOr<std::unique_ptr<llvm::Module>>
 translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
                     const ModelSignature &signature);
 
-/// Writes the object that defines the runtime ABI's descriptor text
-/// `cleave_model_desc` to `path`, for the same host target as
-/// emitHostObjects (`portable`). `optimizedIrPath`, when given, gets its IR
-/// appended.
-mlir::LogicalResult emitDescriptorObject(llvm::StringRef descriptor,
-                                         llvm::StringRef path, bool portable,
-                                         llvm::StringRef optimizedIrPath = "");
+/// Object files written, and (when asked for) the optimized IR they were
+/// compiled from.
+struct HostObjects {
+  llvm::SmallVector<std::string> paths;
+  std::string ir;
+};
 
 /// Optimizes `module` at O3 for this machine's CPU (`portable`: for any
 /// x86-64 CPU with SSE4.2, the host code of a GPU program, which computes
@@ -36,11 +35,20 @@ mlir::LogicalResult emitDescriptorObject(llvm::StringRef descriptor,
 /// `<stem>.o`, or the module split into up to `jobs` parts (0: one per
 /// core, at most 16) `<stem>.<k>.o`, each optimized and compiled on a
 /// thread of its own (a function is never split; a module of few functions
-/// stays whole). Returns the files written. `optimizedIrPath`, when given,
-/// receives the optimized IR, the parts one after another.
-mlir::FailureOr<llvm::SmallVector<std::string>>
-emitHostObjects(llvm::Module &module, llvm::StringRef stem, unsigned jobs,
-                bool portable, llvm::StringRef optimizedIrPath = "");
+/// stays whole). With `keepIr`, the optimized IR comes back too, the parts
+/// one after another.
+mlir::FailureOr<HostObjects> emitHostObjects(llvm::Module &module,
+                                             llvm::StringRef stem,
+                                             unsigned jobs, bool portable,
+                                             bool keepIr = false);
+
+/// Writes the object that defines the runtime ABI's descriptor text
+/// `cleave_model_desc` to `path`, for the same host target as
+/// emitHostObjects (`portable`); as that, its IR comes back with `keepIr`.
+mlir::FailureOr<HostObjects> emitDescriptorObject(llvm::StringRef descriptor,
+                                                  llvm::StringRef path,
+                                                  bool portable,
+                                                  bool keepIr = false);
 
 } // namespace cleave
 
