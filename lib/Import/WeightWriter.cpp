@@ -174,13 +174,13 @@ uint64_t runBytes(llvm::ArrayRef<int64_t> shape, int64_t axis,
 
 /// Appends `rows` rows of `pieces` side by side to `out`: row r of the
 /// result is run r of every piece in turn, piece i's runs `run[i]` bytes.
-void appendSideBySide(std::string &out, llvm::ArrayRef<std::string> pieces,
+void appendSideBySide(std::string &out, llvm::ArrayRef<llvm::StringRef> pieces,
                       llvm::ArrayRef<uint64_t> run, uint64_t rows) {
   out.reserve(out.size() +
               rows * std::accumulate(run.begin(), run.end(), uint64_t(0)));
   for (uint64_t r = 0; r < rows; ++r)
     for (auto [piece, bytes] : llvm::zip(pieces, run))
-      out.append(piece, r * bytes, bytes);
+      out.append(piece.substr(r * bytes, bytes));
 }
 
 } // namespace
@@ -387,15 +387,18 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
             }
           continue;
         }
-        std::vector<std::string> chunks;
+        // Each piece's rows where they are; copied once, side by side.
+        std::vector<std::unique_ptr<llvm::MemoryBuffer>> chunks;
+        llvm::SmallVector<llvm::StringRef> views;
         for (auto [source, bytes] : llvm::zip(sources, run)) {
-          auto chunk = source.read(row * bytes, count * bytes);
+          auto chunk = source.view(row * bytes, count * bytes);
           if (!chunk)
             return chunk.takeError();
+          views.push_back((*chunk)->getBuffer());
           chunks.push_back(std::move(*chunk));
         }
         std::string out;
-        appendSideBySide(out, chunks, run, count);
+        appendSideBySide(out, views, run, count);
         emit(out);
       }
       continue;
@@ -439,7 +442,8 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
           if (piece.size() != rows * bytes)
             return makeError("the parts of parameter '" + name +
                              "' do not have the same rows");
-        appendSideBySide(block, blocks, rowBytes, rows);
+        llvm::SmallVector<llvm::StringRef> views(blocks.begin(), blocks.end());
+        appendSideBySide(block, views, rowBytes, rows);
       }
       if (narrowing)
         block = narrowing(block);
