@@ -151,13 +151,15 @@ std::optional<Join> joinable(linalg::GenericOp first,
       continue;
     }
     std::optional<ColumnSlice> ca = columnSlice(a), cb = columnSlice(b);
-    if ((!ca || !cb || ca->source != cb->source) &&
-        a.getType() == b.getType()) {
+    if (!ca || !cb || ca->source != cb->source) {
+      // Two tensors, which no head may index (checked below): each head
+      // reads its own op's.
+      if (a.getType() != b.getType())
+        return std::nullopt;
       chosen.push_back(i);
       continue;
     }
-    if (!ca || !cb || ca->source != cb->source ||
-        ca->offset + ca->width != cb->offset || ca->heads != cb->heads ||
+    if (ca->offset + ca->width != cb->offset || ca->heads != cb->heads ||
         ca->unit != cb->unit || ca->width % ca->unit || cb->width % cb->unit)
       return std::nullopt;
     if (ca->expand && (ca->expand.getReassociationIndices() !=

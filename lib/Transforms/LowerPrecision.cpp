@@ -238,7 +238,7 @@ struct LowerPrecisionPass
   }
 
   /// `v * scale` truncated to `low`, the multiply done at the source of the
-  /// reshapes and transposes that make `v`.
+  /// reshapes, transposes and broadcasts that make `v`.
   Value scaleAndTruncate(Value v, double scale, Type low) {
     Operation *def = v.getDefiningOp();
     if (isLayoutOp(def))
