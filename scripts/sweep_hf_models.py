@@ -3,7 +3,8 @@
 
 Each model (2 layers of width 64, 4 heads, random weights, no download) is
 exported as export_hf_models.py exports the committed test models
-(torch.onnx.export, dynamo=True, opset 18, batch 2 x 16 tokens), then
+(torch.onnx.export, dynamo=True, opset 18, batch 2 x 16 tokens unless
+--batch and --seq say otherwise), then
 check_model.py compiles and runs it twice: on one rank, and with
 --mesh tp=2 --shard-preset megatron against the one-rank program. Both must
 match ONNX Runtime (rtol 1e-4, atol 1e-5). One line per model: whether the
@@ -17,7 +18,8 @@ are counted, and the program with the very kernels the CUDA target builds,
 run on the CPU (--gpu-kernels-on-cpu), is checked against ONNX Runtime.
 
 Needs torch, transformers and onnxscript. Usage:
-  sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--bin DIR]
+  sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--batch B] [--seq S]
+                     [--bin DIR]
 """
 import argparse
 import contextlib
@@ -33,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "test", "GPU"))
 import count_kernels  # noqa: E402  (test/GPU: what the lit tests count)
 
-BATCH, SEQ, VOCAB = hf.BATCH, hf.SEQ, hf.VOCAB
+VOCAB = hf.VOCAB
 
 # name -> (config class, model class, config arguments); SIZES is the
 # LLaMA-style set of common arguments.
@@ -90,13 +92,14 @@ ARCHITECTURES = {
                 dict(S, num_key_value_heads=2, num_local_experts=4,
                      num_experts_per_tok=2)),
 }
-# Models with other inputs than token ids: name -> (input name, shape).
+# Models with other inputs than token ids: name -> (input name, shape of
+# one item of the batch).
 IMAGES = {
     "clip-vision": ("CLIPVisionConfig", "CLIPVisionModel",
                     dict(hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4,
                          image_size=32, patch_size=8),
-                    "pixel_values", (BATCH, 3, 32, 32)),
+                    "pixel_values", (3, 32, 32)),
 }
 # The committed ones (export_hf_models.py), swept again for the tp=2 line.
 COMMITTED = list(dict.fromkeys(name for name, _, _ in hf.EXPORTS))
@@ -108,11 +111,11 @@ def build(name, transformers, torch):
     if name in IMAGES:
         config, model, kwargs, input_name, shape = IMAGES[name]
         config = getattr(transformers, config)(**kwargs)
-        return (getattr(transformers, model)(config), (torch.randn(*shape),),
+        return (getattr(transformers, model)(config), (torch.randn(hf.BATCH, *shape),),
                 [input_name])
     config, model, kwargs = ARCHITECTURES[name]
     config = getattr(transformers, config)(**kwargs)
-    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    ids = torch.randint(0, VOCAB, (hf.BATCH, hf.SEQ))
     return getattr(transformers, model)(config), (ids,), ["input_ids"]
 
 
@@ -160,9 +163,14 @@ def main():
     parser.add_argument("--gpu", action="store_true",
                         help="instead of tp=2: the CUDA target's bundle, its kernels "
                              "and GEMM calls, and its kernels run on the CPU")
+    parser.add_argument("--batch", type=int, default=hf.BATCH,
+                        help="sequences per input (default %(default)s)")
+    parser.add_argument("--seq", type=int, default=hf.SEQ,
+                        help="tokens per sequence (default %(default)s)")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
+    hf.BATCH, hf.SEQ = args.batch, args.seq
     import torch
     import transformers
     names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
