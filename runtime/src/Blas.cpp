@@ -14,6 +14,7 @@
 
 #include "GemmCall.h"
 #include "PackedGemm.h"
+#include "Profile.h"
 #include "comm/Comm.h"
 
 #include "cleave/Runtime/BlasCore.h"
@@ -105,7 +106,10 @@ void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
 
 /// Every GEMM of the call, one cblas_sgemm each, into its float32 C.
 template <typename Element, float (*Widen)(uint16_t)>
-void run(CLEAVE_ABI_GEMM_PARAMS) {
+void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
+  profile::Span span([&] {
+    return profile::describeGemm(type, /*rounded=*/false, outer * batch, m, n, k);
+  });
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/false);
   float *pc = reinterpret_cast<float *>(c);
   const float *pbias =
@@ -119,7 +123,10 @@ void run(CLEAVE_ABI_GEMM_PARAMS) {
 /// The _rounded entries: each GEMM into a packed float32 scratch matrix,
 /// then rounded by `Narrow` into the 16-bit C.
 template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
-void runRounded(CLEAVE_ABI_GEMM_PARAMS) {
+void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
+  profile::Span span([&] {
+    return profile::describeGemm(type, /*rounded=*/true, outer * batch, m, n, k);
+  });
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
   uint16_t *pc = reinterpret_cast<uint16_t *>(c);
   std::vector<float> scratch(m * n);
@@ -151,18 +158,18 @@ void cleave::rt::useBetterBlasKernels(char **argv) {
 
 extern "C" {
 void cleave_rt_sgemm(CLEAVE_ABI_GEMM_PARAMS) {
-  run<float, nullptr>(CLEAVE_ABI_GEMM_ARGS);
+  run<float, nullptr>("f32", CLEAVE_ABI_GEMM_ARGS);
 }
 void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS) {
-  run<uint16_t, bf16ToFloat>(CLEAVE_ABI_GEMM_ARGS);
+  run<uint16_t, bf16ToFloat>("bf16", CLEAVE_ABI_GEMM_ARGS);
 }
 void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS) {
-  run<uint16_t, halfToFloat>(CLEAVE_ABI_GEMM_ARGS);
+  run<uint16_t, halfToFloat>("f16", CLEAVE_ABI_GEMM_ARGS);
 }
 void cleave_rt_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
-  runRounded<bf16ToFloat, floatToBf16>(CLEAVE_ABI_GEMM_ARGS);
+  runRounded<bf16ToFloat, floatToBf16>("bf16", CLEAVE_ABI_GEMM_ARGS);
 }
 void cleave_rt_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS) {
-  runRounded<halfToFloat, floatToHalf>(CLEAVE_ABI_GEMM_ARGS);
+  runRounded<halfToFloat, floatToHalf>("f16", CLEAVE_ABI_GEMM_ARGS);
 }
 }

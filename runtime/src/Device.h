@@ -29,6 +29,13 @@ __attribute__((weak)) void cleave_rt_device_wait();
 /// they leave it: their end.
 __attribute__((weak)) void cleave_rt_device_start();
 __attribute__((weak)) void cleave_rt_device_finish();
+/// --profile (Profile.h): records an event on the program's stream and
+/// returns its number; the milliseconds between two recorded events, once
+/// the device has passed both; forgets every event recorded so far (their
+/// numbers are given out again).
+__attribute__((weak)) int cleave_rt_device_mark();
+__attribute__((weak)) double cleave_rt_device_elapsed_ms(int from, int to);
+__attribute__((weak)) void cleave_rt_device_forget_marks();
 }
 
 namespace cleave::rt {

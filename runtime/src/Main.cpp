@@ -9,6 +9,7 @@
 
 #include "Device.h"
 #include "PackedGemm.h"
+#include "Profile.h"
 #include "Runtime.h"
 #include "comm/Comm.h"
 
@@ -41,11 +42,12 @@ struct Options {
   std::string outputDir;
   int bench = 0;
   int threads = 0;
+  bool profile = false;
 };
 
 const char *kUsage =
     "usage: program --bundle DIR --input NAME=FILE.npy ... --output-dir DIR\n"
-    "               [--bench N] [--threads N]\n"
+    "               [--bench N] [--threads N] [--profile]\n"
     "Normally started by cleave-run, which passes --bundle.\n";
 
 /// A positive count from the value of `option`, or an error naming it.
@@ -83,6 +85,8 @@ Options parseArgs(int argc, char **argv) {
       o.outputDir = value();
     } else if (name == "--bench") {
       o.bench = parseCount("--bench", value());
+    } else if (name == "--profile") {
+      o.profile = true;
     } else if (name == "--threads") {
       o.threads = parseCount("--threads", value());
     } else if (name == "--help" || name == "-h") {
@@ -139,11 +143,19 @@ struct Prepared {
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p);
 
 /// One run of the model, finished: a GPU program's work is queued on the
-/// device, so wait for it.
-void runModel(std::vector<void *> &pointers) {
+/// device, so wait for it. With --profile, a `reported` run's calls are
+/// timed (Profile.h).
+void runModel(std::vector<void *> &pointers, bool reported = true) {
+  auto start = std::chrono::steady_clock::now();
+  if (reported)
+    profile::runStarted();
   cleave_model_run(pointers.data());
   if (onDevice())
     cleave_rt_device_wait();
+  if (reported)
+    profile::runFinished(std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
 }
 
 /// The pipeline stage `rank` runs: its coordinate on the stage axis.
@@ -319,11 +331,13 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
 void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
   std::vector<void *> &pointers = p.pointers;
   int threads = p.threads;
+  if (options.profile)
+    profile::enable();
   using Clock = std::chrono::steady_clock;
   if (options.bench > 0) {
     int warmup = std::min(3, options.bench);
     for (int i = 0; i < warmup; ++i)
-      runModel(pointers);
+      runModel(pointers, /*reported=*/false);
     // Ranks start each run together; a run takes as long as its slowest rank.
     // A pipeline stage's busy time is its run less the time it waited in
     // transfers; a stage takes as long as its slowest rank.
@@ -385,6 +399,8 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
   } else {
     runModel(pointers);
   }
+  if (comm::rank() == 0)
+    profile::report(stdout, desc.ranks == 1 ? "the program" : "rank 0");
 
   // The writer (the last pipeline stage's first rank) holds the whole
   // outputs and writes them, each under a temporary name, then renames them

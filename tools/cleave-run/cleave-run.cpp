@@ -34,7 +34,8 @@
 #include <vector>
 
 static const char *kUsage = R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
-                  [--bench N] [--threads N] [--ranks N] [--timeout SECONDS]
+                  [--bench N] [--profile] [--threads N] [--ranks N]
+                  [--timeout SECONDS]
 
 Runs a bundle written by cleave-compile.
   --input NAME=FILE.npy  one per model input (dtype and shape as compiled)
@@ -45,6 +46,12 @@ Runs a bundle written by cleave-compile.
                          with pipeline stages, also each stage's busy time
                          (time waiting in transfers excluded) next to the
                          cost model's prediction
+  --profile              after the runs (--bench's, less warm-up; else the
+                         one), print where rank 0's time went: each kind of
+                         GEMM, collective, transfer and (GPU) kernel, by
+                         calls and milliseconds a run, and the rest (on the
+                         CPU the compiled loops); a GPU program's calls are
+                         timed by CUDA events on its stream
   --threads N            threads per rank (default: CLEAVE_NUM_THREADS, else
                          the cores divided among the ranks)
   --ranks N              the rank count you expect; refused before start if

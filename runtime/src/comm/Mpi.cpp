@@ -10,6 +10,7 @@
 
 #include "Buffer.h"
 #include "Comm.h"
+#include "../Profile.h"
 
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Runtime/Float16.h"
@@ -309,6 +310,12 @@ bool alone(const View &in, const View &out, const Element &e) {
   return true;
 }
 
+/// How --profile names a collective: its kind and the size of `v` (the
+/// whole gathered tensor for a gather, else what each rank gives).
+std::string describe(const char *kind, const View &v, const Element &e) {
+  return profile::describeTransfer(kind, v.count * e.bytes);
+}
+
 //===----------------------------------------------------------------------===//
 // The collectives, for any element type
 //===----------------------------------------------------------------------===//
@@ -317,6 +324,7 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   CollectiveScope scope("all_reduce", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  profile::Span span([&] { return describe("all_reduce", in, e); });
   if (alone(in, out, e))
     return;
   reduce(e, in.data, out.data, in.count, code, groupComm(group), false);
@@ -326,6 +334,7 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   CollectiveScope scope("all_gather", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  profile::Span span([&] { return describe("all_gather", out, e); });
   if (alone(in, out, e))
     return;
   MPI_Comm c = groupComm(group);
@@ -352,6 +361,7 @@ void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
                    int64_t group) {
   CollectiveScope scope("reduce_scatter", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  profile::Span span([&] { return describe("reduce_scatter", in, e); });
   if (alone(in, out, e))
     return;
   MPI_Comm c = groupComm(group);
@@ -371,6 +381,7 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               int64_t group) {
   CollectiveScope scope("all_to_all", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  profile::Span span([&] { return describe("all_to_all", in, e); });
   if (alone(in, out, e))
     return;
   MPI_Comm c = groupComm(group);
@@ -426,6 +437,7 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
   CollectiveScope scope(send ? "send" : "recv", group);
   TransferTimer timer;
   View buffer = viewOf(rank, desc, e.bytes);
+  profile::Span span([&] { return describe(send ? "send" : "recv", buffer, e); });
   if (!state.active)
     return;
   MPI_Request request;

@@ -20,6 +20,7 @@
 
 #include "Cuda.h"
 
+#include "../Profile.h"
 #include "../Runtime.h"
 #include "../comm/Buffer.h"
 #include "../comm/Comm.h"
@@ -200,15 +201,21 @@ bool alone(const View &in, const View &out, size_t elementBytes) {
   return true;
 }
 
-/// One collective from `in` to `out` over `group`: a copy in a one-rank
-/// program; `onHost(inDescriptor, outDescriptor)`, the MPI backend's, on host
-/// copies where the group has no NCCL communicator (or NCCL cannot reduce
-/// the type and `reduces`); else `onDevice(in, out, communicator)`.
+/// One collective (`kind`, for --profile, which gives the size of `out` for
+/// a gather and of `in` otherwise) from `in` to `out` over `group`: a copy in
+/// a one-rank program; `onHost(inDescriptor, outDescriptor)`, the MPI
+/// backend's, on host copies where the group has no NCCL communicator (or
+/// NCCL cannot reduce the type and `reduces`); else `onDevice(in, out,
+/// communicator)`.
 template <typename OnHost, typename OnDevice>
-void collective(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
-                void *outDesc, int64_t group, bool reduces, OnHost onHost,
-                OnDevice onDevice) {
+void collective(const char *kind, const Element &e, int64_t inRank,
+                void *inDesc, int64_t outRank, void *outDesc, int64_t group,
+                bool reduces, OnHost onHost, OnDevice onDevice) {
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  profile::Span span([&] {
+    bool gathers = std::strcmp(kind, "all_gather") == 0;
+    return profile::describeTransfer(kind, (gathers ? out : in).count * e.bytes);
+  });
   if (alone(in, out, e.bytes))
     return;
   ncclComm_t c = communicator(group);
@@ -225,7 +232,7 @@ void collective(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
 void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   collective(
-      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
+      "all_reduce", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
       [&](void *hostIn, void *hostOut) {
         e.hostAllReduce(inRank, hostIn, outRank, hostOut, code, group);
       },
@@ -239,7 +246,7 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
 void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   collective(
-      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      "all_gather", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
       [&](void *hostIn, void *hostOut) {
         e.hostAllGather(inRank, hostIn, outRank, hostOut, axis, group);
       },
@@ -265,7 +272,8 @@ void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
                    int64_t outRank, void *outDesc, int64_t axis, int64_t code,
                    int64_t group) {
   collective(
-      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
+      "reduce_scatter", e, inRank, inDesc, outRank, outDesc, group,
+      /*reduces=*/true,
       [&](void *hostIn, void *hostOut) {
         e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code, group);
       },
@@ -292,7 +300,7 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               void *outDesc, int64_t splitAxis, int64_t concatAxis,
               int64_t group) {
   collective(
-      e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      "all_to_all", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
       [&](void *hostIn, void *hostOut) {
         e.hostAllToAll(inRank, hostIn, outRank, hostOut, splitAxis, concatAxis,
                        group);
@@ -331,6 +339,10 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
               int64_t peer, int64_t group) {
   if (!comm::active())
     return;
+  profile::Span span([&] {
+    return profile::describeTransfer(send ? "send" : "recv",
+                                     viewOf(rank, desc, e.bytes).count * e.bytes);
+  });
   ncclComm_t c = communicator(group);
   if (!c) {
     HostCopy host(rank, desc, e.bytes, send);

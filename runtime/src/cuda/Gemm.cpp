@@ -13,6 +13,7 @@
 #include "Cuda.h"
 
 #include "../GemmCall.h"
+#include "../Profile.h"
 #include "../Runtime.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -246,6 +247,11 @@ namespace {
 template <GemmType InType, bool Rounded = false>
 void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
   constexpr GemmType OutType = Rounded ? InType : GemmType::F32;
+  profile::Span span([&] {
+    const char *types[] = {"f32", "f16", "bf16"};
+    return profile::describeGemm(types[int(InType)], Rounded, outer * batch, m,
+                                 n, k);
+  });
   size_t bytes = elementBytes(InType), outBytes = elementBytes(OutType);
   orExit([&] {
     GemmCall g;

@@ -19,6 +19,7 @@
 #include "Cuda.h"
 
 #include "../Device.h"
+#include "../Profile.h"
 #include "../Runtime.h"
 #include "../comm/Comm.h"
 
@@ -29,6 +30,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 using namespace cleave::rt;
 using namespace cleave::rt::cuda;
@@ -82,6 +84,25 @@ struct Module {
   std::unordered_map<const char *, cudaKernel_t> kernels;
 };
 
+/// Each kernel's name, for --profile: the compiler names a kernel after the
+/// ONNX nodes it computes.
+std::unordered_map<const void *, std::string> &kernelNames() {
+  static std::unordered_map<const void *, std::string> names;
+  return names;
+}
+
+/// --profile's events, recorded on the stream during a run and reused by
+/// the next.
+struct Marks {
+  std::vector<cudaEvent_t> events;
+  size_t used = 0;
+};
+
+Marks &marks() {
+  static Marks m;
+  return m;
+}
+
 } // namespace
 
 extern "C" {
@@ -109,6 +130,7 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     }
     check(cudaLibraryGetKernel(&kernel, m->library, name), "cudaLibraryGetKernel");
   });
+  kernelNames()[kernel] = name;
   return kernel;
 }
 
@@ -133,6 +155,7 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t sharedBytes, void *stream,
                       void **params, void ** /*extra*/, size_t /*paramCount*/) {
+  profile::Span span([&] { return "kernel " + kernelNames()[function]; });
   // A cudaKernel_t is accepted where a kernel symbol is.
   orExit([&] {
     check(cudaLaunchKernel(
@@ -192,6 +215,30 @@ extern "C" void cleave_rt_device_download(void *host, const void *device,
 }
 
 extern "C" void cleave_rt_device_free(void *pointer) { cudaFree(pointer); }
+
+extern "C" int cleave_rt_device_mark() {
+  Marks &m = marks();
+  orExit([&] {
+    if (m.used == m.events.size()) {
+      m.events.emplace_back();
+      check(cudaEventCreate(&m.events.back()), "cudaEventCreate");
+    }
+    check(cudaEventRecord(m.events[m.used], processStream()), "cudaEventRecord");
+  });
+  return int(m.used++);
+}
+
+extern "C" double cleave_rt_device_elapsed_ms(int from, int to) {
+  float ms = 0;
+  Marks &m = marks();
+  orExit([&] {
+    check(cudaEventElapsedTime(&ms, m.events.at(from), m.events.at(to)),
+          "cudaEventElapsedTime");
+  });
+  return ms;
+}
+
+extern "C" void cleave_rt_device_forget_marks() { marks().used = 0; }
 
 /// Waits for the stream politely, and not forever: a collective whose peer
 /// died or hangs never completes, and NCCL would wait for it without end.
