@@ -115,7 +115,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "func.func(cleave-approximate-math, "
                  "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
                  "cleave-map-to-gpu, canonicalize), cleave-allocs-to-gpu, "
-                 "func.func(canonicalize, cse), "
+                 "func.func(canonicalize, cse), cleave-name-kernels, "
                  "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
                  "convert-func-to-llvm, expand-strided-metadata, "
                  "nvvm-attach-target{{chip={0} features=+ptx80 O=3 l={1}}, "

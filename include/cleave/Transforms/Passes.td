@@ -946,6 +946,24 @@ def CleaveMapRowsToGpu
                            "mlir::memref::MemRefDialect"];
 }
 
+def CleaveNameKernels : Pass<"cleave-name-kernels", "mlir::ModuleOp"> {
+  let summary = "Name each gpu.launch's kernel after the ONNX nodes it computes";
+  let description = [{
+    Before `gpu-kernel-outlining`, which otherwise names every kernel
+    `<function>_kernel` with a number: each `gpu.launch` gets the kernel
+    name (its `function` attribute) of the ONNX nodes whose operations it
+    holds, in the order they first appear in its body, read from the
+    operations' locations (import names every operation after its node;
+    then the launch's own location):
+    `LayerNormalization_24`, `Add_22__LayerNormalization_24`, at most four
+    nodes and then `__and_N_more`. Characters a PTX name cannot hold become
+    `_`; a kernel with no named node is `kernel`; a name taken before gets
+    `_2`, `_3`, ... A profile (`cleave-run --profile`) and the cubins then
+    say which part of the model each kernel is.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect"];
+}
+
 def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Each linalg.generic on memrefs becomes one GPU kernel launch";
   let description = [{
