@@ -15,7 +15,13 @@ sequence, as both programs compute them) over the latency, and for bf16 the
 fraction of the GPU's dense bf16 peak where the GPU is one whose peak is
 known here (the issue's target for a GEMM-heavy layer: 60 % or more).
 
+With --profile-dir DIR, each Cleave program runs again (5 runs, after the
+timed ones) with --profile, and PyTorch eager's bf16 stack once under
+torch.profiler: where each one's time goes, kernel by kernel, into
+DIR/profile-<f32|bf16>.txt and DIR/profile-eager-bf16.txt.
+
 Usage: bench_gpu_prefill.py KIT [--runs N] [--device cuda|cpu]
+                            [--profile-dir DIR]
 """
 import argparse
 import json
@@ -105,12 +111,46 @@ def time_cleave(kit, bundle, hidden, out, runs):
     return float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
 
 
+def profile_cleave(kit, bundle, hidden, out, path):
+    """Where a Cleave program's time goes (its --profile), into `path`."""
+    result = run_bundle(bundle, {"hidden": hidden}, out, kit,
+                        ["--bench", "5", "--profile"])
+    with open(path, "w") as f:
+        f.write(result.stdout + result.stderr)
+    lines = result.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("profile")),
+                 None)
+    if start is None:
+        print(f"{bundle}: no profile ({result.stderr.strip()[:200]})")
+        return
+    print("\n".join(lines[start:start + 10]), flush=True)
+
+
+def profile_eager(torch, run, path):
+    """PyTorch eager's kernels for one run (torch.profiler), into `path`."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        run()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=30)
+    except Exception as e:  # the profile is a help, not a check
+        table = f"torch.profiler failed: {e}"
+    with open(path, "w") as f:
+        f.write(table + "\n")
+    print(f"PyTorch eager bf16 profile: {path}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("kit")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--device", default="cuda",
                         help="PyTorch's device; cpu tries a CPU kit here")
+    parser.add_argument("--profile-dir",
+                        help="also profile each program and eager bf16 into DIR")
     args = parser.parse_args()
     with open(os.path.join(args.kit, "prefill.json")) as f:
         spec = json.load(f)
@@ -133,6 +173,13 @@ def main():
         print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens}); "
               f"{tflops(flops, results[precision]):.3g} TFLOP/s of GEMM work",
               flush=True)
+    if args.profile_dir:
+        os.makedirs(args.profile_dir, exist_ok=True)
+        for precision in ("f32", "bf16"):
+            profile_cleave(args.kit, os.path.join(args.kit, f"prefill-{precision}"),
+                           os.path.join(work, "hidden.npy"),
+                           os.path.join(work, precision + "-profiled"),
+                           os.path.join(args.profile_dir, f"profile-{precision}.txt"))
 
     try:
         import torch
@@ -167,6 +214,10 @@ def main():
             print(f"PyTorch {torch.__version__} eager {precision}: p50 {eager:.3f} ms; "
                   f"Cleave / eager {ratio:.2f}x (target <= 0.7: "
                   f"{'met' if ratio <= 0.7 else 'not met'})", flush=True)
+            if precision == "bf16" and args.profile_dir and args.device == "cuda":
+                profile_eager(torch,
+                              lambda: eager_forward(torch, w, layers, heads, x, m),
+                              os.path.join(args.profile_dir, "profile-eager-bf16.txt"))
             if precision == "f32":
                 expected = eager_forward(torch, w, layers, heads, x, m).cpu().numpy()
                 expected = expected.astype(np.float64)

@@ -18,7 +18,8 @@
 #    share the one GPU, so their collectives go through host memory and MPI
 #    (NCCL needs one GPU per rank).
 # 3. The GPT-2-medium-shaped prefill (bench/bench_gpu_prefill.py): Cleave
-#    float32 and bf16 against PyTorch eager on the same GPU.
+#    float32 and bf16 against PyTorch eager on the same GPU; then where each
+#    one's time goes (cleave-run --profile, torch.profiler) in profile-*.txt.
 #
 # Usage: scripts/gpu-check.sh [OUT_DIR]
 set -uo pipefail
@@ -73,7 +74,7 @@ if [ -f "$kit_archive" ]; then
   echo "== The kit's cases against ONNX Runtime and the CPU program"
   python3 scripts/gpu_kit.py check "$kit" "$out/cases" 2>&1 | tee "$out/cases.log" || status=1
   echo "== GPT-2-medium-shaped prefill against PyTorch eager"
-  python3 bench/bench_gpu_prefill.py "$kit" --runs 20 2>&1 | tee "$out/prefill.txt" || status=1
+  python3 bench/bench_gpu_prefill.py "$kit" --runs 20 --profile-dir "$out" 2>&1 | tee "$out/prefill.txt" || status=1
 else
   echo "gpu-check: no $kit_archive (python3 scripts/gpu_kit.py prepare build/gpu-kit): kit checks skipped" | tee "$out/cases.log"
 fi
