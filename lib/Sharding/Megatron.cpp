@@ -253,13 +253,16 @@ private:
         before *= type.getDimSize(g);
       }
       int64_t chosen = afterBatch ? *afterBatch : lead ? *lead : group.front();
-      // Features split into (1, n) are one head of n: a single key/value
-      // head (multi-query attention) cannot be split, like two heads on
-      // four ranks. Splitting within the head instead would split the
-      // contraction of QK^T and take Q's block down with it.
+      // Features (the innermost dimension) split into (1, n) are one head
+      // of n: a single key/value head (multi-query attention) cannot be
+      // split, like two heads on four ranks. Splitting within the head
+      // instead would split the contraction of QK^T and take Q's block
+      // down with it. A unit dimension before an outer one is a batch of
+      // one ([heads, ...] to [1, heads, ...]), no such head.
+      bool innermost = d + 1 == expand.getSrcType().getRank();
       if (type.getDimSize(chosen) % shards != 0 ||
-          (!afterBatch && group.size() > 1 && chosen == group.back() &&
-           type.getDimSize(group.front()) == 1))
+          (!afterBatch && innermost && group.size() > 1 &&
+           chosen == group.back() && type.getDimSize(group.front()) == 1))
         return fail(root);
       tracked[expand.getResult()] = {chosen, root};
       return;

@@ -19,6 +19,10 @@ Kinds:
              the same on x[4,8,32], but with batch and heads merged into one
              dimension for the two products (Reshape to [16,8,8] and 3-D
              MatMuls), as older exporters write attention
+  attention-merged-1
+             the same on x[1,8,32]: heads alone merged with the batch of one
+             ([4,8,8]), and the products' result reshaped to [1,4,8,8], as
+             PyTorch's exporter writes attention at a batch of one
   embedding  token ids[2,8] -> Gather from a [32,16] table -> MatMul [16,16]
   gemm-projections
              three Gemms with transB (weights stored [N, K]) and biases
@@ -107,9 +111,9 @@ def mlp(out):
               out)
 
 
-def attention(out, fused=False, merged=False):
+def attention(out, fused=False, merged=False, batch=None):
     rng = np.random.default_rng(1)
-    batch = 4 if merged else 1
+    batch = batch or (4 if merged else 1)
     heads, seq, width = 4, 8, 32
     const = lambda name, values: numpy_helper.from_array(
         np.array(values, dtype=np.int64), name)
@@ -210,7 +214,8 @@ if __name__ == "__main__":
              "constant": constant, "mlp": mlp,
              "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True),
-             "attention-merged": lambda out: attention(out, merged=True)}
+             "attention-merged": lambda out: attention(out, merged=True),
+             "attention-merged-1": lambda out: attention(out, merged=True, batch=1)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
