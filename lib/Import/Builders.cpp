@@ -661,6 +661,14 @@ Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,
     lowAttrs.push_back(b.getIndexAttr(low[d]));
     highAttrs.push_back(b.getIndexAttr(high[d]));
   }
+  // Padding around nothing (a slice past a one-token sequence's end) is all
+  // padding: a fill, not a pad whose buffer form would view the empty
+  // source at an offset past the result's end.
+  if (type.getNumElements() == 0)
+    return linalg::FillOp::create(
+               b, loc, padValue,
+               emptyTensor(b, loc, shape, type.getElementType()))
+        .getResult(0);
   auto resultType = RankedTensorType::get(shape, type.getElementType());
   return tensor::PadOp::create(b, loc, resultType, value, lowAttrs, highAttrs,
                                padValue);
