@@ -77,7 +77,8 @@ def build(name, transformers, torch):
     if name == "bert":
         config = transformers.BertConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
-        mask[1, SEQ // 2:] = 0  # the second sequence is padded
+        if BATCH > 1:
+            mask[1, SEQ // 2:] = 0  # the second sequence is padded
         types = torch.zeros(BATCH, SEQ, dtype=torch.long)
         return (transformers.BertModel(config), (ids, mask, types),
                 ["input_ids", "attention_mask", "token_type_ids"])
