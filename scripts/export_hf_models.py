@@ -26,6 +26,12 @@ the head size and a guard that zeroes rows of NaN (IsNaN, Where).
 LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
 exporter writes attention as ONNX's own Attention operator.
 
+LLaMA and Gemma are also exported as one decoding step with a key/value
+cache (hf-llama-decode.onnx, hf-gemma-decode.onnx), as a step is exported
+for serving: input_ids of one new token a sequence and past.<layer>.key and
+.value (8 cached tokens) in; logits and present.<layer>.key and .value (the
+cache with the new token's keys and values appended) out.
+
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
 as one shared initializer, unlike a trained model's.
@@ -49,31 +55,76 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("bert", 18, ""), ("roberta", 18, ""), ("llama", 23, "-attention"),
            ("qwen3", 18, ""), ("phi", 18, ""), ("gemma", 18, ""),
            ("gptj", 18, ""), ("falcon", 18, ""), ("vit", 18, ""),
-           ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""))
+           ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""),
+           ("llama-decode", 18, ""), ("gemma-decode", 18, ""))
+# Decoding steps (-decode): one new token a sequence after PAST cached ones.
+PAST = 8
+
+
+def decode_step(model, layers, torch):
+    """`model` as one decoding step with a key/value cache, as such a step is
+    exported for serving: the new token and every layer's cached keys and
+    values in, the logits and every layer's keys and values (the cache with
+    the new token's appended) out."""
+    from transformers import DynamicCache
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, *cached):
+            cache = DynamicCache()
+            for layer in range(layers):
+                cache.update(cached[2 * layer], cached[2 * layer + 1], layer)
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+            present = out.past_key_values.layers
+            return (out.logits,) + tuple(t for layer in present[:layers]
+                                         for t in (layer.keys, layer.values))
+    return Step()
 
 
 def build(name, transformers, torch):
-    """(model, example inputs, input names) of one model."""
+    """(model, example inputs, input names, output names or None) of one
+    model."""
+    if name.endswith("-decode"):
+        base = name[:-len("-decode")]
+        kv_heads = {"llama": 2, "gemma": 1}[base]
+        config = {"llama": lambda: transformers.LlamaConfig(
+                      **dict(SIZES, use_cache=True), num_key_value_heads=2),
+                  "gemma": lambda: transformers.GemmaConfig(
+                      **dict(SIZES, use_cache=True), num_key_value_heads=1,
+                      head_dim=16)}[base]()
+        model = getattr(transformers, {"llama": "LlamaForCausalLM",
+                                       "gemma": "GemmaForCausalLM"}[base])(config)
+        layers = SIZES["num_hidden_layers"]
+        ids = torch.randint(0, VOCAB, (BATCH, 1))
+        cached = [torch.randn(BATCH, kv_heads, PAST, 16)
+                  for _ in range(2 * layers)]
+        kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
+        return (decode_step(model, layers, torch), (ids, *cached),
+                ["input_ids"] + [f"past.{n}" for n in kv],
+                ["logits"] + [f"present.{n}" for n in kv])
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     if name == "gpt2":
         config = transformers.GPT2Config(
             vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128,
             use_cache=False)
-        return transformers.GPT2LMHeadModel(config), (ids,), ["input_ids"]
+        return transformers.GPT2LMHeadModel(config), (ids,), ["input_ids"], None
     if name == "llama":
         config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
-        return transformers.LlamaForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.LlamaForCausalLM(config), (ids,), ["input_ids"], None
     if name == "qwen2":
         config = transformers.Qwen2Config(**SIZES, num_key_value_heads=2)
-        return transformers.Qwen2ForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.Qwen2ForCausalLM(config), (ids,), ["input_ids"], None
     if name == "qwen3":
         config = transformers.Qwen3Config(**SIZES, num_key_value_heads=2,
                                           head_dim=16)
-        return transformers.Qwen3ForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.Qwen3ForCausalLM(config), (ids,), ["input_ids"], None
     if name == "phi":
         # Phi-1.5's partial rotary embedding: half of each head rotated.
         config = transformers.PhiConfig(**SIZES, partial_rotary_factor=0.5)
-        return transformers.PhiForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.PhiForCausalLM(config), (ids,), ["input_ids"], None
     if name == "bert":
         config = transformers.BertConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
@@ -81,24 +132,24 @@ def build(name, transformers, torch):
             mask[1, SEQ // 2:] = 0  # the second sequence is padded
         types = torch.zeros(BATCH, SEQ, dtype=torch.long)
         return (transformers.BertModel(config), (ids, mask, types),
-                ["input_ids", "attention_mask", "token_type_ids"])
+                ["input_ids", "attention_mask", "token_type_ids"], None)
     if name == "roberta":
         config = transformers.RobertaConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
         return (transformers.RobertaModel(config), (ids, mask),
-                ["input_ids", "attention_mask"])
+                ["input_ids", "attention_mask"], None)
     if name == "gemma":
         # One key/value head for four query heads (multi-query attention).
         config = transformers.GemmaConfig(**SIZES, num_key_value_heads=1,
                                           head_dim=16)
-        return transformers.GemmaForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.GemmaForCausalLM(config), (ids,), ["input_ids"], None
     if name == "gptj":
         # Rotary embedding of 8 of each head's 16 features, interleaved,
         # from a table gathered with GatherElements.
         config = transformers.GPTJConfig(
             vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
             n_positions=128, use_cache=False)
-        return transformers.GPTJForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.GPTJForCausalLM(config), (ids,), ["input_ids"], None
     if name == "falcon":
         # Multi-query attention fused into one projection, K and V picked
         # out of it with GatherND.
@@ -106,7 +157,7 @@ def build(name, transformers, torch):
             vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
             num_attention_heads=4, new_decoder_architecture=False,
             multi_query=True, alibi=False, use_cache=False)
-        return transformers.FalconForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.FalconForCausalLM(config), (ids,), ["input_ids"], None
     if name == "vit":
         # Images of 32 x 32 in patches of 8 x 8 (a Conv whose stride is its
         # kernel).
@@ -114,7 +165,7 @@ def build(name, transformers, torch):
             hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, image_size=32, patch_size=8)
         pixels = torch.randn(BATCH, 3, 32, 32)
-        return transformers.ViTModel(config), (pixels,), ["pixel_values"]
+        return transformers.ViTModel(config), (pixels,), ["pixel_values"], None
     if name == "clip":
         # CLIP's text encoder: pooled at each sequence's end token, found
         # with ArgMax over the token ids.
@@ -122,18 +173,18 @@ def build(name, transformers, torch):
             vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=32)
-        return transformers.CLIPTextModel(config), (ids,), ["input_ids"]
+        return transformers.CLIPTextModel(config), (ids,), ["input_ids"], None
     if name == "phi3":
         # Q, K and V as one projection of unequal parts (4 query heads, 2
         # key/value heads), gate and up as another.
         config = transformers.Phi3Config(**SIZES, num_key_value_heads=2,
                                          pad_token_id=0)
-        return transformers.Phi3ForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.Phi3ForCausalLM(config), (ids,), ["input_ids"], None
     if name == "gpt-neox":
         # Rotary embedding of a quarter of each head (rotary_pct): the
         # rotated part and the part passed through are of unequal sizes.
         config = transformers.GPTNeoXConfig(**SIZES, rotary_pct=0.25)
-        return transformers.GPTNeoXForCausalLM(config), (ids,), ["input_ids"]
+        return transformers.GPTNeoXForCausalLM(config), (ids,), ["input_ids"], None
     raise ValueError(name)
 
 
@@ -157,12 +208,12 @@ def main():
     torch.manual_seed(0)
     os.makedirs(args.out_dir, exist_ok=True)
     for name, opset, suffix in EXPORTS:
-        model, inputs, names = build(name, transformers, torch)
+        model, inputs, names, outputs = build(name, transformers, torch)
         model.eval()
         randomize(model, torch)
         path = os.path.join(args.out_dir, f"hf-{name}{suffix}.onnx")
         torch.onnx.export(model, inputs, path, input_names=names,
-                          output_names=["out"], opset_version=opset,
+                          output_names=outputs or ["out"], opset_version=opset,
                           dynamo=True, external_data=False)
         print(f"wrote {path}")
 

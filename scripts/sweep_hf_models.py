@@ -107,7 +107,8 @@ COMMITTED = list(dict.fromkeys(name for name, _, _ in hf.EXPORTS))
 
 def build(name, transformers, torch):
     if name in COMMITTED:
-        return hf.build(name, transformers, torch)
+        model, inputs, names, _ = hf.build(name, transformers, torch)
+        return model, inputs, names
     if name in IMAGES:
         config, model, kwargs, input_name, shape = IMAGES[name]
         config = getattr(transformers, config)(**kwargs)

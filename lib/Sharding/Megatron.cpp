@@ -13,10 +13,12 @@
 //
 // Candidates whose split meets each other (Q and K in QK^T, gate and up in
 // SwiGLU) form one block. A block is kept only if every path of its split
-// reaches a row projection (or, for an LM head, the model's output) without a
-// reduction over the split dimension; a block whose split does not divide a
-// dimension on the way (four ranks, two key/value heads) is dropped and the
-// analysis rerun without it, so that the rest can still be split.
+// reaches a row projection or the model's output (an LM head; the key/value
+// cache a decoding step returns, gathered there) without a reduction over
+// the split dimension; a block whose split does not divide a dimension on
+// the way (four ranks, two key/value heads) is dropped and the analysis
+// rerun without it, so that the rest can still be split. Features reshaped
+// to (1, n) may be one head of n or one token's: Track::oneHead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,9 +90,6 @@ public:
       if (block.rows.empty() && !block.reachesOutput)
         for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
           failed.insert(*it);
-      if (!block.rows.empty() && block.reachesOutput)
-        for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
-          failed.insert(*it);
     }
     return failed;
   }
@@ -124,6 +123,11 @@ private:
     /// The split dimension has a batch folded in before it, which the other
     /// mesh axes split (batch x heads collapsed for a batch matmul).
     bool foldedBatch = false;
+    /// Features reshaped to (1, n): n may be the features of one token, or
+    /// one head of n (multi-query attention, whose single key/value head
+    /// cannot be split). Taken for a head where it meets another split on
+    /// another loop, or a contraction over it (see dropOneHeads).
+    bool oneHead = false;
   };
 
   Operation *leader(Operation *root) { return roots.getLeaderValue(root); }
@@ -181,6 +185,7 @@ private:
       }
       return;
     }
+    dropOneHeads(op, inputs);
     if (inputs.empty())
       return;
     Operation *root = inputs.front().second.root;
@@ -200,7 +205,8 @@ private:
       int64_t below = llvm::count_if(reduce.getDimensions(),
                                      [&](int64_t r) { return r < d; });
       tracked[reduce->getResult(0)] = {d - below, root,
-                                       inputs.front().second.foldedBatch};
+                                       inputs.front().second.foldedBatch,
+                                       inputs.front().second.oneHead};
       return;
     }
     if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
@@ -210,7 +216,8 @@ private:
       auto perm = transpose.getPermutation();
       for (auto [i, p] : llvm::enumerate(perm))
         if (p == d)
-          tracked[transpose->getResult(0)] = {int64_t(i), root};
+          tracked[transpose->getResult(0)] = {int64_t(i), root, false,
+                                              inputs.front().second.oneHead};
       return;
     }
     if (auto broadcast = dyn_cast<linalg::BroadcastOp>(op)) {
@@ -223,7 +230,8 @@ private:
         if (llvm::is_contained(broadcast.getDimensions(), out))
           continue;
         if (++seen == d)
-          tracked[broadcast->getResult(0)] = {out, root};
+          tracked[broadcast->getResult(0)] = {out, root, false,
+                                              inputs.front().second.oneHead};
       }
       return;
     }
@@ -253,18 +261,20 @@ private:
         before *= type.getDimSize(g);
       }
       int64_t chosen = afterBatch ? *afterBatch : lead ? *lead : group.front();
-      // Features (the innermost dimension) split into (1, n) are one head
-      // of n: a single key/value head (multi-query attention) cannot be
-      // split, like two heads on four ranks. Splitting within the head
-      // instead would split the contraction of QK^T and take Q's block
-      // down with it. A unit dimension before an outer one is a batch of
-      // one ([heads, ...] to [1, heads, ...]), no such head.
-      bool innermost = d + 1 == expand.getSrcType().getRank();
-      if (type.getDimSize(chosen) % shards != 0 ||
-          (!afterBatch && innermost && group.size() > 1 &&
-           chosen == group.back() && type.getDimSize(group.front()) == 1))
+      if (type.getDimSize(chosen) % shards != 0)
         return fail(root);
-      tracked[expand.getResult()] = {chosen, root};
+      // Features (the innermost dimension) split into (1, n) may be one
+      // head of n (multi-query attention) or one token's features: decided
+      // later (Track::oneHead). A unit dimension before an outer one is a
+      // batch of one ([heads, ...] to [1, heads, ...]), no such head.
+      bool innermost = d + 1 == expand.getSrcType().getRank();
+      bool oneHead = !afterBatch && innermost && group.size() > 1 &&
+                     chosen == group.back() &&
+                     type.getDimSize(group.front()) == 1;
+      // Still undecided where the features stay whole (a unit dimension
+      // added elsewhere); decided where they are cut into heads.
+      oneHead |= inputs.front().second.oneHead && chosen == group.back();
+      tracked[expand.getResult()] = {chosen, root, false, oneHead};
       return;
     }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
@@ -288,7 +298,8 @@ private:
             batchFolds.push_back({collapse, before});
           return fail(root);
         }
-        tracked[collapse.getResult()] = {int64_t(g), root, before != 1};
+        tracked[collapse.getResult()] = {int64_t(g), root, before != 1,
+                                         inputs.front().second.oneHead};
       }
       return;
     }
@@ -318,7 +329,8 @@ private:
         return fail(root);
       // A slice into parts of a fused projection: the weights are reordered
       // so that every rank's columns hold its share of each part.
-      tracked[slice.getResult()] = {d, root};
+      tracked[slice.getResult()] = {d, root, false,
+                                    inputs.front().second.oneHead};
       return;
     }
     if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
@@ -326,10 +338,54 @@ private:
         if (track.dim == static_cast<int64_t>(concat.getDim()) ||
             track.dim != inputs.front().second.dim)
           return fail(root);
-      tracked[concat.getResult()] = {inputs.front().second.dim, root};
+      tracked[concat.getResult()] = {inputs.front().second.dim, root, false,
+                                     inputs.front().second.oneHead};
       return;
     }
     fail(root);
+  }
+
+  /// Splits of (1, n) features (Track::oneHead) that `op` shows to be one
+  /// head of n: in a generic, those on a reduction loop (QK^T contracts
+  /// K's head) or on another loop than a split that is not one (PV: the
+  /// probabilities split by head, V by its head's features); in a batch
+  /// matmul, those not on the batch. Such a projection is left whole on
+  /// its own (its block fails alone), before its split joins the others'.
+  void dropOneHeads(Operation *op,
+                    SmallVectorImpl<std::pair<unsigned, Track>> &inputs) {
+    if (llvm::none_of(inputs, [](auto &in) { return in.second.oneHead; }))
+      return;
+    auto conflicts = [&](unsigned index, const Track &track) {
+      if (isa<linalg::BatchMatmulOp>(op))
+        return track.dim != 0;
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      if (!generic || index >= generic.getNumDpsInputs())
+        return false;
+      auto loopOf = [&](unsigned i, const Track &t) -> std::optional<unsigned> {
+        auto expr = dyn_cast<AffineDimExpr>(
+            generic.getMatchingIndexingMap(&generic->getOpOperand(i))
+                .getResult(t.dim));
+        if (!expr)
+          return std::nullopt;
+        return expr.getPosition();
+      };
+      std::optional<unsigned> loop = loopOf(index, track);
+      if (!loop ||
+          generic.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
+        return true;
+      return llvm::any_of(inputs, [&](auto &other) {
+        return !other.second.oneHead && other.first < generic.getNumDpsInputs() &&
+               loopOf(other.first, other.second) != loop;
+      });
+    };
+    SmallVector<std::pair<unsigned, Track>> kept;
+    for (auto &[index, track] : inputs) {
+      if (track.oneHead && conflicts(index, track))
+        fail(track.root);
+      else
+        kept.push_back({index, track});
+    }
+    inputs.assign(kept.begin(), kept.end());
   }
 
   void visitGeneric(linalg::GenericOp generic,
@@ -367,7 +423,8 @@ private:
           getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         return fail(root);
-      tracked[result] = {int64_t(*pos), root, inputs.front().second.foldedBatch};
+      tracked[result] = {int64_t(*pos), root, inputs.front().second.foldedBatch,
+                         inputs.front().second.oneHead};
     }
   }
 
