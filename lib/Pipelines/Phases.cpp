@@ -96,7 +96,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "canonicalize, cse, cleave-join-elementwise, canonicalize, cse, "
            "cleave-refine-reshapes)";
   case Phase::Bufferize:
-    return "func.func(cleave-duplicate-shared-fills), "
+    return "func.func(cleave-duplicate-shared-fills, cleave-decompose-concats), "
            "cleave-outputs-to-arguments, eliminate-empty-tensors, "
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "

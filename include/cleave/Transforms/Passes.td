@@ -592,6 +592,23 @@ def CleaveDropReturnedArguments
   }];
 }
 
+def CleaveDecomposeConcats
+    : Pass<"cleave-decompose-concats", "mlir::func::FuncOp"> {
+  let summary = "tensor.concat as insert_slices into a tensor.empty";
+  let description = [{
+    Before bufferization: each `tensor.concat` becomes a `tensor.empty` of
+    its result and one `tensor.insert_slice` a part (upstream's
+    decomposition). Bufferized whole, a concatenation is a fresh buffer
+    its parts are copied into; so decomposed, `eliminate-empty-tensors`
+    can put the result where it goes (a key/value cache that a decoding
+    step returns is written in the output argument, not copied there at
+    the end) and have an op that makes a part write it in place (the new
+    token's keys, written by the rotary embedding's kernel into the
+    cache).
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 def CleaveDuplicateSharedFills
     : Pass<"cleave-duplicate-shared-fills", "mlir::func::FuncOp"> {
   let summary = "Give each user of a shared linalg.fill, broadcast or "

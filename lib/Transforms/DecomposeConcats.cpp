@@ -1,0 +1,32 @@
+//===- DecomposeConcats.cpp - Concatenations as inserts into a destination -===//
+//
+// See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEDECOMPOSECONCATS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+
+namespace {
+
+struct DecomposeConcatsPass
+    : cleave::impl::CleaveDecomposeConcatsBase<DecomposeConcatsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    tensor::populateDecomposeTensorConcatPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
