@@ -65,6 +65,10 @@ CASES = [
     # heads split over tp at a batch of 2.
     ("hf-qwen3-tp2", "hf-qwen3.onnx", {"input_ids": [2, 16]},
      ["--mesh=tp=2", "--shard-preset=megatron"], None),
+    # One decoding step with a key/value cache, split over tp (the returned
+    # cache gathered): static shapes, 2 sequences of one new token.
+    ("hf-llama-decode-tp2", "hf-llama-decode.onnx", {},
+     ["--mesh=tp=2", "--shard-preset=megatron"], None),
 ]
 
 # Libraries every Linux machine has; the CUDA ones come with the GPU machine.
