@@ -104,12 +104,19 @@ struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass>
         failed(availableAt(vector->get(), gemm, dominance, reshape)))
       return false;
     // The vector runs along the add's last loop, which must be the GEMM's
-    // columns: not split by the expand_shape.
+    // columns: not split by the expand_shape (units before them, as one
+    // token's [tokens, n] to [tokens, 1, n], split nothing).
     AffineMap along = add.getMatchingIndexingMap(vector);
     unsigned last = add.getNumLoops() - 1;
+    auto splitsColumns = [&] {
+      ReassociationIndices group = expand.getReassociationIndices().back();
+      return llvm::any_of(ArrayRef<int64_t>(group).drop_back(), [&](int64_t d) {
+        return expand.getResultType().getDimSize(d) != 1;
+      });
+    };
     if (along.getNumResults() != 1 ||
         along.getResult(0) != getAffineDimExpr(last, add.getContext()) ||
-        (expand && expand.getReassociationIndices().back().size() != 1))
+        (expand && splitsColumns()))
       return false;
 
     if (reshape)

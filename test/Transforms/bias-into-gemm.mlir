@@ -130,3 +130,54 @@ func.func @gemm_c_row(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %c: tensor<1x8xf
   } -> tensor<6x8xf32>
   return %r : tensor<6x8xf32>
 }
+
+// Tests one token a sequence (a decoding step): the expand_shape adds a unit
+// dimension before the columns ([2, 8] to [2, 1, 8]), which splits nothing,
+// so the bias folds.
+// CHECK-LABEL: func.func @one_token
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK: %[[P:.*]] = linalg.matmul {{.*}} outs(%[[B]] : tensor<2x8xf32>)
+// CHECK-NEXT: %[[E:.*]] = tensor.expand_shape %[[P]] {{\[\[}}0], [1, 2]]
+// CHECK-NOT: arith.addf
+// CHECK: return %[[E]]
+func.func @one_token(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %bias: tensor<8xf32>) -> tensor<2x1x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %q = tensor.expand_shape %p [[0], [1, 2]] output_shape [2, 1, 8] : tensor<2x8xf32> into tensor<2x1x8xf32>
+  %o = tensor.empty() : tensor<2x1x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d2)>,
+                                        affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %bias : tensor<2x1x8xf32>, tensor<8xf32>) outs(%o : tensor<2x1x8xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x1x8xf32>
+  return %r : tensor<2x1x8xf32>
+}
+
+// Tests that columns the expand_shape splits ([2, 8] to [2, 2, 4], a vector
+// along the last 4) keep their add: the vector is not along the GEMM's
+// columns.
+// CHECK-LABEL: func.func @columns_split
+// CHECK: linalg.matmul {{.*}} outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK: arith.addf
+func.func @columns_split(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %bias: tensor<4xf32>) -> tensor<2x2x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %q = tensor.expand_shape %p [[0], [1, 2]] output_shape [2, 2, 4] : tensor<2x8xf32> into tensor<2x2x4xf32>
+  %o = tensor.empty() : tensor<2x2x4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d2)>,
+                                        affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %bias : tensor<2x2x4xf32>, tensor<4xf32>) outs(%o : tensor<2x2x4xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x4xf32>
+  return %r : tensor<2x2x4xf32>
+}
