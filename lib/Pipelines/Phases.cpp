@@ -113,8 +113,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "cleave-write-transposed), "
                  "cleave-linalg-to-blas{{target=cuda}, "
                  "func.func(cleave-approximate-math, "
-                 "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
-                 "cleave-map-to-gpu, canonicalize), cleave-allocs-to-gpu, "
+                 "linalg-generalize-named-ops, cleave-join-copies, "
+                 "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize), "
+                 "cleave-allocs-to-gpu, "
                  "func.func(canonicalize, cse), cleave-name-kernels, "
                  "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
                  "convert-func-to-llvm, expand-strided-metadata, "
@@ -131,8 +132,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu
-                ? "linalg-generalize-named-ops, cleave-map-rows-to-gpu, "
-                  "cleave-map-to-gpu, canonicalize, cleave-emulate-gpu-kernels), "
+                ? "linalg-generalize-named-ops, cleave-join-copies, "
+                  "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize, "
+                  "cleave-emulate-gpu-kernels), "
                 : "cleave-reassociate-sums, convert-linalg-to-parallel-loops, "
                   "cleave-parallelize-outer-loops), ") +
            // Many layers' loops in one function would make the OpenMP

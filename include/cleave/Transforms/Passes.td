@@ -981,6 +981,24 @@ def CleaveNameKernels : Pass<"cleave-name-kernels", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gpu::GPUDialect"];
 }
 
+def CleaveJoinCopies : Pass<"cleave-join-copies", "mlir::func::FuncOp"> {
+  let summary = "Independent copies over one iteration space become one op";
+  let description = [{
+    For the CUDA target, after bufferization and the GEMM calls, before
+    each generic becomes a kernel: two copies (generics whose every loop
+    is parallel and whose body yields its inputs, in order, to its
+    outputs) with the same static loop ranges become one generic with the
+    inputs and outputs of both, so one kernel copies both. A decoding
+    step's returned cache is the case: the cached keys and the cached
+    values are copied into it, as are the new token's keys and values.
+    The first copy moves down to the second, so they join only where
+    nothing between them touches the first's buffers (or calls anything,
+    which may reach buffers through pointers), and neither writes a buffer
+    the other reads or writes.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
 def CleaveMapToGpu : Pass<"cleave-map-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Each linalg.generic on memrefs becomes one GPU kernel launch";
   let description = [{
