@@ -134,35 +134,45 @@ linalg::GenericOp join(linalg::GenericOp first, linalg::GenericOp second,
   return joined;
 }
 
+/// Joins `list[i]` with the first later copy it can, keeping `list` in
+/// block order: the joined op replaces the pair where it is put.
+bool joinNext(SmallVectorImpl<linalg::GenericOp> &list, size_t i) {
+  for (size_t j = i + 1; j < list.size(); ++j) {
+    linalg::GenericOp first = list[i], second = list[j];
+    if (first.getStaticLoopRanges() != second.getStaticLoopRanges() ||
+        !independent(first, second))
+      continue;
+    // The first moved down to the second; else the second up to the first,
+    // with the views it reads.
+    if (untouchedBetween(first, first, second)) {
+      list[j] = join(first, second, second);
+      list.erase(list.begin() + i);
+      return true;
+    }
+    FailureOr<SmallVector<Operation *>> views = operandsAbove(second, first);
+    if (failed(views) || !untouchedBetween(second, first, second))
+      continue;
+    for (Operation *view : *views)
+      view->moveBefore(first);
+    list[i] = join(first, second, first);
+    list.erase(list.begin() + j);
+    return true;
+  }
+  return false;
+}
+
 struct JoinCopiesPass : cleave::impl::CleaveJoinCopiesBase<JoinCopiesPass> {
   void runOnOperation() override {
-    // Copies block by block, in order; each joins the next one it can.
     llvm::MapVector<Block *, SmallVector<linalg::GenericOp>> copies;
     getOperation().walk([&](linalg::GenericOp op) {
       if (isCopy(op))
         copies[op->getBlock()].push_back(op);
     });
+    // Block by block, in order, each copy joins later ones while it can.
     for (auto &[block, list] : copies)
-      for (size_t i = 0; i < list.size(); ++i)
-        for (size_t j = i + 1; j < list.size(); ++j) {
-          linalg::GenericOp first = list[i], second = list[j];
-          if (first.getStaticLoopRanges() != second.getStaticLoopRanges() ||
-              !independent(first, second))
-            continue;
-          // The first moved down to the second; else the second up to the
-          // first, with the views it reads.
-          if (untouchedBetween(first, first, second)) {
-            list[j] = join(first, second, second);
-            break;
-          }
-          FailureOr<SmallVector<Operation *>> views = operandsAbove(second, first);
-          if (failed(views) || !untouchedBetween(second, first, second))
-            continue;
-          for (Operation *view : *views)
-            view->moveBefore(first);
-          list[j] = join(first, second, first);
-          break;
-        }
+      for (size_t i = 0; i < list.size();)
+        if (!joinNext(list, i))
+          ++i;
   }
 };
 

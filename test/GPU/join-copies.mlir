@@ -79,3 +79,40 @@ func.func @apart(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<4x8xf32>,
   }
   return
 }
+
+// A copy joined where the first of its pair is (the third moved up) comes
+// before copies it passed; those are not joined with it as if it came
+// after them (that walked past the block's end). Here the first and the
+// second cannot meet (an op between reads the first's result and the
+// second's source), the first and the third can.
+// CHECK-LABEL: func.func @passed
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg4 : memref<4x8xf32>, memref<4x8xf32>) outs(%arg1, %arg5 :
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%arg2 : memref<4x8xf32>) outs(%arg3 : memref<4x8xf32>)
+// CHECK-NOT: linalg.generic
+func.func @passed(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<4x8xf32>,
+                  %d: memref<4x8xf32>, %e: memref<4x8xf32>, %f: memref<4x8xf32>,
+                  %x: memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<4x8xf32>) outs(%b : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b, %c : memref<4x8xf32>, memref<4x8xf32>) outs(%x : memref<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %out: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x8xf32>) outs(%d : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%e : memref<4x8xf32>) outs(%f : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
