@@ -70,7 +70,8 @@ void report(std::FILE *out, const std::string &who);
 
 /// Labels: "GEMM bf16 128x2304x768" (operand type, M x N x K), with
 /// " (24 GEMMs)" when one call makes several and ", bf16 result" when the
-/// result is `rounded` to the operands' type; "all_reduce 1.5 MiB".
+/// result is `rounded` to the operands' type; "all_reduce 1.5 MiB" (the
+/// bytes each rank gives: its part, for a gather).
 std::string describeGemm(const char *type, bool rounded, int64_t gemms,
                          int64_t m, int64_t n, int64_t k);
 std::string describeTransfer(const char *kind, uint64_t bytes);

@@ -310,10 +310,9 @@ bool alone(const View &in, const View &out, const Element &e) {
   return true;
 }
 
-/// How --profile names a collective: its kind and the size of `v` (the
-/// whole gathered tensor for a gather, else what each rank gives).
-std::string describe(const char *kind, const View &v, const Element &e) {
-  return profile::describeTransfer(kind, v.count * e.bytes);
+/// How --profile names a collective: its kind and what each rank gives.
+std::string describe(const char *kind, const View &given, const Element &e) {
+  return profile::describeTransfer(kind, given.count * e.bytes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -334,7 +333,7 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   CollectiveScope scope("all_gather", group);
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  profile::Span span([&] { return describe("all_gather", out, e); });
+  profile::Span span([&] { return describe("all_gather", in, e); });
   if (alone(in, out, e))
     return;
   MPI_Comm c = groupComm(group);

@@ -201,9 +201,8 @@ bool alone(const View &in, const View &out, size_t elementBytes) {
   return true;
 }
 
-/// One collective (`kind`, for --profile, which gives the size of `out` for
-/// a gather and of `in` otherwise) from `in` to `out` over `group`: a copy in
-/// a one-rank program; `onHost(inDescriptor, outDescriptor)`, the MPI
+/// One collective (`kind`, for --profile, with the size of `in`) from `in`
+/// to `out` over `group`: a copy in a one-rank program; `onHost(inDescriptor, outDescriptor)`, the MPI
 /// backend's, on host copies where the group has no NCCL communicator (or
 /// NCCL cannot reduce the type and `reduces`); else `onDevice(in, out,
 /// communicator)`.
@@ -212,10 +211,8 @@ void collective(const char *kind, const Element &e, int64_t inRank,
                 void *inDesc, int64_t outRank, void *outDesc, int64_t group,
                 bool reduces, OnHost onHost, OnDevice onDevice) {
   View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
-  profile::Span span([&] {
-    bool gathers = std::strcmp(kind, "all_gather") == 0;
-    return profile::describeTransfer(kind, (gathers ? out : in).count * e.bytes);
-  });
+  profile::Span span(
+      [&] { return profile::describeTransfer(kind, in.count * e.bytes); });
   if (alone(in, out, e.bytes))
     return;
   ncclComm_t c = communicator(group);
