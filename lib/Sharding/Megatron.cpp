@@ -191,6 +191,12 @@ private:
     Operation *root = inputs.front().second.root;
     for (auto &[index, track] : inputs)
       join(root, track.root);
+    // Below, the split of `in` moves to `dim` of the op's result, as
+    // undecided as it was between one head and one token (Track::oneHead).
+    const Track &in = inputs.front().second;
+    auto follow = [&](Value result, int64_t dim, bool foldedBatch = false) {
+      tracked[result] = {dim, root, foldedBatch, in.oneHead};
+    };
 
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       blockOf(root).reachesOutput = true;
@@ -199,25 +205,21 @@ private:
     if (auto generic = dyn_cast<linalg::GenericOp>(op))
       return visitGeneric(generic, inputs);
     if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
-      int64_t d = inputs.front().second.dim;
+      int64_t d = in.dim;
       if (inputs.front().first != 0 || llvm::is_contained(reduce.getDimensions(), d))
         return fail(root);
       int64_t below = llvm::count_if(reduce.getDimensions(),
                                      [&](int64_t r) { return r < d; });
-      tracked[reduce->getResult(0)] = {d - below, root,
-                                       inputs.front().second.foldedBatch,
-                                       inputs.front().second.oneHead};
+      follow(reduce->getResult(0), d - below, in.foldedBatch);
       return;
     }
     if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
       if (inputs.front().first != 0)
         return fail(root);
-      int64_t d = inputs.front().second.dim;
       auto perm = transpose.getPermutation();
       for (auto [i, p] : llvm::enumerate(perm))
-        if (p == d)
-          tracked[transpose->getResult(0)] = {int64_t(i), root, false,
-                                              inputs.front().second.oneHead};
+        if (p == in.dim)
+          follow(transpose->getResult(0), int64_t(i));
       return;
     }
     if (auto broadcast = dyn_cast<linalg::BroadcastOp>(op)) {
@@ -225,13 +227,12 @@ private:
         return fail(root);
       // Input dimensions keep their order among the output's; the inserted
       // `dimensions` are new.
-      int64_t d = inputs.front().second.dim, seen = -1;
+      int64_t seen = -1;
       for (int64_t out = 0; out < broadcast.getInit().getType().getRank(); ++out) {
         if (llvm::is_contained(broadcast.getDimensions(), out))
           continue;
-        if (++seen == d)
-          tracked[broadcast->getResult(0)] = {out, root, false,
-                                              inputs.front().second.oneHead};
+        if (++seen == in.dim)
+          follow(broadcast->getResult(0), out);
       }
       return;
     }
@@ -239,23 +240,22 @@ private:
       for (auto &[index, track] : inputs)
         if (index > 1 || track.dim != 0)
           return fail(root);
-      tracked[bmm->getResult(0)] = {0, root, inputs.front().second.foldedBatch};
+      tracked[bmm->getResult(0)] = {0, root, in.foldedBatch};
       return;
     }
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
       // The split goes to the group's first dimension larger than one, or,
       // under data parallelism, to the one after a batch the other axes
       // split fully (the inverse of the collapse below).
-      int64_t d = inputs.front().second.dim;
+      int64_t d = in.dim;
       auto group = expand.getReassociationIndices()[d];
       RankedTensorType type = expand.getResultType();
       std::optional<int64_t> lead, afterBatch;
       int64_t before = 1;
-      bool folded = inputs.front().second.foldedBatch;
       for (int64_t g : group) {
         if (!lead && type.getDimSize(g) != 1)
           lead = g;
-        if (!afterBatch && folded && before == otherShards &&
+        if (!afterBatch && in.foldedBatch && before == otherShards &&
             type.getDimSize(g) != 1)
           afterBatch = g;
         before *= type.getDimSize(g);
@@ -273,12 +273,12 @@ private:
                      type.getDimSize(group.front()) == 1;
       // Still undecided where the features stay whole (a unit dimension
       // added elsewhere); decided where they are cut into heads.
-      oneHead |= inputs.front().second.oneHead && chosen == group.back();
+      oneHead |= in.oneHead && chosen == group.back();
       tracked[expand.getResult()] = {chosen, root, false, oneHead};
       return;
     }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
-      int64_t d = inputs.front().second.dim;
+      int64_t d = in.dim;
       for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices())) {
         if (!llvm::is_contained(group, d))
           continue;
@@ -298,8 +298,7 @@ private:
             batchFolds.push_back({collapse, before});
           return fail(root);
         }
-        tracked[collapse.getResult()] = {int64_t(g), root, before != 1,
-                                         inputs.front().second.oneHead};
+        follow(collapse.getResult(), int64_t(g), before != 1);
       }
       return;
     }
@@ -307,7 +306,7 @@ private:
       if (inputs.front().first != 0 || slice.getSourceType().getRank() !=
                                            slice.getResultType().getRank())
         return fail(root);
-      int64_t d = inputs.front().second.dim;
+      int64_t d = in.dim;
       int64_t full = slice.getSourceType().getDimSize(d);
       int64_t size = slice.getStaticSizes()[d];
       if (slice.getStaticStrides()[d] != 1 || size == ShapedType::kDynamic)
@@ -329,17 +328,15 @@ private:
         return fail(root);
       // A slice into parts of a fused projection: the weights are reordered
       // so that every rank's columns hold its share of each part.
-      tracked[slice.getResult()] = {d, root, false,
-                                    inputs.front().second.oneHead};
+      follow(slice.getResult(), d);
       return;
     }
     if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
       for (auto &[index, track] : inputs)
         if (track.dim == static_cast<int64_t>(concat.getDim()) ||
-            track.dim != inputs.front().second.dim)
+            track.dim != in.dim)
           return fail(root);
-      tracked[concat.getResult()] = {inputs.front().second.dim, root, false,
-                                     inputs.front().second.oneHead};
+      follow(concat.getResult(), in.dim);
       return;
     }
     fail(root);
