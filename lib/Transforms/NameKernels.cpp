@@ -6,10 +6,11 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "cleave/Support/OnnxNode.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace cleave {
@@ -22,19 +23,6 @@ using namespace mlir;
 namespace {
 
 constexpr size_t kNamedNodes = 4;
-
-/// The node names in `loc`, outermost first, into `names`.
-void collectNames(Location loc, llvm::SetVector<StringRef> &names) {
-  if (auto name = dyn_cast<NameLoc>(loc)) {
-    names.insert(name.getName().getValue());
-    collectNames(name.getChildLoc(), names);
-  } else if (auto fused = dyn_cast<FusedLoc>(loc)) {
-    for (Location part : fused.getLocations())
-      collectNames(part, names);
-  } else if (auto site = dyn_cast<CallSiteLoc>(loc)) {
-    collectNames(site.getCallee(), names);
-  }
-}
 
 /// `text` with every character outside [A-Za-z0-9_] as '_', runs of '_'
 /// as one, none at either end.
@@ -55,8 +43,8 @@ std::string sanitize(StringRef text) {
 /// The kernel name for `launch`, before it is made unique.
 std::string kernelName(gpu::LaunchOp launch) {
   llvm::SetVector<StringRef> names;
-  launch.getBody().walk([&](Operation *op) { collectNames(op->getLoc(), names); });
-  collectNames(launch.getLoc(), names);
+  launch.getBody().walk([&](Operation *op) { cleave::collectOnnxNodeNames(op->getLoc(), names); });
+  cleave::collectOnnxNodeNames(launch.getLoc(), names);
   SmallVector<std::string> parts;
   for (StringRef name : names) {
     std::string part = sanitize(name);

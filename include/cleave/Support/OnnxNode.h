@@ -10,6 +10,7 @@
 #define CLEAVE_SUPPORT_ONNXNODE_H
 
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <string>
 
@@ -23,6 +24,21 @@ inline std::string onnxNodeName(mlir::Location loc) {
   if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
     return name.getName().str();
   return "?";
+}
+
+/// Every ONNX node name in `loc` (rewrites fuse locations), in order, into
+/// `names`.
+inline void collectOnnxNodeNames(mlir::Location loc,
+                                 llvm::SetVector<llvm::StringRef> &names) {
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) {
+    names.insert(name.getName().getValue());
+    collectOnnxNodeNames(name.getChildLoc(), names);
+  } else if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc)) {
+    for (mlir::Location part : fused.getLocations())
+      collectOnnxNodeNames(part, names);
+  } else if (auto site = mlir::dyn_cast<mlir::CallSiteLoc>(loc)) {
+    collectOnnxNodeNames(site.getCallee(), names);
+  }
 }
 
 } // namespace cleave
