@@ -102,7 +102,12 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "function-boundary-type-conversion=identity-layout-map}, "
            "drop-equivalent-buffer-results, cleave-drop-returned-arguments, "
            "func.func(canonicalize, cleave-free-buffers)";
-  case Phase::Lower:
+  case Phase::Lower: {
+    // The CUDA target's kernels, built alike for the GPU and, with
+    // --gpu-kernels-on-cpu, for the CPU to run them and check their numerics.
+    const char *gpuKernels =
+        "linalg-generalize-named-ops, cleave-join-copies, "
+        "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize";
     if (options.target == "cuda")
       // Every generic one kernel, GEMMs to cuBLASLt, device allocations;
       // then upstream's NVVM lowering (as its gpu-lower-to-nvvm-pipeline,
@@ -112,9 +117,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "func.func(cleave-copies-to-linalg, "
                  "cleave-write-transposed), "
                  "cleave-linalg-to-blas{{target=cuda}, "
-                 "func.func(cleave-approximate-math, "
-                 "linalg-generalize-named-ops, cleave-join-copies, "
-                 "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize), "
+                 "func.func(cleave-approximate-math, {2}), "
                  "cleave-allocs-to-gpu, "
                  "func.func(canonicalize, cse), cleave-name-kernels, "
                  "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
@@ -125,18 +128,17 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "canonicalize, cse, reconcile-unrealized-casts), gpu-to-llvm, "
                  "finalize-memref-to-llvm, convert-func-to-llvm, "
                  "reconcile-unrealized-casts, gpu-module-to-binary{{format=bin}",
-                 options.gpuArch, options.libdevice)
+                 options.gpuArch, options.libdevice, gpuKernels)
           .str();
     return std::string("func.func(cleave-copies-to-linalg, "
                        "cleave-write-transposed), ") +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu
-                ? "linalg-generalize-named-ops, cleave-join-copies, "
-                  "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize, "
-                  "cleave-emulate-gpu-kernels), "
-                : "cleave-reassociate-sums, convert-linalg-to-parallel-loops, "
-                  "cleave-parallelize-outer-loops), ") +
+                ? std::string(gpuKernels) + ", cleave-emulate-gpu-kernels), "
+                : std::string("cleave-reassociate-sums, "
+                              "convert-linalg-to-parallel-loops, "
+                              "cleave-parallelize-outer-loops), ")) +
            // Many layers' loops in one function would make the OpenMP
            // lowering's time quadratic in the depth.
            "cleave-outline-segments, "
@@ -148,6 +150,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "convert-index-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
            "convert-openmp-to-llvm, "
            "reconcile-unrealized-casts";
+  }
   default:
     return "";
   }
