@@ -88,18 +88,12 @@ def build(name, transformers, torch):
     """(model, example inputs, input names, output names or None) of one
     model."""
     if name.endswith("-decode"):
-        base = name[:-len("-decode")]
-        kv_heads = {"llama": 2, "gemma": 1}[base]
-        config = {"llama": lambda: transformers.LlamaConfig(
-                      **dict(SIZES, use_cache=True), num_key_value_heads=2),
-                  "gemma": lambda: transformers.GemmaConfig(
-                      **dict(SIZES, use_cache=True), num_key_value_heads=1,
-                      head_dim=16)}[base]()
-        model = getattr(transformers, {"llama": "LlamaForCausalLM",
-                                       "gemma": "GemmaForCausalLM"}[base])(config)
-        layers = SIZES["num_hidden_layers"]
+        model = build(name[:-len("-decode")], transformers, torch)[0]
+        config, layers = model.config, SIZES["num_hidden_layers"]
+        head = getattr(config, "head_dim", None) or (
+            config.hidden_size // config.num_attention_heads)
         ids = torch.randint(0, VOCAB, (BATCH, 1))
-        cached = [torch.randn(BATCH, kv_heads, PAST, 16)
+        cached = [torch.randn(BATCH, config.num_key_value_heads, PAST, head)
                   for _ in range(2 * layers)]
         kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
         return (decode_step(model, layers, torch), (ids, *cached),
