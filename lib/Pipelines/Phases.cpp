@@ -145,7 +145,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
            "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "
-           "finalize-memref-to-llvm, arith-expand{include-bf16=true}, "
+           "finalize-memref-to-llvm, cleave-expand-arith, "
            "convert-arith-to-llvm, "
            "convert-index-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
            "convert-openmp-to-llvm, "
