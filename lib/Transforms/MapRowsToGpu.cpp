@@ -507,8 +507,11 @@ struct MapRowsToGpuPass
     for (int64_t s : chain.rows)
       rowCount *= s;
     for (linalg::GenericOp op : chain.members) {
+      // The ranges are a temporary: a range-for over a view of it would
+      // read freed memory (C++17 keeps only the view alive).
+      SmallVector<int64_t> ranges = op.getStaticLoopRanges();
       int64_t points = 1;
-      for (int64_t s : ArrayRef(op.getStaticLoopRanges()).drop_front(r))
+      for (int64_t s : ArrayRef(ranges).drop_front(r))
         points *= s;
       widest = std::max(widest, points);
     }
