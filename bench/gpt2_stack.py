@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-SHAPES = {"small": (768, 12, 3072), "medium": (1024, 16, 4096)}
+SHAPES = {"tiny": (64, 4, 256), "small": (768, 12, 3072),
+          "medium": (1024, 16, 4096)}
 D, HEADS, FFN = SHAPES["small"]
 
 

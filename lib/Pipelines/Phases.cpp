@@ -137,6 +137,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            (options.gpuKernelsOnCpu
                 ? std::string(gpuKernels) + ", cleave-emulate-gpu-kernels), "
                 : std::string("cleave-reassociate-sums, "
+                              "linalg-generalize-named-ops, cleave-fuse-rows, "
                               "convert-linalg-to-parallel-loops, "
                               "cleave-parallelize-outer-loops), ")) +
            // Many layers' loops in one function would make the OpenMP

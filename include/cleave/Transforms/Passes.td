@@ -983,6 +983,36 @@ def CleaveMapRowsToGpu
                            "mlir::memref::MemRefDialect"];
 }
 
+def CleaveFuseRows : Pass<"cleave-fuse-rows", "mlir::func::FuncOp"> {
+  let summary = "A chain of row-wise generics around a row reduction becomes "
+                "one CPU loop over rows";
+  let description = [{
+    The CPU target's counterpart of `cleave-map-rows-to-gpu`, which finds
+    the same chains (layer norm, RMS norm, softmax: a fill, a row reduction,
+    a per-row op, a broadcast elementwise op, ...; see its description for
+    the rules a chain keeps). Lowered one generic at a time, each member
+    passes over the whole tensor before the next starts: a softmax over
+    12 x 1024 x 1024 scores (48 MiB) read or wrote them from memory seven
+    times. Here a chain becomes one `scf.parallel` over its rows, and in it
+    each member, in order, as `scf.for` loops over the row's points (a
+    reduction folds them into one value carried through the loops, starting
+    from the output's value, and stores it): a row is read from memory once
+    and the members after the first find it in the cache.
+
+    The order of every member's work on a row is the order its own loops
+    had, so the results are what the members computed one after another.
+
+    Before: a fill, a max reduction and a subtract-exp generic over
+    `memref<12x1024x1024xf32>` rows, each its own loop nest.
+    After: `scf.parallel (%h, %i) = (0, 0) to (12, 1024)`, holding the
+    fill's store, an `scf.for` over the row carrying its maximum, and an
+    `scf.for` writing the row's exponentials.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def CleaveNameKernels : Pass<"cleave-name-kernels", "mlir::ModuleOp"> {
   let summary = "Name each gpu.launch's kernel after the ONNX nodes it computes";
   let description = [{
