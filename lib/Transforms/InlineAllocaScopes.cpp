@@ -2,6 +2,9 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEINLINEALLOCASCOPES
 #include "cleave/Transforms/Passes.h.inc"
@@ -15,6 +18,7 @@ struct InlineAllocaScopesPass
   void runOnOperation() override {
     SmallVector<memref::AllocaScopeOp> scopes;
     getOperation().walk([&](memref::AllocaScopeOp scope) {
+      hoistRowBuffers(scope);
       bool allocates = false;
       scope.walk([&](memref::AllocaOp) { allocates = true; });
       if (!allocates && scope.getNumResults() == 0)
@@ -27,6 +31,21 @@ struct InlineAllocaScopesPass
                                                 body.getOperations());
       scope.erase();
     }
+  }
+
+  /// Moves the fixed-size allocas at the top of `scope`'s body (a row
+  /// chain's row buffers, cleave-fuse-rows) to the start of the parallel
+  /// region around it: each thread gets its buffers once, and reuses them
+  /// for every iteration it runs.
+  static void hoistRowBuffers(memref::AllocaScopeOp scope) {
+    auto parallel = scope->getParentOfType<omp::ParallelOp>();
+    if (!parallel)
+      return;
+    Block &entry = parallel.getRegion().front();
+    for (Operation &op :
+         llvm::make_early_inc_range(scope.getBodyRegion().front()))
+      if (isa<memref::AllocaOp>(op) && op.getNumOperands() == 0)
+        op.moveBefore(&entry, entry.begin());
   }
 };
 } // namespace

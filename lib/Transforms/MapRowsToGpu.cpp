@@ -39,91 +39,6 @@ struct CachedRow {
   bool store = false; // read after the chain: store the row at the end
 };
 
-/// Whether `op` writes every element of its output `out`: the output's
-/// indexing map reaches each of its dimensions once, over its whole size.
-bool writesAll(linalg::GenericOp op, OpOperand &out) {
-  AffineMap map = op.getMatchingIndexingMap(&out);
-  return map.isProjectedPermutation() &&
-         map.getNumResults() ==
-             cast<MemRefType>(out.get().getType()).getRank();
-}
-
-/// Whether the row of `root` must be loaded from global memory before the
-/// chain: a member reads it before one writes all of it, or (when the row
-/// is stored back at the end, `stored`) no member writes all of it, so what
-/// the chain leaves alone must be what was there.
-bool needsLoad(const Chain &chain, Value root, bool stored) {
-  for (linalg::GenericOp op : chain.members) {
-    for (OpOperand *in : op.getDpsInputOperands())
-      if (cleave::viewedBuffer(in->get()) == root)
-        return true;
-    bool whole = false;
-    for (OpOperand &out : op.getDpsInitsMutable()) {
-      if (cleave::viewedBuffer(out.get()) != root)
-        continue;
-      if (!op.getMatchingBlockArgument(&out).use_empty())
-        return true; // a reduction's initial value, or an update
-      whole |= writesAll(op, out);
-    }
-    if (whole)
-      return false;
-  }
-  return stored;
-}
-
-/// Whether anything after `last` may read `root`: an argument always (the
-/// caller sees it); an allocation if an op after `last`, or in another
-/// block, touches it or a view of it (deallocations aside).
-bool liveAfter(Value root, Operation *last) {
-  if (!root.getDefiningOp<memref::AllocOp>())
-    return true;
-  for (Value alias : cleave::viewsOf(root))
-    for (Operation *user : alias.getUsers()) {
-      if (cleave::viewSource(user) || isa<memref::DeallocOp>(user))
-        continue;
-      Operation *here = last->getBlock()->findAncestorOpInBlock(*user);
-      if (!here || last->isBeforeInBlock(here))
-        return true;
-    }
-  return false;
-}
-
-/// Members' accesses to cached buffers go to the row in shared memory; the
-/// rest to global memory.
-struct RowMemory : Memory {
-  size_t rank = 0;
-  DenseMap<Value, Value> shared; // buffer -> its row in shared memory
-
-  Value sharedIndex(OpBuilder &b, Location loc, Value memref,
-                    ValueRange indices) const {
-    // The views keep the rows in front and are contiguous, so the row's
-    // offset is the trailing indices, linearized in the view's shape.
-    ArrayRef<int64_t> shape = cast<MemRefType>(memref.getType()).getShape();
-    Value offset = index(b, loc, 0);
-    for (size_t d = rank; d < shape.size(); ++d)
-      offset = arith::AddIOp::create(
-          b, loc, arith::MulIOp::create(b, loc, offset, index(b, loc, shape[d])),
-          indices[d]);
-    return offset;
-  }
-
-  Value load(OpBuilder &b, Location loc, Value memref,
-             ValueRange indices) const override {
-    if (Value row = shared.lookup(cleave::viewedBuffer(memref)))
-      return memref::LoadOp::create(b, loc, row,
-                                    sharedIndex(b, loc, memref, indices));
-    return Memory::load(b, loc, memref, indices);
-  }
-
-  void store(OpBuilder &b, Location loc, Value value, Value memref,
-             ValueRange indices) const override {
-    if (Value row = shared.lookup(cleave::viewedBuffer(memref)))
-      Memory::store(b, loc, value, row, sharedIndex(b, loc, memref, indices));
-    else
-      Memory::store(b, loc, value, memref, indices);
-  }
-};
-
 struct MapRowsToGpuPass
     : cleave::impl::CleaveMapRowsToGpuBase<MapRowsToGpuPass> {
   using Base::Base;
@@ -232,7 +147,7 @@ struct MapRowsToGpuPass
       RowMemory memory;
       memory.rank = r;
       for (auto [c, buffer] : llvm::zip(cached, shared))
-        memory.shared[c.root] = buffer;
+        memory.rows[c.root] = buffer;
       SmallVector<Value> row = delinearize(ib, loc, block, chain.rows);
       auto loaded = [](const CachedRow &c) { return c.load; };
       auto stored = [](const CachedRow &c) { return c.store; };

@@ -7,6 +7,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 namespace cleave {
@@ -88,6 +90,21 @@ struct ParallelizeOuterLoopsPass
       for (unsigned d = 0; d < keep; ++d)
         mapping.map(op.getInductionVars()[d], outer.getInductionVars()[d]);
     }
+    // Stack buffers of the body (a row chain's row buffers, see
+    // cleave-fuse-rows) go before the sequential loops, an alloca in a loop
+    // growing the stack at every iteration: in the parallel loop, or when
+    // none is left, at the function's entry (the loop may be in another
+    // loop, over microbatches).
+    OpBuilder entry(op);
+    if (keep == 0) {
+      Block &first = op->getParentOfType<func::FuncOp>().getBody().front();
+      entry.setInsertionPointToStart(&first);
+    } else {
+      entry.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+    }
+    for (Operation &inner : op.getBody()->without_terminator())
+      if (isa<memref::AllocaOp>(inner) && inner.getNumOperands() == 0)
+        entry.clone(inner, mapping);
     // Nested scf.for loops over the remaining dims, innermost last.
     for (unsigned d = keep; d < dims; ++d) {
       auto loop = scf::ForOp::create(b, loc, op.getLowerBound()[d],
@@ -96,7 +113,8 @@ struct ParallelizeOuterLoopsPass
       b.setInsertionPointToStart(loop.getBody());
     }
     for (Operation &inner : op.getBody()->without_terminator())
-      b.clone(inner, mapping);
+      if (!mapping.contains(&inner))
+        b.clone(inner, mapping);
     op.erase();
   }
 };

@@ -2,7 +2,7 @@
 
 #include "RowChains.h"
 
-#include "GpuKernelBuilder.h"
+#include "BufferViews.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -325,6 +325,78 @@ void cleave::row_chains::replaceMembers(Chain &chain, Operation *after) {
     op->erase();
   for (memref::DeallocOp d : llvm::reverse(deallocs))
     d->moveAfter(after);
+}
+
+bool cleave::row_chains::writesAll(linalg::GenericOp op, OpOperand &out) {
+  AffineMap map = op.getMatchingIndexingMap(&out);
+  return map.isProjectedPermutation() &&
+         map.getNumResults() ==
+             cast<MemRefType>(out.get().getType()).getRank();
+}
+
+bool cleave::row_chains::needsLoad(const Chain &chain, Value root,
+                                   bool stored) {
+  for (linalg::GenericOp op : chain.members) {
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (cleave::viewedBuffer(in->get()) == root)
+        return true;
+    bool whole = false;
+    for (OpOperand &out : op.getDpsInitsMutable()) {
+      if (cleave::viewedBuffer(out.get()) != root)
+        continue;
+      if (!op.getMatchingBlockArgument(&out).use_empty())
+        return true; // a reduction's initial value, or an update
+      whole |= writesAll(op, out);
+    }
+    if (whole)
+      return false;
+  }
+  return stored;
+}
+
+bool cleave::row_chains::liveAfter(Value root, Operation *last) {
+  if (!root.getDefiningOp<memref::AllocOp>())
+    return true;
+  for (Value alias : cleave::viewsOf(root))
+    for (Operation *user : alias.getUsers()) {
+      if (cleave::viewSource(user) || isa<memref::DeallocOp>(user))
+        continue;
+      Operation *here = last->getBlock()->findAncestorOpInBlock(*user);
+      if (!here || last->isBeforeInBlock(here))
+        return true;
+    }
+  return false;
+}
+
+Value RowMemory::rowIndex(OpBuilder &b, Location loc, Value memref,
+                          ValueRange indices) const {
+  // The views keep the rows in front and are contiguous, so the row's
+  // offset is the trailing indices, linearized in the view's shape.
+  ArrayRef<int64_t> shape = cast<MemRefType>(memref.getType()).getShape();
+  Value offset = gpu_kernel::index(b, loc, 0);
+  for (size_t d = rank; d < shape.size(); ++d)
+    offset = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, offset,
+                              gpu_kernel::index(b, loc, shape[d])),
+        indices[d]);
+  return offset;
+}
+
+Value RowMemory::load(OpBuilder &b, Location loc, Value memref,
+                      ValueRange indices) const {
+  if (Value row = rows.lookup(cleave::viewedBuffer(memref)))
+    return memref::LoadOp::create(b, loc, row,
+                                  rowIndex(b, loc, memref, indices));
+  return Memory::load(b, loc, memref, indices);
+}
+
+void RowMemory::store(OpBuilder &b, Location loc, Value value, Value memref,
+                      ValueRange indices) const {
+  if (Value row = rows.lookup(cleave::viewedBuffer(memref)))
+    Memory::store(b, loc, value, row, rowIndex(b, loc, memref, indices));
+  else
+    Memory::store(b, loc, value, memref, indices);
 }
 
 bool cleave::row_chains::writesRowsElsewhere(linalg::GenericOp op,

@@ -12,6 +12,8 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_ROWCHAINS_H
 #define CLEAVE_LIB_TRANSFORMS_ROWCHAINS_H
 
+#include "GpuKernelBuilder.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -42,6 +44,40 @@ bool writesRowsElsewhere(mlir::linalg::GenericOp op, mlir::OpOperand &out,
 /// Moves the deallocations between `chain`'s members to after `after`, and
 /// erases the members: for a pass that has built their work there.
 void replaceMembers(Chain &chain, mlir::Operation *after);
+
+/// Whether `op` writes every element of its output `out`: the output's
+/// indexing map reaches each of its dimensions once, over its whole size.
+bool writesAll(mlir::linalg::GenericOp op, mlir::OpOperand &out);
+
+/// Whether the chain's rows of `root` (a buffer a member writes) must be
+/// read from `root` when a pass keeps them in a row buffer of their own: a
+/// member reads the row before one writes all of it, or (when the row is
+/// copied back at the end, `stored`) no member writes all of it, so what
+/// the chain leaves alone must be what was there.
+bool needsLoad(const Chain &chain, mlir::Value root, bool stored);
+
+/// Whether anything after `last` may read `root`: an argument always (the
+/// caller sees it); an allocation if an op after `last`, or in another
+/// block, touches it or a view of it (deallocations aside).
+bool liveAfter(mlir::Value root, mlir::Operation *last);
+
+/// The members' accesses to some buffers (`rows`: buffer -> a buffer of one
+/// row) go to the row buffer, at the trailing indices linearized; the rest
+/// to the buffers themselves. The accesses must go through views that keep
+/// the rows in front and are contiguous (expand/collapse of the buffer).
+struct RowMemory : gpu_kernel::Memory {
+  size_t rank = 0; // the chain's row loops
+  llvm::DenseMap<mlir::Value, mlir::Value> rows;
+
+  mlir::Value load(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref,
+                   mlir::ValueRange indices) const override;
+  void store(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+             mlir::Value memref, mlir::ValueRange indices) const override;
+
+private:
+  mlir::Value rowIndex(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value memref, mlir::ValueRange indices) const;
+};
 
 } // namespace cleave::row_chains
 

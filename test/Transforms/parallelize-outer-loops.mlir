@@ -76,3 +76,56 @@ func.func @short_rows(%x: memref<1x128x16xf32>, %sum: memref<1x128xf32>) {
   }
   return
 }
+
+// A row buffer at the top of the body (cleave-fuse-rows) goes before the
+// sequential loops, in the parallel one: one per iteration of the parallel
+// dims, not one per row, which would grow the stack row after row.
+// CHECK-LABEL: func.func @row_buffer
+// CHECK: scf.parallel (%[[I:.*]]) = (%c0) to (%c16) step (%c1)
+// CHECK-NEXT: %[[ROW:.*]] = memref.alloca() : memref<4096xf32>
+// CHECK-NEXT: scf.for %[[J:.*]] = %c0 to %c64 step %c1
+// CHECK-NOT: memref.alloca
+// CHECK: memref.store %{{.*}}, %[[ROW]]
+// A sequential nest gets its buffer at the function's entry, out of the
+// loop around it.
+// CHECK-LABEL: func.func @row_buffer_small
+// CHECK-NEXT: memref.alloca() : memref<64xf32>
+// CHECK: scf.for
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: scf.for
+// CHECK-NOT: memref.alloca
+func.func @row_buffer(%m: memref<16x64x4096xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %c4096 = arith.constant 4096 : index
+  %v = arith.constant 1.0 : f32
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c16, %c64) step (%c1, %c1) {
+    %row = memref.alloca() : memref<4096xf32>
+    scf.for %k = %c0 to %c4096 step %c1 {
+      memref.store %v, %row[%k] : memref<4096xf32>
+    }
+    scf.for %k = %c0 to %c4096 step %c1 {
+      %x = memref.load %row[%k] : memref<4096xf32>
+      memref.store %x, %m[%i, %j, %k] : memref<16x64x4096xf32>
+    }
+  }
+  return
+}
+func.func @row_buffer_small(%m: memref<16x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %v = arith.constant 1.0 : f32
+  scf.for %mb = %c0 to %c16 step %c1 {
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c16, %c64) step (%c1, %c1) {
+      %row = memref.alloca() : memref<64xf32>
+      memref.store %v, %row[%j] : memref<64xf32>
+      %x = memref.load %row[%j] : memref<64xf32>
+      memref.store %x, %m[%i, %j] : memref<16x64xf32>
+    }
+  }
+  return
+}

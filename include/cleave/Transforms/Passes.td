@@ -708,9 +708,11 @@ def CleaveInlineAllocaScopes
   let description = [{
     convert-scf-to-openmp wraps every parallel loop body in a
     memref.alloca_scope, whose region must stay a single block; the nested
-    sequential loops then cannot be lowered to control flow. Cleave's loop
-    bodies allocate nothing on the stack, so a scope without memref.alloca is
-    replaced by its body.
+    sequential loops then cannot be lowered to control flow. The only stack
+    buffers Cleave's loop bodies allocate are a row chain's row buffers
+    (cleave-fuse-rows), of fixed size at the top of the body: they move to
+    the start of the OpenMP parallel region, once per thread, and a scope
+    left without memref.alloca is replaced by its body.
   }];
 }
 
@@ -793,7 +795,10 @@ def CleaveParallelizeOuterLoops
     nested scf.for loops, so threads split the outer work and each thread's
     inner loop stays vectorizable. Loops with fewer than 32768 iterations in
     all, counting the sequential loops inside (a row reduction's), become
-    sequential: waking the threads would cost more.
+    sequential: waking the threads would cost more. Fixed-size stack buffers
+    at the top of the body (cleave-fuse-rows' row buffers) go before the new
+    sequential loops, not into them, where each iteration would grow the
+    stack.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
