@@ -1007,11 +1007,20 @@ def CleaveFuseRows : Pass<"cleave-fuse-rows", "mlir::func::FuncOp"> {
     The order of every member's work on a row is the order its own loops
     had, so the results are what the members computed one after another.
 
+    A buffer only the chain reads (nothing after the last member uses it,
+    a member writes its row whole before one reads it, allocated here,
+    static and contiguous with the rows in front: a softmax's scaled scores
+    and exponentials, a norm's statistics) becomes one row on the stack, a
+    `memref.alloca` at the top of the loop's body (at most 64 KiB of them a
+    chain), and the whole buffer, its views and its deallocation go: the
+    chain writes to memory only what is read after it.
+
     Before: a fill, a max reduction and a subtract-exp generic over
     `memref<12x1024x1024xf32>` rows, each its own loop nest.
     After: `scf.parallel (%h, %i) = (0, 0) to (12, 1024)`, holding the
     fill's store, an `scf.for` over the row carrying its maximum, and an
-    `scf.for` writing the row's exponentials.
+    `scf.for` writing the row's exponentials (into `memref<1024xf32>` on
+    the stack if only the chain reads them).
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::affine::AffineDialect",
