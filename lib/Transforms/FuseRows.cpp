@@ -59,8 +59,10 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
             int64_t slice = 1;
             for (int64_t s : type.getShape().drop_front(row.size()))
               slice *= s;
-            memory.rows[root] = memref::AllocaOp::create(
+            auto buffer = memref::AllocaOp::create(
                 lb, loc, MemRefType::get({slice}, type.getElementType()));
+            buffer->setAttr(kRowBufferAttr, lb.getUnitAttr());
+            memory.rows[root] = buffer;
           }
           for (linalg::GenericOp op : chain.members)
             emitMember(lb, loc, op, row, memory);

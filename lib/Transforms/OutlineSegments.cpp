@@ -10,6 +10,7 @@
 #include "cleave/Transforms/Passes.h"
 
 #include "BufferViews.h"
+#include "RowChains.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -28,12 +29,13 @@ using namespace mlir;
 namespace {
 
 /// A run of consecutive ops of one block, and how it meets the rest of the
-/// function: the values it reads from outside (`inputs`; constants apart)
-/// and the values of its own that ops after it read (`outputs`).
+/// function: the values it reads from outside (`inputs`; constants and row
+/// buffers apart, `copied`) and the values of its own that ops after it read
+/// (`outputs`).
 struct Segment {
   SmallVector<Operation *> ops;
   llvm::SetVector<Value> inputs;
-  llvm::SetVector<Value> constants;
+  llvm::SetVector<Value> copied;
   llvm::SetVector<Value> outputs;
 };
 
@@ -42,6 +44,15 @@ struct Segment {
 bool isConstant(Operation *op) {
   return op && op->getNumOperands() == 0 && op->getNumResults() == 1 &&
          matchPattern(op->getResult(0), m_Constant());
+}
+
+/// Whether each segment that uses `op`'s value gets a copy of `op` of its
+/// own: a constant, or a row buffer (cleave-fuse-rows), which holds nothing
+/// from one loop nest to the next.
+bool copiedIntoSegments(Operation *op) {
+  return isConstant(op) ||
+         (op && isa<memref::AllocaOp>(op) &&
+          op->hasAttr(cleave::row_chains::kRowBufferAttr));
 }
 
 /// Whether `op`, an op of the block, lies in the segment.
@@ -87,8 +98,8 @@ Segment describe(ArrayRef<Operation *> ops) {
       for (Value v : nested->getOperands()) {
         if (definedInside(members, block, v))
           continue;
-        if (isConstant(v.getDefiningOp()))
-          segment.constants.insert(v);
+        if (copiedIntoSegments(v.getDefiningOp()))
+          segment.copied.insert(v);
         else
           segment.inputs.insert(v);
       }
@@ -112,8 +123,9 @@ SmallVector<SmallVector<Operation *>> cut(Block &block, int64_t maxLoops) {
   SmallVector<Operation *> ops;
   int64_t loops = 0;
   for (Operation &op : block.without_terminator()) {
-    // Constants stay; each segment that reads one gets a copy.
-    if (isConstant(&op))
+    // Constants and row buffers stay; each segment that reads one gets a
+    // copy.
+    if (copiedIntoSegments(&op))
       continue;
     ops.push_back(&op);
     loops += op.getNumRegions() > 0;
@@ -186,9 +198,9 @@ void outline(ArrayRef<Operation *> ops, func::FuncOp parent,
     return callee->isProperAncestor(use.getOwner());
   };
   b.setInsertionPointToStart(body);
-  for (Value constant : segment.constants) {
-    Operation *copy = b.clone(*constant.getDefiningOp());
-    constant.replaceUsesWithIf(copy->getResult(0), inside);
+  for (Value value : segment.copied) {
+    Operation *copy = b.clone(*value.getDefiningOp());
+    value.replaceUsesWithIf(copy->getResult(0), inside);
   }
   for (auto [i, input] : llvm::enumerate(segment.inputs))
     Value(input).replaceUsesWithIf(body->getArgument(i), inside);

@@ -45,6 +45,12 @@ bool writesRowsElsewhere(mlir::linalg::GenericOp op, mlir::OpOperand &out,
 /// erases the members: for a pass that has built their work there.
 void replaceMembers(Chain &chain, mlir::Operation *after);
 
+/// Marks the stack buffers of one row that cleave-fuse-rows makes: scratch
+/// for one loop nest (written there before it is read, dead after it), so a
+/// pass that moves the nest away from the buffer may give it a copy of its
+/// own (cleave-outline-segments does).
+inline constexpr llvm::StringLiteral kRowBufferAttr = "cleave.row_buffer";
+
 /// Whether `op` writes every element of its output `out`: the output's
 /// indexing map reaches each of its dimensions once, over its whole size.
 bool writesAll(mlir::linalg::GenericOp op, mlir::OpOperand &out);

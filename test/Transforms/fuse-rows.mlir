@@ -12,9 +12,9 @@
 // CHECK-LABEL: func.func @softmax
 // CHECK-NOT: memref.alloc()
 // CHECK: scf.parallel (%[[I:.*]], %[[J:.*]]) = (%c0, %c0) to (%c4, %c16) step (%c1, %c1) {
-// CHECK-NEXT: %[[MAX:.*]] = memref.alloca() : memref<1xf32>
-// CHECK-NEXT: %[[EXP:.*]] = memref.alloca() : memref<32xf32>
-// CHECK-NEXT: %[[SUM:.*]] = memref.alloca() : memref<1xf32>
+// CHECK-NEXT: %[[MAX:.*]] = memref.alloca() {cleave.row_buffer} : memref<1xf32>
+// CHECK-NEXT: %[[EXP:.*]] = memref.alloca() {cleave.row_buffer} : memref<32xf32>
+// CHECK-NEXT: %[[SUM:.*]] = memref.alloca() {cleave.row_buffer} : memref<1xf32>
 // CHECK-NEXT: memref.store %[[NEGINF:.*]], %[[MAX]][%c0]
 // CHECK-NEXT: %[[M0:.*]] = memref.load %[[MAX]][%c0]
 // CHECK-NEXT: %[[M:.*]] = scf.for %[[K:.*]] = %c0 to %c32 step %c1 iter_args(%[[ACC:.*]] = %[[M0]]) -> (f32) {

@@ -130,3 +130,43 @@ func.func @nested(%x: memref<4x8xf32>) {
   }
   return
 }
+
+// -----
+
+// Row buffers of cleave-fuse-rows (marked so) at the function's entry, each
+// read by one loop nest: like constants, they stay, and each segment that
+// uses one gets a copy of its own; no segment grows for them.
+// CHECK-LABEL: func.func @row_buffers(
+// CHECK: call @row_buffers_part0(%arg0) : (memref<8xf32>) -> ()
+// CHECK-NEXT: call @row_buffers_part1(%arg1) : (memref<16xf32>) -> ()
+// CHECK: func.func private @row_buffers_part1(
+// CHECK: memref.alloca() {cleave.row_buffer} : memref<16xf32>
+// CHECK-COUNT-1: scf.for
+// CHECK-NOT: scf.for
+// CHECK: func.func private @row_buffers_part0(
+// CHECK: memref.alloca() {cleave.row_buffer} : memref<8xf32>
+// CHECK-COUNT-2: scf.for
+// CHECK-NOT: scf.for
+func.func @row_buffers(%x: memref<8xf32>, %y: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %a = memref.alloca() {cleave.row_buffer} : memref<8xf32>
+  %b = memref.alloca() {cleave.row_buffer} : memref<16xf32>
+  scf.for %i = %c0 to %c8 step %c1 {
+    %v = memref.load %x[%i] : memref<8xf32>
+    memref.store %v, %a[%i] : memref<8xf32>
+  }
+  scf.for %i = %c0 to %c8 step %c1 {
+    %v = memref.load %a[%i] : memref<8xf32>
+    memref.store %v, %x[%i] : memref<8xf32>
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    %v = memref.load %y[%i] : memref<16xf32>
+    memref.store %v, %b[%i] : memref<16xf32>
+    %w = memref.load %b[%i] : memref<16xf32>
+    memref.store %w, %y[%i] : memref<16xf32>
+  }
+  return
+}

@@ -771,7 +771,9 @@ def CleaveOutlineSegments : Pass<"cleave-outline-segments", "mlir::ModuleOp"> {
     values it uses from before become arguments (constants are copied in),
     the values later ops use become results. The functions are marked
     internal and `noinline`, so that LLVM keeps them apart. A segment that
-    would return stack memory (`memref.alloca`) grows until it does not.
+    would return stack memory (`memref.alloca`) grows until it does not;
+    a row buffer of cleave-fuse-rows (scratch for one loop nest) is copied
+    into each segment that uses it, like a constant.
 
     Before (`max-loops=2`): `@main` runs loops A, B, C.
     After: `@main` calls `@main_part0` (A, B) and `@main_part1` (C).
