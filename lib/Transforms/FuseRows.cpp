@@ -47,65 +47,49 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
     linalg::GenericOp last = chain.members.back();
     Location loc = last.getLoc();
     OpBuilder b(last);
-    SmallVector<int64_t> zeros(chain.rows.size(), 0), ones(chain.rows.size(), 1);
-    SmallVector<Value> scratch = rowBuffers(chain);
+    size_t rank = chain.rows.size();
+    SmallVector<RowBuffer> scratch = scratchRows(chain);
     auto loop = scf::ParallelOp::create(
-        b, loc, indices(b, loc, zeros), indices(b, loc, chain.rows),
-        indices(b, loc, ones), [&](OpBuilder &lb, Location loc, ValueRange row) {
+        b, loc, SmallVector<Value>(rank, index(b, loc, 0)),
+        indices(b, loc, chain.rows), SmallVector<Value>(rank, index(b, loc, 1)),
+        [&](OpBuilder &lb, Location loc, ValueRange row) {
           RowMemory memory;
           memory.rank = row.size();
-          for (Value root : scratch) {
-            auto type = cast<MemRefType>(root.getType());
-            int64_t slice = 1;
-            for (int64_t s : type.getShape().drop_front(row.size()))
-              slice *= s;
-            auto buffer = memref::AllocaOp::create(
-                lb, loc, MemRefType::get({slice}, type.getElementType()));
-            buffer->setAttr(kRowBufferAttr, lb.getUnitAttr());
-            memory.rows[root] = buffer;
+          for (const RowBuffer &buffer : scratch) {
+            auto alloca = memref::AllocaOp::create(
+                lb, loc,
+                MemRefType::get({buffer.slice}, buffer.type.getElementType()));
+            alloca->setAttr(kRowBufferAttr, lb.getUnitAttr());
+            memory.rows[buffer.root] = alloca;
           }
           for (linalg::GenericOp op : chain.members)
             emitMember(lb, loc, op, row, memory);
         });
     replaceMembers(chain, loop);
-    for (Value root : scratch)
-      eraseUnused(root);
+    for (const RowBuffer &buffer : scratch)
+      eraseUnused(buffer.root);
   }
 
-  /// The buffers the chain writes that need not exist beyond a row: nothing
-  /// after the chain reads them, the chain writes a row whole before it
-  /// reads it, and they are allocated here, static and contiguous with the
-  /// rows in front. Each row lives in a buffer of one row on the stack of
-  /// the thread that runs it (as many as fit in `kMaxRowBytes`), and the
-  /// whole buffer is never written: a 1024-token softmax's scaled scores and
-  /// exponentials (48 MiB each, 12 heads) stay in the cache.
-  SmallVector<Value> rowBuffers(const Chain &chain) {
-    SmallVector<Value> roots;
+  /// The buffers the chain writes that need not exist beyond a row
+  /// (rowBuffers): allocated here and read by nothing after the chain
+  /// (liveAfter says both), and written a row whole before the chain reads
+  /// it. Each row lives in a
+  /// buffer of one row on the stack of the thread that runs it (as many as
+  /// fit in `kMaxRowBytes`), and the whole buffer is never written: a
+  /// 1024-token softmax's scaled scores and exponentials (48 MiB each, 12
+  /// heads) stay in the cache.
+  SmallVector<RowBuffer> scratchRows(const Chain &chain) {
+    SmallVector<RowBuffer> scratch;
     int64_t bytes = 0;
-    DenseSet<Value> seen;
-    size_t rank = chain.rows.size();
-    for (linalg::GenericOp op : chain.members)
-      for (OpOperand &out : op.getDpsInitsMutable()) {
-        Value root = cleave::viewedBuffer(out.get());
-        if (!seen.insert(root).second || writesRowsElsewhere(op, out, rank))
-          continue;
-        auto type = dyn_cast<MemRefType>(root.getType());
-        if (!root.getDefiningOp<memref::AllocOp>() || !type ||
-            !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-            !startsWithRows(type, chain.rows) ||
-            !type.getElementType().isIntOrFloat() ||
-            liveAfter(root, chain.members.back()) ||
-            needsLoad(chain, root, /*stored=*/false))
-          continue;
-        int64_t rowBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
-        for (int64_t s : type.getShape().drop_front(rank))
-          rowBytes *= s;
-        if (bytes + rowBytes > kMaxRowBytes)
-          continue;
-        bytes += rowBytes;
-        roots.push_back(root);
-      }
-    return roots;
+    for (const RowBuffer &buffer : rowBuffers(chain)) {
+      if (liveAfter(buffer.root, chain.members.back()) ||
+          needsLoad(chain, buffer.root, /*stored=*/false) ||
+          bytes + buffer.rowBytes() > kMaxRowBytes)
+        continue;
+      bytes += buffer.rowBytes();
+      scratch.push_back(buffer);
+    }
+    return scratch;
   }
 
   /// Erases `root`, a buffer the chain kept in rows, with its views and
@@ -132,10 +116,9 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
                   ValueRange row, const RowMemory &memory) {
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     ArrayRef<int64_t> inner = ArrayRef(ranges).drop_front(row.size());
-    SmallVector<Value> lbs = indices(b, loc, SmallVector<int64_t>(inner.size(), 0));
+    SmallVector<Value> lbs(inner.size(), index(b, loc, 0));
     SmallVector<Value> ubs = indices(b, loc, inner);
-    SmallVector<Value> steps =
-        indices(b, loc, SmallVector<int64_t>(inner.size(), 1));
+    SmallVector<Value> steps(inner.size(), index(b, loc, 1));
     auto pointAt = [&](ValueRange ivs) {
       SmallVector<Value> point(row.begin(), row.end());
       llvm::append_range(point, ivs);
@@ -157,8 +140,7 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
     Combiner c = *findCombiner(op);
     OpOperand &out = op.getDpsInitsMutable()[0];
     SmallVector<Value> at = operandIndices(
-        b, loc, op.getMatchingIndexingMap(&out),
-        pointAt(indices(b, loc, SmallVector<int64_t>(inner.size(), 0))));
+        b, loc, op.getMatchingIndexingMap(&out), pointAt(lbs));
     Value init = memory.load(b, loc, out.get(), at);
     scf::LoopNest nest = scf::buildLoopNest(
         b, loc, lbs, ubs, steps, ValueRange{init},

@@ -31,10 +31,7 @@ namespace {
 /// A buffer the chain writes, kept in shared memory for the block's row: the
 /// members read and write the row there, and global memory sees it only
 /// where it must.
-struct CachedRow {
-  Value root;
-  MemRefType type;
-  int64_t slice = 1; // elements per row
+struct CachedRow : RowBuffer {
   bool load = false; // see needsLoad: load the row first
   bool store = false; // read after the chain: store the row at the end
 };
@@ -49,35 +46,20 @@ struct MapRowsToGpuPass
   }
 
   /// The buffers the chain writes that fit, together, in `sharedMemory`
-  /// bytes: static, contiguous, starting with the rows.
+  /// bytes (rowBuffers, in order); a buffer written elsewhere goes straight
+  /// to global memory.
   SmallVector<CachedRow> rowsToCache(const Chain &chain) {
     SmallVector<CachedRow> cached;
     int64_t bytes = 0;
-    DenseSet<Value> seen;
-    for (linalg::GenericOp op : chain.members)
-      for (OpOperand &out : op.getDpsInitsMutable()) {
-        Value root = cleave::viewedBuffer(out.get());
-        if (!seen.insert(root).second)
-          continue;
-        auto type = dyn_cast<MemRefType>(root.getType());
-        if (writesRowsElsewhere(op, out, chain.rows.size()))
-          continue; // stored straight to global memory
-        if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-            !startsWithRows(type, chain.rows) ||
-            !type.getElementType().isIntOrFloat())
-          continue;
-        CachedRow row{root, type};
-        for (int64_t s : type.getShape().drop_front(chain.rows.size()))
-          row.slice *= s;
-        int64_t rowBytes =
-            row.slice * type.getElementType().getIntOrFloatBitWidth() / 8;
-        if (bytes + rowBytes > sharedMemory)
-          continue;
-        bytes += rowBytes;
-        row.store = liveAfter(root, chain.members.back());
-        row.load = needsLoad(chain, root, row.store);
-        cached.push_back(row);
-      }
+    for (const RowBuffer &buffer : rowBuffers(chain)) {
+      if (bytes + buffer.rowBytes() > sharedMemory)
+        continue;
+      bytes += buffer.rowBytes();
+      CachedRow row{buffer};
+      row.store = liveAfter(buffer.root, chain.members.back());
+      row.load = needsLoad(chain, buffer.root, row.store);
+      cached.push_back(row);
+    }
     return cached;
   }
 

@@ -43,7 +43,9 @@ std::string sanitize(StringRef text) {
 /// The kernel name for `launch`, before it is made unique.
 std::string kernelName(gpu::LaunchOp launch) {
   llvm::SetVector<StringRef> names;
-  launch.getBody().walk([&](Operation *op) { cleave::collectOnnxNodeNames(op->getLoc(), names); });
+  launch.getBody().walk([&](Operation *op) {
+    cleave::collectOnnxNodeNames(op->getLoc(), names);
+  });
   cleave::collectOnnxNodeNames(launch.getLoc(), names);
   SmallVector<std::string> parts;
   for (StringRef name : names) {

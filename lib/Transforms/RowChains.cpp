@@ -20,7 +20,6 @@ bool cleave::row_chains::startsWithRows(MemRefType type,
          type.getShape().take_front(rows.size()) == rows;
 }
 
-
 namespace {
 
 /// Whether a reshape with `groups` (indexed on its lower-rank side) between
@@ -325,6 +324,28 @@ void cleave::row_chains::replaceMembers(Chain &chain, Operation *after) {
     op->erase();
   for (memref::DeallocOp d : llvm::reverse(deallocs))
     d->moveAfter(after);
+}
+
+SmallVector<RowBuffer> cleave::row_chains::rowBuffers(const Chain &chain) {
+  SmallVector<RowBuffer> buffers;
+  DenseSet<Value> seen;
+  size_t rank = chain.rows.size();
+  for (linalg::GenericOp op : chain.members)
+    for (OpOperand &out : op.getDpsInitsMutable()) {
+      Value root = cleave::viewedBuffer(out.get());
+      if (!seen.insert(root).second || writesRowsElsewhere(op, out, rank))
+        continue;
+      auto type = dyn_cast<MemRefType>(root.getType());
+      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+          !startsWithRows(type, chain.rows) ||
+          !type.getElementType().isIntOrFloat())
+        continue;
+      RowBuffer buffer{root, type};
+      for (int64_t s : type.getShape().drop_front(rank))
+        buffer.slice *= s;
+      buffers.push_back(buffer);
+    }
+  return buffers;
 }
 
 bool cleave::row_chains::writesAll(linalg::GenericOp op, OpOperand &out) {

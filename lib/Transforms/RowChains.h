@@ -51,6 +51,23 @@ void replaceMembers(Chain &chain, mlir::Operation *after);
 /// own (cleave-outline-segments does).
 inline constexpr llvm::StringLiteral kRowBufferAttr = "cleave.row_buffer";
 
+/// A buffer a chain writes in its rows, in place, that a pass may hold one
+/// row of at a time (in shared memory, on the stack): static, contiguous,
+/// with the rows in front.
+struct RowBuffer {
+  mlir::Value root;
+  mlir::MemRefType type;
+  int64_t slice = 1; // elements per row
+
+  int64_t rowBytes() const {
+    return slice * type.getElementType().getIntOrFloatBitWidth() / 8;
+  }
+};
+
+/// The buffers `chain`'s members write that may be held a row at a time,
+/// each once, in the order the members first write them.
+llvm::SmallVector<RowBuffer> rowBuffers(const Chain &chain);
+
 /// Whether `op` writes every element of its output `out`: the output's
 /// indexing map reaches each of its dimensions once, over its whole size.
 bool writesAll(mlir::linalg::GenericOp op, mlir::OpOperand &out);

@@ -202,10 +202,10 @@ bool alone(const View &in, const View &out, size_t elementBytes) {
 }
 
 /// One collective (`kind`, for --profile, with the size of `in`) from `in`
-/// to `out` over `group`: a copy in a one-rank program; `onHost(inDescriptor, outDescriptor)`, the MPI
-/// backend's, on host copies where the group has no NCCL communicator (or
-/// NCCL cannot reduce the type and `reduces`); else `onDevice(in, out,
-/// communicator)`.
+/// to `out` over `group`: a copy in a one-rank program;
+/// `onHost(inDescriptor, outDescriptor)`, the MPI backend's, on host copies
+/// where the group has no NCCL communicator (or NCCL cannot reduce the type
+/// and `reduces`); else `onDevice(in, out, communicator)`.
 template <typename OnHost, typename OnDevice>
 void collective(const char *kind, const Element &e, int64_t inRank,
                 void *inDesc, int64_t outRank, void *outDesc, int64_t group,
