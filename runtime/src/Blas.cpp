@@ -1,14 +1,15 @@
 //===- Blas.cpp - GEMM entry points on the CPU ----------------------------===//
 //
 // Implements the cleave_rt_sgemm and cleave_rt_gemm_<bf16|f16> calls that
-// emitted code makes for GEMMs (see Abi.h): a float32 GEMM by a weight on
-// the packed kernel (PackedGemm.h) where the CPU has one, every other on
-// OpenBLAS's cblas_sgemm. The 16-bit operand GEMMs of --precision widen the
-// operands to float32 first: a CPU program with 16-bit GEMMs exists to
-// check the numerics of the narrowing, not for speed. On OpenBLAS, a bias
-// is written into C before the product is added to it. The _rounded
-// entries compute into a float32 scratch matrix and round it into their
-// 16-bit C, as cuBLASLt does with a 16-bit result.
+// emitted code makes for GEMMs (see Abi.h): float32 GEMMs on the packed
+// kernel (PackedGemm.h) where the CPU has one, by a weight from its second
+// use, GEMMs of two activations (attention's, batched over heads) on every
+// call; every other on OpenBLAS's cblas_sgemm. The 16-bit operand GEMMs of
+// --precision widen the operands to float32 first: a CPU program with 16-bit
+// GEMMs exists to check the numerics of the narrowing, not for speed. On
+// OpenBLAS, a bias is written into C before the product is added to it. The
+// _rounded entries compute into a float32 scratch matrix and round it into
+// their 16-bit C, as cuBLASLt does with a 16-bit result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +57,13 @@ std::vector<float> widen(const uint16_t *p, int64_t rows, int64_t cols,
     for (int64_t c = 0; c < cols; ++c)
       out[r * cols + c] = Widen(p[elementAt(layout, r, c)]);
   return out;
+}
+
+/// Whether no two GEMMs of the call write the same C (each GEMM's C moves
+/// along every loop with more than one step), so that they may run at once.
+bool distinctResults(const GemmCall &g) {
+  return (g.outer == 1 || g.c.outerStride != 0) &&
+         (g.batch == 1 || g.c.batchStride != 0);
 }
 
 CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
@@ -114,6 +122,20 @@ void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   float *pc = reinterpret_cast<float *>(c);
   const float *pbias =
       g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
+  if constexpr (std::is_same_v<Element, float>)
+    if (distinctResults(g) &&
+        packedSgemmBatch(
+            g.outer * g.batch, g.m, g.n, g.k, g.a.layout, g.b.layout,
+            g.c.layout.ld, g.beta, pbias, [&](int64_t index) {
+              int64_t o = index / g.batch, i = index % g.batch;
+              return GemmOperands{
+                  reinterpret_cast<const float *>(a) + g.a.at(o) +
+                      i * g.a.batchStride,
+                  reinterpret_cast<const float *>(b) + g.b.at(o) +
+                      i * g.b.batchStride,
+                  pc + g.c.at(o) + i * g.c.batchStride};
+            }))
+      return;
   for (int64_t o = 0; o < g.outer; ++o)
     for (int64_t i = 0; i < g.batch; ++i)
       gemmAt<Element, Widen>(g, a, b, o, i, pc + g.c.at(o) + i * g.c.batchStride,

@@ -370,9 +370,11 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
                   percentile(ms, 0.5), percentile(ms, 0.9), mean);
       if (!onDevice()) {
         std::printf("CPU GEMMs: OpenBLAS, %s kernels\n", blasKernels());
-        if (const char *packed = packedGemmKernel())
+        if (const char *packed = packedGemmKernel()) {
           std::printf("CPU GEMMs by a weight: packed once, %s kernel\n",
                       packed);
+          std::printf("CPU GEMMs of two activations: %s kernel\n", packed);
+        }
       }
       if (desc.stages > 1 || desc.microbatches > 1) {
         std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "

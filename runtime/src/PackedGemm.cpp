@@ -46,17 +46,34 @@ constexpr int64_t kDepth = 256;
 /// equal size, in whole tiles: a short last block would stream every panel
 /// again for a few rows (128 rows in blocks of 120 and 8 did).
 constexpr int64_t kRowBlock = 480;
+/// Row tiles in a block when the whole sum is one pass (attention's
+/// scores, over a head's 64 dimensions): no copy of A is then kept for a
+/// later pass, and a block of many rows only makes each panel write a long
+/// column strip of C, whose rows, at a width of a power of two (the scores'
+/// 1024 floats), all fall in the same L1 sets: scores for 1024 tokens took
+/// 1.5x as long in blocks of 29 tiles as in blocks of one or two.
+constexpr int64_t kOnePassBlockTiles = 2;
 /// Weights of at least this many bytes are packed by all threads.
 constexpr size_t kParallelPacking = 1 << 20;
 /// Below this many multiply-adds a GEMM runs on one thread.
 constexpr double kParallelWork = 1 << 18;
+/// Fewest rows of a GEMM whose B is not a weight for which copying B into
+/// panels on every call pays: the copy reads and writes B once, the GEMM
+/// reads it once per tile of rows.
+constexpr int64_t kMinRowsToPackB = 16;
+/// Most panels a part of C may have for its tiles to read a row-major A in
+/// place rather than from a copy.
+constexpr int64_t kMostPanelsForInPlaceA = 4;
 
 /// One tile's work: C's rows from `c` (`ldc` apart) by one panel, over
 /// `depth` steps of `a` (the tile's copy of A: its rows' elements for each
-/// step, contiguous) and `panel` (the panel's line for the pass's first
-/// step).
+/// step, contiguous; or A itself) and `panel` (the panel's line for the
+/// pass's first step).
 struct Tile {
   const float *a;
+  /// 0 when `a` is the tile's copy of A; else A is read in place, its rows
+  /// `lda` apart, from the pass's first step of the tile's first row.
+  int64_t lda;
   const float *panel;
   int64_t depth;
   float *c;
@@ -120,8 +137,9 @@ template <typename V> CLEAVE_INLINE void storeVec(float *p, V v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-/// A tile of `Rows` rows by `Cols` vectors of columns (one panel).
-template <typename V, int Cols, int Rows>
+/// A tile of `Rows` rows by `Cols` vectors of columns (one panel), reading
+/// A in place (`InPlaceA`, rows t.lda apart) or from its copy.
+template <typename V, int Cols, int Rows, bool InPlaceA>
 CLEAVE_INLINE void tileBody(const Tile &t) {
   constexpr int lanes = sizeof(V) / sizeof(float);
   Prefetcher prefetcher(t);
@@ -152,7 +170,7 @@ CLEAVE_INLINE void tileBody(const Tile &t) {
       b[j] = *reinterpret_cast<const V *>(t.panel + (step * Cols + j) * lanes);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      V x = splat<V>(t.a[step * Rows + i]);
+      V x = splat<V>(InPlaceA ? t.a[i * t.lda + step] : t.a[step * Rows + i]);
 #pragma GCC unroll 4
       for (int j = 0; j < Cols; ++j)
         acc[i][j] += x * b[j];
@@ -165,38 +183,44 @@ CLEAVE_INLINE void tileBody(const Tile &t) {
       storeVec(t.c + i * t.ldc + j * lanes, acc[i][j]);
 }
 
-template <int Rows>
+template <int Rows, bool InPlaceA>
 __attribute__((target("avx512f"))) void tileAvx512(const Tile &t) {
-  tileBody<Vec16, 2, Rows>(t);
+  tileBody<Vec16, 2, Rows, InPlaceA>(t);
 }
 
-template <int Rows>
+template <int Rows, bool InPlaceA>
 __attribute__((target("avx2,fma"))) void tileAvx2(const Tile &t) {
-  tileBody<Vec8, 3, Rows>(t);
+  tileBody<Vec8, 3, Rows, InPlaceA>(t);
 }
 
 using TileFn = void (*)(const Tile &);
 constexpr int kMaxRows = 12;
 
-/// An instruction set's kernel: its panel width, its tile height, and a tile
-/// function for every height up to it (rows[r - 1]).
+/// An instruction set's kernel: its panel width, its tile height, and tile
+/// functions for every height up to it (rows[r - 1]), reading A's copy or
+/// (inPlaceRows) A itself.
 struct Kernel {
   const char *name;
   int64_t panelWidth, tileRows;
   TileFn rows[kMaxRows];
+  TileFn inPlaceRows[kMaxRows];
 };
 
-template <template <int> class Fns, size_t... R>
+template <template <int, bool> class Fns, size_t... R>
 constexpr Kernel makeKernel(const char *name, int64_t width,
                             std::index_sequence<R...>) {
-  return Kernel{name, width, sizeof...(R), {Fns<R + 1>::fn...}};
+  return Kernel{name,
+                width,
+                sizeof...(R),
+                {Fns<R + 1, false>::fn...},
+                {Fns<R + 1, true>::fn...}};
 }
 
-template <int Rows> struct Avx512Fns {
-  static constexpr TileFn fn = tileAvx512<Rows>;
+template <int Rows, bool InPlaceA> struct Avx512Fns {
+  static constexpr TileFn fn = tileAvx512<Rows, InPlaceA>;
 };
-template <int Rows> struct Avx2Fns {
-  static constexpr TileFn fn = tileAvx2<Rows>;
+template <int Rows, bool InPlaceA> struct Avx2Fns {
+  static constexpr TileFn fn = tileAvx2<Rows, InPlaceA>;
 };
 
 constexpr Kernel kAvx512 =
@@ -237,27 +261,42 @@ using PackedB = std::unique_ptr<float, FreeDeleter>;
 /// A weight as a GEMM reads it: where, k, n, and its layout (ld, transposed).
 using PackKey = std::tuple<const float *, int64_t, int64_t, int64_t, bool>;
 
-/// `b` (k x n, `layout`) copied into panels of `width` columns.
-PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
-             int64_t width) {
+/// `b` (k x n, `layout`) copied into panels of `width` columns at `out`
+/// (panels * k * width floats), the panels shared among threads when
+/// `parallel`.
+void packInto(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
+              int64_t width, float *out, bool parallel) {
   int64_t panels = (n + width - 1) / width;
-  size_t bytes = static_cast<size_t>(panels * k * width) * sizeof(float);
-  PackedB data(
-      static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  if (!data)
-    return nullptr;
-  float *out = data.get();
-  // In B's own order: along rows, or (transposed) along columns. A weight
-  // of several megabytes takes a while; threads share the panels.
-#pragma omp parallel for schedule(static) if (bytes >= kParallelPacking)
+  // In B's own order: along rows, or (transposed) along columns.
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t p = 0; p < panels; ++p) {
     float *panel = out + p * k * width;
     int64_t cols = std::min(width, n - p * width);
     if (layout.transposed) {
-      for (int64_t j = 0; j < width; ++j)
+      const float *column = b + p * width * layout.ld;
+      int64_t j = 0;
+      // Four columns by four steps at a time, transposed in registers.
+      for (; j + 4 <= cols; j += 4) {
+        const float *c0 = column + j * layout.ld;
+        int64_t s = 0;
+        for (; s + 4 <= k; s += 4) {
+          __m128 r0 = _mm_loadu_ps(c0 + s),
+                 r1 = _mm_loadu_ps(c0 + layout.ld + s),
+                 r2 = _mm_loadu_ps(c0 + 2 * layout.ld + s),
+                 r3 = _mm_loadu_ps(c0 + 3 * layout.ld + s);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          _mm_storeu_ps(panel + s * width + j, r0);
+          _mm_storeu_ps(panel + (s + 1) * width + j, r1);
+          _mm_storeu_ps(panel + (s + 2) * width + j, r2);
+          _mm_storeu_ps(panel + (s + 3) * width + j, r3);
+        }
+        for (; s < k; ++s)
+          for (int64_t jj = j; jj < j + 4; ++jj)
+            panel[s * width + jj] = column[s + jj * layout.ld];
+      }
+      for (; j < width; ++j)
         for (int64_t s = 0; s < k; ++s)
-          panel[s * width + j] =
-              j < cols ? b[s + (p * width + j) * layout.ld] : 0.0f;
+          panel[s * width + j] = j < cols ? column[s + j * layout.ld] : 0.0f;
       continue;
     }
     for (int64_t s = 0; s < k; ++s) {
@@ -266,7 +305,45 @@ PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
       std::fill(panel + s * width + cols, panel + (s + 1) * width, 0.0f);
     }
   }
+}
+
+/// Floats in the panels of a k x n B at panel width `width`.
+size_t packedFloats(int64_t k, int64_t n, int64_t width) {
+  return static_cast<size_t>((n + width - 1) / width * k * width);
+}
+
+/// Memory for `floats` panel floats, aligned to a cache line; null when
+/// there is none.
+PackedB allocatePanels(size_t floats) {
+  size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+  return PackedB(static_cast<float *>(std::aligned_alloc(64, bytes)));
+}
+
+/// `b` (k x n, `layout`) copied into newly allocated panels of `width`
+/// columns. A weight of several megabytes takes a while; threads share the
+/// panels.
+PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
+             int64_t width) {
+  size_t floats = packedFloats(k, n, width);
+  PackedB data = allocatePanels(floats);
+  if (data)
+    packInto(b, layout, k, n, width, data.get(),
+             floats * sizeof(float) >= kParallelPacking);
   return data;
+}
+
+/// The element of B (k x n, `layout`) that lies furthest from its start.
+int64_t lastElementOf(const MatrixLayout &layout, int64_t k, int64_t n) {
+  return layout.transposed ? (n - 1) * layout.ld + (k - 1)
+                           : (k - 1) * layout.ld + (n - 1);
+}
+
+/// Whether B (k x n, `layout`, at `b`) lies in the weight memory.
+bool inWeights(const float *b, const MatrixLayout &layout, int64_t k,
+               int64_t n) {
+  const char *first = reinterpret_cast<const char *>(b);
+  const char *last = reinterpret_cast<const char *>(b + lastElementOf(layout, k, n));
+  return first >= weightBegin && last < weightEnd;
 }
 
 /// The packed copy of weight `b` for `kern`, made on the weight's second
@@ -365,15 +442,16 @@ void copyA(const Kernel &kern, const Problem &pb, int64_t row0, int64_t row1,
 }
 
 /// One pass of the sum (steps [s0, s0 + depth)) for rows [row0, row1) of
-/// panel `p`, from `a` (copyA's copy of them) into `c` (rows `ldc` apart,
-/// the panel's first column): from C if `accumulate`, else from `bias` and
-/// beta * C. The row tiles share the prefetch of `nextLines` lines at
-/// `next`, the slice read after this one.
+/// panel `p`, from `a` (copyA's copy of them; null: A read in place) into
+/// `c` (rows `ldc` apart, the panel's first column): from C if
+/// `accumulate`, else from `bias` and beta * C. The row tiles share the
+/// prefetch of `nextLines` lines at `next`, the slice read after this one.
 void panelPass(const Kernel &kern, const Problem &pb, int64_t p, int64_t s0,
                int64_t depth, int64_t row0, int64_t row1, const float *a,
                float *c, int64_t ldc, bool accumulate, const float *bias,
                const char *next, int64_t nextLines) {
   Tile t;
+  t.lda = a ? 0 : pb.layoutA.ld;
   t.panel = pb.packed + (p * pb.k + s0) * kern.panelWidth;
   t.depth = depth;
   t.ldc = ldc;
@@ -383,12 +461,12 @@ void panelPass(const Kernel &kern, const Problem &pb, int64_t p, int64_t s0,
   int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
   for (int64_t i = row0, j = 0; i < row1; i += kern.tileRows, ++j) {
     int64_t rows = std::min(kern.tileRows, row1 - i);
-    t.a = a + (i - row0) * depth;
+    t.a = a ? a + (i - row0) * depth : pb.a + i * t.lda + s0;
     t.c = c + (i - row0) * ldc;
     int64_t firstLine = j * nextLines / tiles;
     t.prefetch = next ? next + firstLine * 64 : nullptr;
     t.prefetchLines = next ? (j + 1) * nextLines / tiles - firstLine : 0;
-    kern.rows[rows - 1](t);
+    (a ? kern.rows : kern.inPlaceRows)[rows - 1](t);
   }
 }
 
@@ -400,7 +478,9 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
           int64_t row0, int64_t row1) {
   const int64_t width = kern.panelWidth;
   const bool narrowLast = pb.n - (p1 - 1) * width < width;
-  std::vector<float> scratch;
+  // A thread's buffers stay between calls (no allocation for each GEMM of
+  // a batch).
+  thread_local std::vector<float> scratch, copiedA;
   if (narrowLast) {
     int64_t col0 = (p1 - 1) * width, cols = pb.n - col0;
     scratch.assign((row1 - row0) * width, 0.0f);
@@ -414,15 +494,25 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
   }
   const int64_t blocks = (row1 - row0 + kRowBlock - 1) / kRowBlock;
   const int64_t tiles = (row1 - row0 + kern.tileRows - 1) / kern.tileRows;
-  const int64_t blockRows = (tiles + blocks - 1) / blocks * kern.tileRows;
-  std::vector<float> copiedA(std::min(blockRows, row1 - row0) *
-                             std::min(kDepth, pb.k));
+  const int64_t blockRows = pb.k <= kDepth
+                                ? kOnePassBlockTiles * kern.tileRows
+                                : (tiles + blocks - 1) / blocks * kern.tileRows;
+  // Copying A costs about as much as one panel's work: with few panels
+  // the tiles read a row-major A where it lies instead.
+  const bool inPlaceA =
+      !pb.layoutA.transposed && p1 - p0 <= kMostPanelsForInPlaceA;
+  if (!inPlaceA)
+    copiedA.resize(std::max<size_t>(copiedA.size(),
+                                    std::min(blockRows, row1 - row0) *
+                                        std::min(kDepth, pb.k)));
+  const float *a = inPlaceA ? nullptr : copiedA.data();
   auto depthAt = [&](int64_t s0) { return std::min(kDepth, pb.k - s0); };
   for (int64_t r0 = row0; r0 < row1; r0 += blockRows) {
     int64_t r1 = std::min(row1, r0 + blockRows);
     for (int64_t s0 = 0; s0 < pb.k; s0 += kDepth) {
       int64_t depth = depthAt(s0);
-      copyA(kern, pb, r0, r1, s0, depth, copiedA.data());
+      if (!inPlaceA)
+        copyA(kern, pb, r0, r1, s0, depth, copiedA.data());
       for (int64_t p = p0; p < p1; ++p) {
         // The slice read after this one: the next panel's in this pass,
         // else the first panel's in the next pass or the next row block.
@@ -442,12 +532,10 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
         }
         int64_t col0 = p * width;
         if (narrowLast && p == p1 - 1)
-          panelPass(kern, pb, p, s0, depth, r0, r1, copiedA.data(),
-                    scratch.data() + (r0 - row0) * width, width,
+          panelPass(kern, pb, p, s0, depth, r0, r1, a, scratch.data() + (r0 - row0) * width, width,
                     /*accumulate=*/true, nullptr, next, nextLines);
         else
-          panelPass(kern, pb, p, s0, depth, r0, r1, copiedA.data(),
-                    pb.c + r0 * pb.ldc + col0, pb.ldc,
+          panelPass(kern, pb, p, s0, depth, r0, r1, a, pb.c + r0 * pb.ldc + col0, pb.ldc,
                     /*accumulate=*/s0 > 0, pb.bias ? pb.bias + col0 : nullptr,
                     next, nextLines);
       }
@@ -509,17 +597,84 @@ bool cleave::rt::packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
                              const MatrixLayout &layoutB, float *c, int64_t ldc,
                              float beta, const float *bias) {
   const Kernel *kern = kernel();
-  if (!kern || m <= 0 || n <= 0 || k <= 0)
+  if (!kern || m <= 0 || n <= 0 || k <= 0 || !inWeights(b, layoutB, k, n))
     return false;
-  int64_t lastElement = layoutB.transposed ? (n - 1) * layoutB.ld + (k - 1)
-                                           : (k - 1) * layoutB.ld + (n - 1);
-  const char *first = reinterpret_cast<const char *>(b);
-  const char *last = reinterpret_cast<const char *>(b + lastElement);
-  if (first < weightBegin || last >= weightEnd)
-    return false;
-  const float *packed = packedWeight(*kern, b, layoutB, k, n, lastElement);
+  const float *packed =
+      packedWeight(*kern, b, layoutB, k, n, lastElementOf(layoutB, k, n));
   if (!packed)
     return false;
   run(*kern, Problem{m, n, k, a, layoutA, packed, c, ldc, beta, bias});
   return true;
+}
+
+bool cleave::rt::packedSgemmBatch(
+    int64_t count, int64_t m, int64_t n, int64_t k, const MatrixLayout &layoutA,
+    const MatrixLayout &layoutB, int64_t ldc, float beta, const float *bias,
+    const std::function<GemmOperands(int64_t)> &operands) {
+  const Kernel *kern = kernel();
+  if (!kern || count <= 0 || m < kMinRowsToPackB || n <= 0 || k <= 0)
+    return false;
+  for (int64_t i = 0; i < count; ++i)
+    if (inWeights(operands(i).b, layoutB, k, n))
+      return false;
+  const int64_t panels = (n + kern->panelWidth - 1) / kern->panelWidth;
+  const int64_t rowTiles = (m + kern->tileRows - 1) / kern->tileRows;
+  const int64_t threads =
+      static_cast<double>(count) * m * n * k < kParallelWork
+          ? 1
+          : omp_get_max_threads();
+  // Units of work: a GEMM's rows in `rowParts` parts. Whole GEMMs when they
+  // share evenly among the threads (or are many against them), else the
+  // fewest parts that make them so.
+  int64_t rowParts = 1;
+  while (rowParts < rowTiles && (count * rowParts) % threads != 0 &&
+         count * rowParts < 4 * threads)
+    ++rowParts;
+  const int64_t units = count * rowParts;
+  const size_t floats = packedFloats(k, n, kern->panelWidth);
+  bool failed = false;
+  // Each thread takes consecutive units, so a GEMM's B is copied once by
+  // each thread that works on it.
+#pragma omp parallel num_threads(std::min(units, threads)) if (units > 1 && threads > 1)
+  {
+    const int64_t team = omp_get_num_threads(), me = omp_get_thread_num();
+    // Each thread's panels stay between calls: the same shapes come back
+    // every layer.
+    thread_local PackedB panelsB;
+    thread_local size_t capacity = 0;
+    if (capacity < floats) {
+      panelsB = allocatePanels(floats);
+      capacity = panelsB ? floats : 0;
+    }
+    if (!panelsB) {
+#pragma omp atomic write
+      failed = true;
+    }
+    // Nothing is written unless every thread has its panels: the caller
+    // then gives the whole batch to OpenBLAS.
+#pragma omp barrier
+    bool anyFailed;
+#pragma omp atomic read
+    anyFailed = failed;
+    int64_t packedItem = -1;
+    for (int64_t unit = me * units / team;
+         !anyFailed && unit < (me + 1) * units / team; ++unit) {
+      int64_t item = unit / rowParts, rowPart = unit % rowParts;
+      GemmOperands ops = operands(item);
+      if (item != packedItem) {
+        packInto(ops.b, layoutB, k, n, kern->panelWidth, panelsB.get(),
+                 /*parallel=*/false);
+        packedItem = item;
+      }
+      int64_t row0 =
+          std::min(m, rowPart * rowTiles / rowParts * kern->tileRows);
+      int64_t row1 =
+          std::min(m, (rowPart + 1) * rowTiles / rowParts * kern->tileRows);
+      part(*kern,
+           Problem{m, n, k, ops.a, layoutA, panelsB.get(), ops.c, ldc, beta,
+                   bias},
+           0, panels, row0, row1);
+    }
+  }
+  return !failed;
 }

@@ -1,12 +1,13 @@
-//===- PackedGemm.h - GEMMs whose B is a weight, packed once ----*- C++ -*-===//
+//===- PackedGemm.h - GEMMs on B copied into panels -------------*- C++ -*-===//
 //
 // Most of a transformer's GEMM time on the CPU is its projections and MLP:
 // activations times a weight that never changes. OpenBLAS copies B into its
 // panel layout on every call (a fifth of the GPT-2 stack's run time on
 // AVX-512); here a weight is copied into that layout once, on its second
 // GEMM, and every later call runs a register-tiled kernel over the panels,
-// adding the bias in the kernel. Operands
-// that are not weights (attention's GEMMs) stay on OpenBLAS.
+// adding the bias in the kernel. Attention's products of two activations
+// come as batches of small GEMMs, one per head; the same kernel does them,
+// each thread copying the B of the GEMMs it takes into panels of its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace cleave::rt {
 
@@ -39,6 +41,26 @@ bool packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
                  const MatrixLayout &layoutA, const float *b,
                  const MatrixLayout &layoutB, float *c, int64_t ldc,
                  float beta, const float *bias);
+
+/// Where one GEMM of a batch reads A and B and writes C.
+struct GemmOperands {
+  const float *a, *b;
+  float *c;
+};
+
+/// A batch of `count` row-major float32 GEMMs of one shape whose B operands
+/// are not weights (attention's scores and context, a GEMM per head):
+/// C_i = A_i * B_i + bias + beta * C_i as packedSgemm, with `operands(i)`
+/// giving GEMM i's operands (called from any thread; the Cs must not
+/// overlap). Threads take whole GEMMs, or parts of their rows when there are
+/// too few GEMMs to share evenly, and copy each B they use into panels.
+/// Returns false, having done nothing, when this CPU has no packed kernel, a
+/// B lies in the weights (packedSgemm caches those), or the GEMMs have too
+/// few rows to repay copying B (a decoding step's single row).
+bool packedSgemmBatch(int64_t count, int64_t m, int64_t n, int64_t k,
+                      const MatrixLayout &layoutA, const MatrixLayout &layoutB,
+                      int64_t ldc, float beta, const float *bias,
+                      const std::function<GemmOperands(int64_t)> &operands);
 
 } // namespace cleave::rt
 

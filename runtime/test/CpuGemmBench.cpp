@@ -14,7 +14,15 @@
 // both sleep at once): compare programs for that (cleave-run --bench, with
 // and without CLEAVE_PACKED_GEMM=0).
 //
-// Usage: cleave-cpu-gemm-bench [--llama] [--rows M] [--threads T] [--runs N]
+// With --attention, the GEMMs of GPT-2-small's attention over M tokens
+// instead, as a program calls them: the scores Q * K^T and the context P * V
+// of 12 heads, Q, K and V read in place from the joined projection's rows
+// (2304 floats), the context written into the merged heads' rows (768):
+// packedSgemmBatch, whose threads take heads, against one cblas_sgemm a
+// head.
+//
+// Usage: cleave-cpu-gemm-bench [--llama | --attention] [--rows M]
+//                              [--threads T] [--runs N]
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,11 +37,104 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <utility>
 #include <vector>
 
 using namespace cleave::rt;
+
+namespace {
+
+/// The --attention benchmark (see the top of the file).
+int benchAttention(int64_t tokens, int threads, int runs) {
+  constexpr int64_t heads = 12, head = 64, width = heads * head;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> qkv(tokens * 3 * width), probs(heads * tokens * tokens),
+      context(tokens * width);
+  for (float &x : qkv)
+    x = dist(rng);
+  for (float &x : probs)
+    x = dist(rng);
+  std::vector<float> scores(heads * tokens * tokens);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  // GEMM 0: scores = Q K^T (K read transposed); GEMM 1: context = P V.
+  struct Gemm {
+    int64_t m, n, k;
+    MatrixLayout a, b;
+    int64_t ldc;
+    std::function<GemmOperands(int64_t)> operands;
+  };
+  const Gemm gemms[] = {
+      {tokens, tokens, head, MatrixLayout{false, 3 * width},
+       MatrixLayout{true, 3 * width}, tokens,
+       [&](int64_t h) {
+         return GemmOperands{qkv.data() + h * head,
+                             qkv.data() + width + h * head,
+                             scores.data() + h * tokens * tokens};
+       }},
+      {tokens, head, tokens, MatrixLayout{false, tokens},
+       MatrixLayout{false, 3 * width}, width, [&](int64_t h) {
+         return GemmOperands{probs.data() + h * tokens * tokens,
+                             qkv.data() + 2 * width + h * head,
+                             context.data() + h * head};
+       }}};
+  // Seconds for [GEMM][packed].
+  double seconds[2][2] = {{0, 0}, {0, 0}};
+  for (int run = 0; run <= runs; ++run)
+    for (int which = 0; which < 2; ++which)
+      for (int turn = 0; turn < 2; ++turn) {
+        const Gemm &g = gemms[which];
+        bool packed = (turn + run) % 2 == 0;
+        auto start = std::chrono::steady_clock::now();
+        if (packed) {
+          if (!packedSgemmBatch(heads, g.m, g.n, g.k, g.a, g.b, g.ldc, 0.0f,
+                                nullptr, g.operands)) {
+            std::fprintf(stderr, "no packed kernel runs here (without "
+                                 "AVX-512, CLEAVE_PACKED_GEMM=avx2 asks for "
+                                 "the AVX2 one)\n");
+            return 1;
+          }
+        } else {
+          for (int64_t h = 0; h < heads; ++h) {
+            GemmOperands ops = g.operands(h);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                        g.b.transposed ? CblasTrans : CblasNoTrans, g.m, g.n,
+                        g.k, 1.0f, ops.a, g.a.ld, ops.b, g.b.ld, 0.0f, ops.c,
+                        g.ldc);
+          }
+        }
+        // Run 0 warms the caches and is not counted.
+        if (run > 0)
+          seconds[which][packed] +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count();
+      }
+  double flops = 2.0 * heads * tokens * tokens * head;
+  auto ms = [&](int which, int packed) {
+    return seconds[which][packed] / runs * 1e3;
+  };
+  std::printf("GPT-2-small attention (12 heads), %lld tokens, %d thread%s, %s "
+              "kernel against OpenBLAS (%s kernels):\n",
+              (long long)tokens, threads, threads == 1 ? "" : "s",
+              packedGemmKernel(), blasKernels());
+  const char *names[] = {"scores Q K^T", "context P V"};
+  for (int which = 0; which < 2; ++which)
+    std::printf("  %-12s packed %.3f ms (%.0f GFLOP/s), OpenBLAS %.3f ms "
+                "(%.0f GFLOP/s), ratio %.2f\n",
+                names[which], ms(which, 1), flops / ms(which, 1) / 1e6,
+                ms(which, 0), flops / ms(which, 0) / 1e6,
+                ms(which, 1) / ms(which, 0));
+  double packedMs = ms(0, 1) + ms(1, 1), blasMs = ms(0, 0) + ms(1, 0);
+  std::printf("  both         packed %.3f ms, OpenBLAS %.3f ms, ratio %.2f\n",
+              packedMs, blasMs, packedMs / blasMs);
+  return 0;
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   // OpenBLAS's kernels as a program gets them: where OpenBLAS falls back to
@@ -42,7 +143,7 @@ int main(int argc, char **argv) {
   useBetterBlasKernels(argv);
   int64_t rows = 128;
   int threads = 1, runs = 20;
-  bool llama = false;
+  bool llama = false, attention = false;
   for (int i = 1; i < argc; ++i) {
     auto value = [&]() {
       if (i + 1 >= argc) {
@@ -53,6 +154,8 @@ int main(int argc, char **argv) {
     };
     if (!std::strcmp(argv[i], "--llama"))
       llama = true;
+    else if (!std::strcmp(argv[i], "--attention"))
+      attention = true;
     else if (!std::strcmp(argv[i], "--rows"))
       rows = value();
     else if (!std::strcmp(argv[i], "--threads"))
@@ -60,8 +163,8 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--runs"))
       runs = value();
     else {
-      std::fprintf(stderr, "usage: %s [--llama] [--rows M] [--threads T] "
-                           "[--runs N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--llama | --attention] [--rows M] "
+                           "[--threads T] [--runs N]\n", argv[0]);
       return 2;
     }
   }
@@ -69,6 +172,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "--rows, --threads and --runs must be positive\n");
     return 2;
   }
+  if (attention)
+    return benchAttention(rows, threads, runs);
   // (K, N) of each weight of a layer.
   std::vector<std::pair<int64_t, int64_t>> layer =
       llama ? std::vector<std::pair<int64_t, int64_t>>{{768, 768},

@@ -7,7 +7,9 @@
 // transposed, rows of C wider than the GEMM (their other columns must stay
 // untouched), a bias, beta, one and two threads (columns or rows split), a
 // weight's first GEMM (refused: OpenBLAS does it), its second (packs it) and
-// third (on the cached panels), and a B outside the weights (refused).
+// third (on the cached panels), and a B outside the weights (refused); then
+// batches of GEMMs whose B is not a weight (packedSgemmBatch, attention's
+// GEMMs) on the same paths, and what that refuses.
 // Every element is held to the float32 rounding bound of its sum, computed in
 // float64. Prints the kernel and one line per case; exits non-zero on a
 // mismatch.
@@ -22,6 +24,7 @@
 #include <cstdlib>
 #include <omp.h>
 #include <random>
+#include <utility>
 #include <vector>
 
 using namespace cleave::rt;
@@ -58,19 +61,11 @@ std::vector<float> randoms(size_t count) {
   return v;
 }
 
-/// Runs `c` with B at `b` (in the weights) and checks it; false on any
-/// mismatch, printed.
-bool check(const Case &c, const float *b, const std::vector<float> &a,
-           std::vector<float> &out, const std::vector<float> &bias) {
+/// Checks `out` (C after the GEMM of case `c`, `before` it) against the
+/// float64 reference; false on any mismatch, printed.
+bool agrees(const Case &c, const float *a, const float *b, const float *out,
+            const float *before, const std::vector<float> &bias) {
   int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
-  std::vector<float> before = out;
-  omp_set_num_threads(c.threads);
-  if (!packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b, c.layoutB(),
-                   out.data(), ldc, c.beta,
-                   c.bias ? bias.data() : nullptr)) {
-    std::printf("%s: refused a B in the weights\n", c.name);
-    return false;
-  }
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       float got = out[i * ldc + j];
@@ -102,6 +97,50 @@ bool check(const Case &c, const float *b, const std::vector<float> &a,
         return false;
       }
     }
+  return true;
+}
+
+/// Runs `c` with B at `b` (in the weights) and checks it; false on any
+/// mismatch, printed.
+bool check(const Case &c, const float *b, const std::vector<float> &a,
+           std::vector<float> &out, const std::vector<float> &bias) {
+  std::vector<float> before = out;
+  omp_set_num_threads(c.threads);
+  if (!packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b, c.layoutB(),
+                   out.data(), c.ldc(), c.beta,
+                   c.bias ? bias.data() : nullptr)) {
+    std::printf("%s: refused a B in the weights\n", c.name);
+    return false;
+  }
+  return agrees(c, a.data(), b, out.data(), before.data(), bias);
+}
+
+/// Runs `count` GEMMs of case `c` through packedSgemmBatch, their B
+/// operands outside the weights, each GEMM's operands in buffers of their
+/// own, and checks every one.
+bool checkBatch(const Case &c, int64_t count) {
+  std::vector<std::vector<float>> as, bs, outs, befores;
+  for (int64_t i = 0; i < count; ++i) {
+    as.push_back(randoms(c.linesA() * c.lda()));
+    bs.push_back(randoms(c.linesB() * c.ldb()));
+    outs.push_back(randoms(c.m * c.ldc()));
+    befores.push_back(outs.back());
+  }
+  std::vector<float> bias = randoms(c.n);
+  omp_set_num_threads(c.threads);
+  if (!packedSgemmBatch(count, c.m, c.n, c.k, c.layoutA(), c.layoutB(),
+                        c.ldc(), c.beta, c.bias ? bias.data() : nullptr,
+                        [&](int64_t i) {
+                          return GemmOperands{as[i].data(), bs[i].data(),
+                                              outs[i].data()};
+                        })) {
+    std::printf("%s: refused\n", c.name);
+    return false;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    if (!agrees(c, as[i].data(), bs[i].data(), outs[i].data(),
+                befores[i].data(), bias))
+      return false;
   return true;
 }
 
@@ -167,5 +206,49 @@ int main() {
                               16, 0.0f, nullptr);
   std::printf("B outside the weights: %s\n", refused ? "refused" : "TAKEN");
   ok &= refused;
+
+  // Batches of GEMMs whose B is not a weight (attention's), copied into
+  // panels on every call: A read in place (few panels) or copied (many),
+  // sums of one pass (blocks of two tiles) and of several, B transposed
+  // (the scores' K^T) with columns in fours and a tail, GEMMs shared
+  // evenly among threads or their rows split (3 GEMMs on 2 threads).
+  const std::pair<Case, int64_t> batches[] = {
+      {{"batch: scores 12 x 128x128x64, B transposed, 2 threads", 128, 128,
+        64, false, true, 5, 3, 0, false, 0.0f, 2},
+       12},
+      {{"batch: context 3 x 100x64x130, 2 threads", 100, 64, 130, false,
+        false, 2, 0, 7, false, 0.0f, 2},
+       3},
+      {{"batch: 2 x 50x300x70, B transposed (tail), bias, beta 0.5", 50, 300,
+        70, false, true, 0, 2, 1, true, 0.5f, 1},
+       2},
+      {{"batch: 3 x 40x200x600, A transposed, bias, 2 threads", 40, 200, 600,
+        true, false, 0, 0, 0, true, 0.0f, 2},
+       3},
+  };
+  for (const auto &[c, count] : batches) {
+    bool passed = checkBatch(c, count);
+    std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
+    ok &= passed;
+  }
+  // Refused: too few rows to repay copying B; a B in the weights.
+  const float *weightB = weights + offsets[0];
+  bool fewRows = !packedSgemmBatch(
+      2, 1, 16, 16, MatrixLayout{false, 16}, MatrixLayout{false, 16}, 16, 0.0f,
+      nullptr, [&](int64_t) {
+        return GemmOperands{a.data(), heapB.data(), c.data()};
+      });
+  const Case &first = cases[0];
+  std::vector<float> firstA = randoms(first.m * first.lda()),
+                     firstC(first.m * first.ldc());
+  bool weightRefused = !packedSgemmBatch(
+      1, first.m, first.n, first.k, first.layoutA(), first.layoutB(),
+      first.ldc(), 0.0f, nullptr, [&](int64_t) {
+        return GemmOperands{firstA.data(), weightB, firstC.data()};
+      });
+  std::printf("batch of one row: %s\n", fewRows ? "refused" : "TAKEN");
+  std::printf("batch with B in the weights: %s\n",
+              weightRefused ? "refused" : "TAKEN");
+  ok &= fewRows && weightRefused;
   return ok ? 0 : 1;
 }

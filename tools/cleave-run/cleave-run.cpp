@@ -69,7 +69,8 @@ unset and OpenBLAS reports Prescott on a CPU with AVX-512 or AVX2,
 cleave-run sets it to SkylakeX or Haswell for the program. On a CPU with
 AVX-512, GEMMs by a weight run on Cleave's own kernel instead, the weight
 packed on its second use (so from a program's second run, or its second
-microbatch); CLEAVE_PACKED_GEMM=0 sends them to OpenBLAS too,
+microbatch), and so do GEMMs of two activations (attention's) of 16 rows
+or more; CLEAVE_PACKED_GEMM=0 sends them to OpenBLAS too,
 CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel. --bench names both.
 )";
 
