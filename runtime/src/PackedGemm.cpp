@@ -1,4 +1,4 @@
-//===- PackedGemm.cpp - GEMMs whose B is a weight, packed once ------------===//
+//===- PackedGemm.cpp - GEMMs on B copied into panels ---------------------===//
 //
 // The layout: B's columns in panels of NR (32 floats with AVX-512, 24 with
 // AVX2, zero-padded past the last column), each panel K rows of NR contiguous
@@ -9,11 +9,14 @@
 // each, A's slice is copied tile by tile (MR elements a step, contiguous: one
 // stream for the tile to read, whatever A's layout), then every panel is gone
 // over, its slice (32 KiB at NR 32) staying in L1 while the block's row tiles
-// use it and the slice after it is prefetched into L2. The first pass starts
-// from the bias and beta * C, the others from C. A weight is packed on its
-// second GEMM (the first goes to OpenBLAS), so a single run pays nothing for
-// it. Threads take parts of C: column panels first, rows when there are more
-// threads than panels.
+// use it and the slice after it is prefetched into L2. With few panels a
+// row-major A is read where it lies instead. The first pass starts from the
+// bias and beta * C, the others from C. A weight is packed on its second GEMM
+// (the first goes to OpenBLAS), so a single run pays nothing for it. Threads
+// take parts of C: column panels first, rows when there are more threads
+// than panels. A batch of GEMMs whose B is not a weight (attention's, a GEMM
+// per head) is shared by GEMMs instead, each thread copying the Bs of its
+// own into panels it keeps between calls.
 //
 //===----------------------------------------------------------------------===//
 
