@@ -636,8 +636,7 @@ bool cleave::rt::packedSgemmBatch(
   const int64_t units = count * rowParts;
   const size_t floats = packedFloats(k, n, kern->panelWidth);
   bool failed = false;
-  // Each thread takes consecutive units, so a GEMM's B is copied once by
-  // each thread that works on it.
+  // Each thread takes consecutive units.
 #pragma omp parallel num_threads(std::min(units, threads)) if (units > 1 && threads > 1)
   {
     const int64_t team = omp_get_num_threads(), me = omp_get_thread_num();
@@ -659,15 +658,18 @@ bool cleave::rt::packedSgemmBatch(
     bool anyFailed;
 #pragma omp atomic read
     anyFailed = failed;
-    int64_t packedItem = -1;
+    // The B in the panels: a GEMM's row parts, and GEMMs that share a B
+    // (grouped-query attention's repeated key/value heads, a batch stride
+    // of 0), copy it once.
+    const float *packedB = nullptr;
     for (int64_t unit = me * units / team;
          !anyFailed && unit < (me + 1) * units / team; ++unit) {
       int64_t item = unit / rowParts, rowPart = unit % rowParts;
       GemmOperands ops = operands(item);
-      if (item != packedItem) {
+      if (ops.b != packedB) {
         packInto(ops.b, layoutB, k, n, kern->panelWidth, panelsB.get(),
                  /*parallel=*/false);
-        packedItem = item;
+        packedB = ops.b;
       }
       int64_t row0 =
           std::min(m, rowPart * rowTiles / rowParts * kern->tileRows);

@@ -117,8 +117,9 @@ bool check(const Case &c, const float *b, const std::vector<float> &a,
 
 /// Runs `count` GEMMs of case `c` through packedSgemmBatch, their B
 /// operands outside the weights, each GEMM's operands in buffers of their
-/// own, and checks every one.
-bool checkBatch(const Case &c, int64_t count) {
+/// own (or, `sharedB`, one B for all, as a batch stride of 0 gives), and
+/// checks every one.
+bool checkBatch(const Case &c, int64_t count, bool sharedB) {
   std::vector<std::vector<float>> as, bs, outs, befores;
   for (int64_t i = 0; i < count; ++i) {
     as.push_back(randoms(c.linesA() * c.lda()));
@@ -131,14 +132,15 @@ bool checkBatch(const Case &c, int64_t count) {
   if (!packedSgemmBatch(count, c.m, c.n, c.k, c.layoutA(), c.layoutB(),
                         c.ldc(), c.beta, c.bias ? bias.data() : nullptr,
                         [&](int64_t i) {
-                          return GemmOperands{as[i].data(), bs[i].data(),
+                          return GemmOperands{as[i].data(),
+                                              bs[sharedB ? 0 : i].data(),
                                               outs[i].data()};
                         })) {
     std::printf("%s: refused\n", c.name);
     return false;
   }
   for (int64_t i = 0; i < count; ++i)
-    if (!agrees(c, as[i].data(), bs[i].data(), outs[i].data(),
+    if (!agrees(c, as[i].data(), bs[sharedB ? 0 : i].data(), outs[i].data(),
                 befores[i].data(), bias))
       return false;
   return true;
@@ -211,23 +213,32 @@ int main() {
   // panels on every call: A read in place (few panels) or copied (many),
   // sums of one pass (blocks of two tiles) and of several, B transposed
   // (the scores' K^T) with columns in fours and a tail, GEMMs shared
-  // evenly among threads or their rows split (3 GEMMs on 2 threads).
-  const std::pair<Case, int64_t> batches[] = {
+  // evenly among threads or their rows split (3 GEMMs on 2 threads), and
+  // one B read by every GEMM.
+  struct Batch {
+    Case c;
+    int64_t count;
+    bool sharedB;
+  };
+  const Batch batches[] = {
       {{"batch: scores 12 x 128x128x64, B transposed, 2 threads", 128, 128,
         64, false, true, 5, 3, 0, false, 0.0f, 2},
-       12},
+       12, false},
       {{"batch: context 3 x 100x64x130, 2 threads", 100, 64, 130, false,
         false, 2, 0, 7, false, 0.0f, 2},
-       3},
+       3, false},
       {{"batch: 2 x 50x300x70, B transposed (tail), bias, beta 0.5", 50, 300,
         70, false, true, 0, 2, 1, true, 0.5f, 1},
-       2},
+       2, false},
       {{"batch: 3 x 40x200x600, A transposed, bias, 2 threads", 40, 200, 600,
         true, false, 0, 0, 0, true, 0.0f, 2},
-       3},
+       3, false},
+      {{"batch: 6 x 64x96x48, one B for all, 2 threads", 64, 96, 48, false,
+        true, 0, 0, 0, false, 0.0f, 2},
+       6, true},
   };
-  for (const auto &[c, count] : batches) {
-    bool passed = checkBatch(c, count);
+  for (const auto &[c, count, sharedB] : batches) {
+    bool passed = checkBatch(c, count, sharedB);
     std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
     ok &= passed;
   }
