@@ -54,7 +54,7 @@ constexpr int64_t kRowBlock = 480;
 /// later pass, and a block of many rows only makes each panel write a long
 /// column strip of C, whose rows, at a width of a power of two (the scores'
 /// 1024 floats), all fall in the same L1 sets: scores for 1024 tokens took
-/// 1.5x as long in blocks of 29 tiles as in blocks of one or two.
+/// 1.7x as long in blocks of 29 tiles as in blocks of one or two.
 constexpr int64_t kOnePassBlockTiles = 2;
 /// Weights of at least this many bytes are packed by all threads.
 constexpr size_t kParallelPacking = 1 << 20;
