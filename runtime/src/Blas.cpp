@@ -34,11 +34,6 @@ using namespace cleave::rt;
 
 namespace {
 
-/// Element (r, c) of a matrix laid out as `layout`, from its start.
-int64_t elementAt(const MatrixLayout &layout, int64_t r, int64_t c) {
-  return layout.transposed ? r + c * layout.ld : r * layout.ld + c;
-}
-
 /// C = bias (broadcast over rows) + beta * C, so that the GEMM then adds its
 /// product with beta = 1.
 void addBias(float *c, int64_t m, int64_t n, int64_t ldc, const float *bias,
@@ -48,15 +43,23 @@ void addBias(float *c, int64_t m, int64_t n, int64_t ldc, const float *bias,
       c[r * ldc + j] = bias[j] + (beta == 0.0f ? 0.0f : beta * c[r * ldc + j]);
 }
 
-/// A `rows` x `cols` 16-bit matrix widened into a packed row-major one.
+/// A `rows` x `cols` 16-bit matrix widened into `out`, in its own layout
+/// with lines `cols` (or, transposed, `rows`) apart: line by line, which
+/// the compiler vectorizes (a decoding step's attention makes hundreds of
+/// such GEMMs of one row a step).
 template <float (*Widen)(uint16_t)>
-std::vector<float> widen(const uint16_t *p, int64_t rows, int64_t cols,
-                         const MatrixLayout &layout) {
-  std::vector<float> out(rows * cols);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = Widen(p[elementAt(layout, r, c)]);
-  return out;
+MatrixLayout widen(const uint16_t *p, int64_t rows, int64_t cols,
+                   const MatrixLayout &layout, std::vector<float> &out) {
+  out.resize(rows * cols);
+  int64_t lines = layout.transposed ? cols : rows;
+  int64_t length = layout.transposed ? rows : cols;
+  for (int64_t line = 0; line < lines; ++line) {
+    const uint16_t *from = p + line * layout.ld;
+    float *to = out.data() + line * length;
+    for (int64_t i = 0; i < length; ++i)
+      to[i] = Widen(from[i]);
+  }
+  return MatrixLayout{layout.transposed, length};
 }
 
 /// Whether no two GEMMs of the call write the same C (each GEMM's C moves
@@ -105,10 +108,11 @@ void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
     cblas_sgemm(CblasRowMajor, trans(g.a.layout), trans(g.b.layout), g.m, g.n,
                 g.k, 1.0f, ai, g.a.layout.ld, bi, g.b.layout.ld, beta, ci, ldc);
   } else {
-    std::vector<float> wa = widen<Widen>(ai, g.m, g.k, g.a.layout);
-    std::vector<float> wb = widen<Widen>(bi, g.k, g.n, g.b.layout);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.m, g.n, g.k, 1.0f,
-                wa.data(), g.k, wb.data(), g.n, beta, ci, ldc);
+    thread_local std::vector<float> wa, wb;
+    MatrixLayout la = widen<Widen>(ai, g.m, g.k, g.a.layout, wa);
+    MatrixLayout lb = widen<Widen>(bi, g.k, g.n, g.b.layout, wb);
+    cblas_sgemm(CblasRowMajor, trans(la), trans(lb), g.m, g.n, g.k, 1.0f,
+                wa.data(), la.ld, wb.data(), lb.ld, beta, ci, ldc);
   }
 }
 
