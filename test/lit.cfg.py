@@ -36,6 +36,15 @@ with open("/proc/cpuinfo") as cpuinfo:
     if "avx512f" in cpuinfo.read().split():
         config.available_features.add("avx512f")
 
+# bfloat16 GEMMs run on AMX's tiles where the CPU has them and the operating
+# system grants them: asked of the runtime itself.
+amx_probe = os.path.join(bin_dir, "cleave-rt-amx-gemm-test")
+if os.path.exists(amx_probe):
+    probe = subprocess.run([amx_probe, "--probe"], capture_output=True,
+                           text=True, env=dict(os.environ, CLEAVE_AMX="1"))
+    if probe.stdout.strip() == "kernel: AMX":
+        config.available_features.add("amx")
+
 # The CUDA runtime pieces are built where the CUDA toolkit is installed; GPU
 # checks run only where a GPU answers.
 if os.path.exists(os.path.join(bin_dir, "cleave-gpu-gemm-check")):

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AmxGemm.h"
 #include "GemmCall.h"
 #include "PackedGemm.h"
 #include "Profile.h"
@@ -96,10 +97,15 @@ void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
       reinterpret_cast<const Element *>(a) + g.a.at(o) + i * g.a.batchStride;
   const Element *bi =
       reinterpret_cast<const Element *>(b) + g.b.at(o) + i * g.b.batchStride;
-  if constexpr (std::is_same_v<Element, float>)
+  if constexpr (std::is_same_v<Element, float>) {
     if (packedSgemm(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, ldc,
                     beta, bias))
       return;
+  } else if constexpr (Widen == bf16ToFloat) {
+    if (amxGemmBf16(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, ldc,
+                    beta, bias))
+      return;
+  }
   if (bias) {
     addBias(ci, g.m, g.n, ldc, bias, beta);
     beta = 1.0f;

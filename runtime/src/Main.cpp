@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AmxGemm.h"
 #include "Device.h"
 #include "PackedGemm.h"
 #include "Profile.h"
@@ -386,6 +387,8 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
                       packed);
           std::printf("CPU GEMMs of two activations: %s kernel\n", packed);
         }
+        if (const char *amx = amxKernel())
+          std::printf("CPU GEMMs of bfloat16 operands: %s tiles\n", amx);
       }
       if (desc.stages > 1 || desc.microbatches > 1) {
         std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "

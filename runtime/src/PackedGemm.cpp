@@ -344,9 +344,7 @@ int64_t lastElementOf(const MatrixLayout &layout, int64_t k, int64_t n) {
 /// Whether B (k x n, `layout`, at `b`) lies in the weight memory.
 bool inWeights(const float *b, const MatrixLayout &layout, int64_t k,
                int64_t n) {
-  const char *first = reinterpret_cast<const char *>(b);
-  const char *last = reinterpret_cast<const char *>(b + lastElementOf(layout, k, n));
-  return first >= weightBegin && last < weightEnd;
+  return cleave::rt::inWeightMemory(b, b + lastElementOf(layout, k, n) + 1);
 }
 
 /// The packed copy of weight `b` for `kern`, made on the weight's second
@@ -588,6 +586,11 @@ void run(const Kernel &kern, const Problem &pb) {
 void cleave::rt::setWeightMemory(const void *begin, size_t bytes) {
   weightBegin = static_cast<const char *>(begin);
   weightEnd = weightBegin + bytes;
+}
+
+bool cleave::rt::inWeightMemory(const void *begin, const void *end) {
+  return static_cast<const char *>(begin) >= weightBegin &&
+         static_cast<const char *>(end) <= weightEnd;
 }
 
 const char *cleave::rt::packedGemmKernel() {

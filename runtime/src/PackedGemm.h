@@ -26,6 +26,9 @@ namespace cleave::rt {
 /// the program's life, so a B operand inside it is packed once and reused.
 void setWeightMemory(const void *begin, size_t bytes);
 
+/// Whether [begin, end) lies in the weight memory.
+bool inWeightMemory(const void *begin, const void *end);
+
 /// The packed kernel this program runs ("AVX-512", "AVX2"), or null: every
 /// GEMM then goes to OpenBLAS. By default the AVX-512 kernel where the CPU
 /// has AVX-512, else none; CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel

@@ -71,7 +71,10 @@ AVX-512, GEMMs by a weight run on Cleave's own kernel instead, the weight
 packed on its second use (so from a program's second run, or its second
 microbatch), and so do GEMMs of two activations (attention's) of 16 rows
 or more; CLEAVE_PACKED_GEMM=0 sends them to OpenBLAS too,
-CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel. --bench names both.
+CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel. On a CPU with AMX,
+GEMMs of bfloat16 operands (--precision bf16) run on its tiles, elsewhere
+(and with CLEAVE_AMX=0) widened to float32 for OpenBLAS. --bench names
+each.
 )";
 
 /// The OpenBLAS kernels to ask for when the OpenBLAS the program will load

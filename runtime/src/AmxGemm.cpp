@@ -1,0 +1,282 @@
+//===- AmxGemm.cpp - bfloat16 GEMMs on AMX tiles --------------------------===//
+//
+// AMX has eight tile registers of up to 16 rows of 64 bytes; TDPBF16PS adds
+// to a 16 x 16 float32 tile the products of a 16 x 32 bfloat16 tile of A and
+// a tile of B holding 32 of its rows by 16 columns, each row of the tile a
+// pair of B's rows interleaved (B's element (2r + e, j) at tile row r, column
+// 2j + e). A block of C of 32 x 32 is four accumulator tiles; each step of 32
+// along the sum loads two tiles of A and two of B and makes four products.
+//
+// B is copied into that layout in panels of 32 columns, the sum padded with
+// zeros to a multiple of 32 (a weight once, kept; anything else per call);
+// A into rows of the padded sum, its rows padded to a multiple of 32, so
+// tiles never read past an operand. Threads take panels; each goes down all
+// of A's row blocks with its panel in cache. A block's tiles are stored into
+// a scratch block and added into C with the bias and beta * C.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AmxGemm.h"
+#include "PackedGemm.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+/// A tile's rows, a block's rows and columns, and the steps of one product.
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kBlock = 32;
+constexpr int64_t kStep = 32;
+/// Below this many multiply-adds a GEMM runs on one thread.
+constexpr double kParallelWork = 1 << 20;
+/// Fewest rows of a GEMM whose B is not a weight for which copying B into
+/// the tiles' layout on every call pays (a decoding step's attention, one
+/// row a head, took 3.4 ms a step that way against 0.2 widened for OpenBLAS).
+constexpr int64_t kMinRowsToCopyB = 16;
+
+// The tile registers' use (GCC's tile intrinsics take literal numbers): 0-3
+// C's four tiles (rows 0-15 by columns 0-15, by 16-31; rows 16-31 by the
+// same), 4-5 A's two (rows 0-15, 16-31), 6-7 B's two (columns 0-15, 16-31).
+
+/// Linux's request for permission to use the tile data state.
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+bool amxUsable() {
+  const char *env = std::getenv("CLEAVE_AMX");
+  if (env && std::strcmp(env, "0") == 0)
+    return false;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+    return false;
+  bool bf16 = edx & (1u << 22), tile = edx & (1u << 24);
+  return bf16 && tile &&
+         syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+/// The tile configuration (palette 1): every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytesPerRow[16] = {};
+  uint8_t rows[16] = {};
+
+  TileConfig() {
+    for (int t = 0; t < 8; ++t) {
+      bytesPerRow[t] = 64;
+      rows[t] = kTileRows;
+    }
+  }
+};
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+/// Element (r, c) of a matrix laid out as `layout`, from its start.
+int64_t elementAt(const MatrixLayout &layout, int64_t r, int64_t c) {
+  return layout.transposed ? r + c * layout.ld : r * layout.ld + c;
+}
+
+/// B (k x n) in panels of 32 columns: for panel p and step s of the sum,
+/// two tiles of 16 pairs of rows by 16 columns (see the top of the file),
+/// 1 KiB each, at ((p * steps + s) * 2 + t) * 512.
+std::vector<uint16_t> packB(const uint16_t *b, const MatrixLayout &layout,
+                            int64_t k, int64_t n) {
+  const int64_t steps = roundUp(k, kStep) / kStep;
+  const int64_t panels = roundUp(n, kBlock) / kBlock;
+  std::vector<uint16_t> out(panels * steps * 2 * 512, 0);
+#pragma omp parallel for schedule(static) if (k * n >= (1 << 18))
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t s = 0; s < steps; ++s)
+      for (int64_t t = 0; t < 2; ++t) {
+        uint16_t *tile = out.data() + ((p * steps + s) * 2 + t) * 512;
+        const int64_t col0 = p * kBlock + t * 16, row0 = s * kStep;
+        const int64_t cols = std::clamp<int64_t>(n - col0, 0, 16);
+        const int64_t pairRows = std::min<int64_t>(kStep, k - row0);
+        if (layout.transposed) {
+          // A column's rows lie together: a pair is one 32-bit copy.
+          for (int64_t j = 0; j < cols; ++j) {
+            const uint16_t *column = b + (col0 + j) * layout.ld + row0;
+            for (int64_t r = 0; r < pairRows; ++r)
+              tile[(r / 2) * 32 + j * 2 + r % 2] = column[r];
+          }
+          continue;
+        }
+        for (int64_t r = 0; r < pairRows; ++r) {
+          const uint16_t *row = b + (row0 + r) * layout.ld + col0;
+          uint16_t *line = tile + (r / 2) * 32 + r % 2;
+          for (int64_t j = 0; j < cols; ++j)
+            line[j * 2] = row[j];
+        }
+      }
+  return out;
+}
+
+/// A weight's packed copy, made on its first GEMM and kept.
+const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
+                             int64_t k, int64_t n) {
+  using Key = std::tuple<const uint16_t *, int64_t, int64_t, int64_t, bool>;
+  static std::mutex mutex;
+  static std::map<Key, std::vector<uint16_t>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<uint16_t> &packed =
+      cache[Key{b, k, n, layout.ld, layout.transposed}];
+  if (packed.empty())
+    packed = packB(b, layout, k, n);
+  return packed.data();
+}
+
+/// A (m x k) as rows of the padded sum, the rows padded to a block: `lda`
+/// (the padded sum) elements apart.
+void packA(const uint16_t *a, const MatrixLayout &layout, int64_t m, int64_t k,
+           std::vector<uint16_t> &out) {
+  const int64_t lda = roundUp(k, kStep), rows = roundUp(m, kBlock);
+  out.assign(rows * lda, 0);
+  for (int64_t i = 0; i < m; ++i) {
+    uint16_t *row = out.data() + i * lda;
+    if (!layout.transposed) {
+      std::memcpy(row, a + i * layout.ld, k * sizeof(uint16_t));
+      continue;
+    }
+    for (int64_t s = 0; s < k; ++s)
+      row[s] = a[i + s * layout.ld];
+  }
+}
+
+struct Problem {
+  int64_t m, n, k;
+  const uint16_t *a; // packA's copy
+  const uint16_t *b; // packB's copy
+  float *c;
+  int64_t ldc;
+  float beta;
+  const float *bias;
+};
+
+/// C's block at rows [row0, row0 + 32) by panel p's columns. A whole block
+/// of C starting from zero, from the bias alone (loaded with a row stride of
+/// 0) or from C itself (beta 1, no bias) is loaded into and stored from the
+/// tiles directly; any other goes through a scratch block.
+void block(const Problem &pb, int64_t p, int64_t row0) {
+  const int64_t steps = roundUp(pb.k, kStep) / kStep;
+  const int64_t lda = steps * kStep;
+  const int64_t rows = std::min(kBlock, pb.m - row0);
+  const int64_t col0 = p * kBlock, cols = std::min(kBlock, pb.n - col0);
+  float *c = pb.c + row0 * pb.ldc + col0;
+  const int64_t ldcBytes = pb.ldc * sizeof(float);
+  const bool whole = rows == kBlock && cols == kBlock;
+  const bool direct = whole && (pb.beta == 0.0f || (pb.beta == 1.0f && !pb.bias));
+  if (direct && pb.beta == 1.0f) {
+    _tile_loadd(0, c, ldcBytes);
+    _tile_loadd(1, c + 16, ldcBytes);
+    _tile_loadd(2, c + kTileRows * pb.ldc, ldcBytes);
+    _tile_loadd(3, c + kTileRows * pb.ldc + 16, ldcBytes);
+  } else if (direct && pb.bias) {
+    _tile_loadd(0, pb.bias + col0, 0);
+    _tile_loadd(1, pb.bias + col0 + 16, 0);
+    _tile_loadd(2, pb.bias + col0, 0);
+    _tile_loadd(3, pb.bias + col0 + 16, 0);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  const uint16_t *a0 = pb.a + row0 * lda, *a1 = a0 + kTileRows * lda;
+  const uint16_t *panel = pb.b + p * steps * 2 * 512;
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, a0 + s * kStep, lda * sizeof(uint16_t));
+    _tile_loadd(5, a1 + s * kStep, lda * sizeof(uint16_t));
+    _tile_loadd(6, panel + s * 1024, 64);
+    _tile_loadd(7, panel + s * 1024 + 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  if (direct) {
+    _tile_stored(0, c, ldcBytes);
+    _tile_stored(1, c + 16, ldcBytes);
+    _tile_stored(2, c + kTileRows * pb.ldc, ldcBytes);
+    _tile_stored(3, c + kTileRows * pb.ldc + 16, ldcBytes);
+    return;
+  }
+  alignas(64) float out[kBlock * kBlock];
+  constexpr int64_t stride = kBlock * sizeof(float);
+  _tile_stored(0, out, stride);
+  _tile_stored(1, out + 16, stride);
+  _tile_stored(2, out + kTileRows * kBlock, stride);
+  _tile_stored(3, out + kTileRows * kBlock + 16, stride);
+  for (int64_t i = 0; i < rows; ++i) {
+    float *ci = c + i * pb.ldc;
+    for (int64_t j = 0; j < cols; ++j) {
+      float sum = out[i * kBlock + j];
+      if (pb.bias)
+        sum += pb.bias[col0 + j];
+      if (pb.beta != 0.0f)
+        sum += pb.beta * ci[j];
+      ci[j] = sum;
+    }
+  }
+}
+
+} // namespace
+
+const char *cleave::rt::amxKernel() {
+  static const bool usable = amxUsable();
+  return usable ? "AMX" : nullptr;
+}
+
+bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
+                             const uint16_t *a, const MatrixLayout &layoutA,
+                             const uint16_t *b, const MatrixLayout &layoutB,
+                             float *c, int64_t ldc, float beta,
+                             const float *bias) {
+  if (!amxKernel() || m <= 0 || n <= 0 || k <= 0)
+    return false;
+  const uint16_t *last = b + elementAt(layoutB, k - 1, n - 1);
+  const bool weight = inWeightMemory(b, last + 1);
+  if (!weight && m < kMinRowsToCopyB)
+    return false;
+  std::vector<uint16_t> ownB;
+  const uint16_t *packedB;
+  if (weight) {
+    packedB = packedWeight(b, layoutB, k, n);
+  } else {
+    ownB = packB(b, layoutB, k, n);
+    packedB = ownB.data();
+  }
+  thread_local std::vector<uint16_t> packedA;
+  packA(a, layoutA, m, k, packedA);
+  const Problem pb{m, n, k, packedA.data(), packedB, c, ldc, beta, bias};
+  const int64_t panels = roundUp(n, kBlock) / kBlock;
+  const int64_t rowBlocks = roundUp(m, kBlock) / kBlock;
+  const bool parallel =
+      panels > 1 && static_cast<double>(m) * n * k >= kParallelWork;
+  // Each thread loads the tile configuration for itself, and gives the
+  // tiles back when done.
+#pragma omp parallel if (parallel)
+  {
+    TileConfig config;
+    _tile_loadconfig(&config);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t r = 0; r < rowBlocks; ++r)
+        block(pb, p, r * kBlock);
+    _tile_release();
+  }
+  return true;
+}

@@ -1,0 +1,38 @@
+//===- AmxGemm.h - bfloat16 GEMMs on AMX tiles ------------------*- C++ -*-===//
+//
+// A --precision bf16 program's GEMMs read 16-bit operands and sum in float32.
+// On CPUs with AMX (Sapphire Rapids and later, where the kernel grants the
+// tile state) they run on its tiles, which multiply bfloat16 pairs and add
+// into float32: the GEMM the IR asks for, without widening either operand.
+// Elsewhere the operands are widened and OpenBLAS does it (Blas.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_AMXGEMM_H
+#define CLEAVE_RUNTIME_AMXGEMM_H
+
+#include "cleave/Runtime/GemmLayout.h"
+
+#include <cstdint>
+
+namespace cleave::rt {
+
+/// "AMX" where this CPU has AMX's tiles and bfloat16 products and the
+/// operating system lets the process use them (asked once), unless
+/// CLEAVE_AMX=0; else null.
+const char *amxKernel();
+
+/// One row-major GEMM of bfloat16 operands (bit patterns): C (m x n float32,
+/// rows `ldc` apart) = A * B + bias (over C's columns, when not null) +
+/// beta * C (not read when beta is 0), on AMX. A B in the weights is copied
+/// into the tiles' layout once and kept; any other on each call. Returns
+/// false, having done nothing, where amxKernel() is null, or B is not a
+/// weight and the GEMM has too few rows to repay copying it.
+bool amxGemmBf16(int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                 const MatrixLayout &layoutA, const uint16_t *b,
+                 const MatrixLayout &layoutB, float *c, int64_t ldc,
+                 float beta, const float *bias);
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_AMXGEMM_H

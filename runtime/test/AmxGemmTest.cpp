@@ -1,0 +1,168 @@
+//===- AmxGemmTest.cpp - The AMX bfloat16 GEMM against a float64 reference ===//
+//
+// Checks amxGemmBf16 on shapes that take every path: blocks and panels cut
+// short (rows, columns and sums not multiples of 32), A and B stored
+// transposed with padded lines, rows of C wider than the GEMM (their other
+// columns must stay untouched), a bias, beta, one and two threads, a B in the
+// weights (copied once: a second call with another A reads the kept copy)
+// and one outside them. The operands are bfloat16 values, so their products
+// are exact in float64; every element is held to the float32 rounding bound
+// of its sum. Prints the kernel and one line per case; exits non-zero on a
+// mismatch. With --probe, prints only the kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MappedFloats.h"
+#include "../src/AmxGemm.h"
+#include "../src/PackedGemm.h"
+
+#include "cleave/Runtime/Float16.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <omp.h>
+#include <random>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+struct Case {
+  const char *name;
+  int64_t m, n, k;
+  bool transA, transB;
+  /// Extra elements between the lines of A, B and C.
+  int64_t padA, padB, padC;
+  bool bias;
+  float beta;
+  int threads;
+  bool weightB;
+
+  int64_t lda() const { return (transA ? m : k) + padA; }
+  int64_t ldb() const { return (transB ? k : n) + padB; }
+  int64_t ldc() const { return n + padC; }
+  size_t sizeA() const { return (transA ? k : m) * lda(); }
+  size_t sizeB() const { return (transB ? n : k) * ldb(); }
+};
+
+std::mt19937 rng(11);
+
+std::vector<float> randoms(size_t count) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// Random bfloat16 values (bit patterns) in [-1, 1].
+std::vector<uint16_t> randomBf16(size_t count) {
+  std::vector<uint16_t> v;
+  for (float x : randoms(count))
+    v.push_back(floatToBf16(x));
+  return v;
+}
+
+/// Runs case `c` (B at `b`) with A `a` into `out` and checks it; false on
+/// any mismatch, printed.
+bool check(const Case &c, const uint16_t *a, const uint16_t *b,
+           std::vector<float> &out, const std::vector<float> &bias) {
+  int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
+  std::vector<float> before = out;
+  omp_set_num_threads(c.threads);
+  if (!amxGemmBf16(c.m, c.n, c.k, a, MatrixLayout{c.transA, lda}, b,
+                   MatrixLayout{c.transB, ldb}, out.data(), ldc, c.beta,
+                   c.bias ? bias.data() : nullptr)) {
+    std::printf("%s: refused\n", c.name);
+    return false;
+  }
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      float got = out[i * ldc + j];
+      if (j >= c.n) {
+        if (got != before[i * ldc + j]) {
+          std::printf("%s: C(%lld, %lld) past the GEMM's columns was written\n",
+                      c.name, (long long)i, (long long)j);
+          return false;
+        }
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t s = 0; s < c.k; ++s) {
+        double x = bf16ToFloat(a[c.transA ? i + s * lda : i * lda + s]);
+        double y = bf16ToFloat(b[c.transB ? s + j * ldb : s * ldb + j]);
+        sum += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      double start = (c.bias ? bias[j] : 0.0) +
+                     (c.beta != 0.0f ? c.beta * before[i * ldc + j] : 0.0);
+      sum += start;
+      magnitude += std::fabs(start);
+      double bound = (c.k + 2) * std::ldexp(1.0, -24) * magnitude;
+      if (!(std::fabs(got - sum) <= bound)) {
+        std::printf("%s: C(%lld, %lld) is %.9g, expected %.9g (bound %.3g)\n",
+                    c.name, (long long)i, (long long)j, got, sum, bound);
+        return false;
+      }
+    }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const char *kernel = amxKernel();
+  std::printf("kernel: %s\n", kernel ? kernel : "none");
+  // --probe: only whether AMX runs here (test/lit.cfg.py asks).
+  if (!kernel || (argc > 1 && std::strcmp(argv[1], "--probe") == 0))
+    return 0;
+  const Case cases[] = {
+      {"projection 128x768x768, bias, 2 threads, B a weight", 128, 768, 768,
+       false, false, 0, 0, 0, true, 0.0f, 2, true},
+      {"tails 13x45x300, bias, beta 0.5, B a weight", 13, 45, 300, false,
+       false, 0, 0, 5, true, 0.5f, 1, true},
+      {"one row 1x1000x64, B a weight", 1, 1000, 64, false, false, 0, 0, 0,
+       false, 0.0f, 2, true},
+      {"A and B transposed, padded lines, beta 1, 37x100x70", 37, 100, 70,
+       true, true, 3, 7, 2, false, 1.0f, 1, false},
+      {"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64, 130,
+       false, true, 0, 2, 0, true, 0.0f, 2, false},
+  };
+  // The weights' Bs, one after another in one mapped file (two bfloat16
+  // values a float).
+  std::vector<uint16_t> weightValues;
+  std::vector<size_t> offsets;
+  for (const Case &c : cases) {
+    offsets.push_back(weightValues.size());
+    if (c.weightB) {
+      std::vector<uint16_t> b = randomBf16(c.sizeB());
+      weightValues.insert(weightValues.end(), b.begin(), b.end());
+    }
+  }
+  std::vector<float> words((weightValues.size() + 1) / 2);
+  std::memcpy(words.data(), weightValues.data(),
+              weightValues.size() * sizeof(uint16_t));
+  const uint16_t *weights =
+      reinterpret_cast<const uint16_t *>(test::mappedFloats(words));
+  setWeightMemory(weights, words.size() * sizeof(float));
+
+  bool ok = true;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    const Case &c = cases[i];
+    std::vector<uint16_t> heapB;
+    const uint16_t *b = weights + offsets[i];
+    if (!c.weightB) {
+      heapB = randomBf16(c.sizeB());
+      b = heapB.data();
+    }
+    std::vector<float> out = randoms(c.m * c.ldc());
+    std::vector<float> bias = randoms(c.n);
+    bool passed = check(c, randomBf16(c.sizeA()).data(), b, out, bias) &&
+                  check(c, randomBf16(c.sizeA()).data(), b, out, bias);
+    std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
+    ok &= passed;
+  }
+  return ok ? 0 : 1;
+}
