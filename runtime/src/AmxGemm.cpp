@@ -9,10 +9,11 @@
 //
 // B is copied into that layout in panels of 32 columns, the sum padded with
 // zeros to a multiple of 32 (a weight once, kept; anything else per call);
-// A into rows of the padded sum, its rows padded to a multiple of 32, so
-// tiles never read past an operand. Threads take panels; each goes down all
-// of A's row blocks with its panel in cache. A block's tiles are stored into
-// a scratch block and added into C with the bias and beta * C.
+// A into whole tiles, its rows padded to a multiple of 32, so tiles never
+// read past an operand. Threads take panels; each goes down all of A's row
+// blocks with its panel in cache, bringing the next panel into L2 as it
+// goes. A whole block of C is loaded into and stored from the tiles
+// directly; a block cut short goes through a scratch block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,20 +140,29 @@ const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
   return packed.data();
 }
 
-/// A (m x k) as rows of the padded sum, the rows padded to a block: `lda`
-/// (the padded sum) elements apart.
+/// A (m x k) in tiles: for each 16 rows and each step of 32 along the sum,
+/// one tile of 16 x 32 (1 KiB) at (rowTile * steps + step) * 512, a row
+/// tile's steps one after another, so that a block reads each of its two
+/// tiles of A as one stream; zeros past A's rows and sum.
 void packA(const uint16_t *a, const MatrixLayout &layout, int64_t m, int64_t k,
            std::vector<uint16_t> &out) {
-  const int64_t lda = roundUp(k, kStep), rows = roundUp(m, kBlock);
-  out.assign(rows * lda, 0);
+  const int64_t steps = roundUp(k, kStep) / kStep;
+  const int64_t rowTiles = roundUp(m, kBlock) / kTileRows;
+  out.assign(rowTiles * steps * 512, 0);
   for (int64_t i = 0; i < m; ++i) {
-    uint16_t *row = out.data() + i * lda;
-    if (!layout.transposed) {
-      std::memcpy(row, a + i * layout.ld, k * sizeof(uint16_t));
-      continue;
+    uint16_t *tileRow = out.data() + (i / kTileRows) * steps * 512 +
+                        (i % kTileRows) * kStep;
+    for (int64_t s = 0; s < steps; ++s) {
+      int64_t length = std::min(kStep, k - s * kStep);
+      uint16_t *to = tileRow + s * 512;
+      if (!layout.transposed) {
+        std::memcpy(to, a + i * layout.ld + s * kStep,
+                    length * sizeof(uint16_t));
+        continue;
+      }
+      for (int64_t e = 0; e < length; ++e)
+        to[e] = a[i + (s * kStep + e) * layout.ld];
     }
-    for (int64_t s = 0; s < k; ++s)
-      row[s] = a[i + s * layout.ld];
   }
 }
 
@@ -170,9 +180,9 @@ struct Problem {
 /// of C starting from zero, from the bias alone (loaded with a row stride of
 /// 0) or from C itself (beta 1, no bias) is loaded into and stored from the
 /// tiles directly; any other goes through a scratch block.
-void block(const Problem &pb, int64_t p, int64_t row0) {
+void block(const Problem &pb, int64_t p, int64_t row0, const char *prefetch,
+           int64_t prefetchLines) {
   const int64_t steps = roundUp(pb.k, kStep) / kStep;
-  const int64_t lda = steps * kStep;
   const int64_t rows = std::min(kBlock, pb.m - row0);
   const int64_t col0 = p * kBlock, cols = std::min(kBlock, pb.n - col0);
   float *c = pb.c + row0 * pb.ldc + col0;
@@ -195,11 +205,19 @@ void block(const Problem &pb, int64_t p, int64_t row0) {
     _tile_zero(2);
     _tile_zero(3);
   }
-  const uint16_t *a0 = pb.a + row0 * lda, *a1 = a0 + kTileRows * lda;
+  const uint16_t *a0 = pb.a + (row0 / kTileRows) * steps * 512;
+  const uint16_t *a1 = a0 + steps * 512;
   const uint16_t *panel = pb.b + p * steps * 2 * 512;
+  // This block's share of the next panel, brought into L2 a few lines a
+  // step: the panel after this one is otherwise read from memory by the
+  // tile loads themselves.
+  const int64_t linesPerStep = (prefetchLines + steps - 1) / steps;
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, a0 + s * kStep, lda * sizeof(uint16_t));
-    _tile_loadd(5, a1 + s * kStep, lda * sizeof(uint16_t));
+    for (int64_t l = 0; l < linesPerStep && prefetchLines > 0;
+         ++l, --prefetchLines, prefetch += 64)
+      _mm_prefetch(prefetch, _MM_HINT_T1);
+    _tile_loadd(4, a0 + s * 512, 64);
+    _tile_loadd(5, a1 + s * 512, 64);
     _tile_loadd(6, panel + s * 1024, 64);
     _tile_loadd(7, panel + s * 1024 + 512, 64);
     _tile_dpbf16ps(0, 4, 6);
@@ -272,10 +290,19 @@ bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
   {
     TileConfig config;
     _tile_loadconfig(&config);
+    const int64_t steps = roundUp(k, kStep) / kStep;
+    const int64_t panelLines = steps * 2 * 1024 / 64;
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p)
-      for (int64_t r = 0; r < rowBlocks; ++r)
-        block(pb, p, r * kBlock);
+      for (int64_t r = 0; r < rowBlocks; ++r) {
+        // Row block r prefetches its part of panel p + 1.
+        const int64_t first = r * panelLines / rowBlocks;
+        const int64_t last = (r + 1) * panelLines / rowBlocks;
+        const char *next = reinterpret_cast<const char *>(
+                               packedB + (p + 1) * steps * 2 * 512) +
+                           first * 64;
+        block(pb, p, r * kBlock, next, p + 1 < panels ? last - first : 0);
+      }
     _tile_release();
   }
   return true;

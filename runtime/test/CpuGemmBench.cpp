@@ -21,14 +21,21 @@
 // packedSgemmBatch, whose threads take heads, against one cblas_sgemm a
 // head.
 //
-// Usage: cleave-cpu-gemm-bench [--llama | --attention] [--rows M]
+// With --bf16, GPT-2-small's layer GEMMs on bfloat16 operands on AMX's
+// tiles (amxGemmBf16, the weights' copies made before timing) against the
+// same GEMMs in float32 on the packed kernel.
+//
+// Usage: cleave-cpu-gemm-bench [--llama | --attention | --bf16] [--rows M]
 //                              [--threads T] [--runs N]
 //
 //===----------------------------------------------------------------------===//
 
 #include "MappedFloats.h"
+#include "../src/AmxGemm.h"
 #include "../src/PackedGemm.h"
 #include "../src/Runtime.h"
+
+#include "cleave/Runtime/Float16.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -134,6 +141,83 @@ int benchAttention(int64_t tokens, int threads, int runs) {
   return 0;
 }
 
+/// The --bf16 benchmark (see the top of the file).
+int benchBf16(int64_t rows, int threads, int runs) {
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  // One mapped file: each weight in float32, then all of them again in
+  // bfloat16 (two to a float).
+  std::vector<float> values;
+  std::vector<uint16_t> halves;
+  for (auto [k, n] : shapes)
+    for (int64_t i = 0; i < k * n; ++i) {
+      halves.push_back(floatToBf16(dist(rng)));
+      values.push_back(bf16ToFloat(halves.back()));
+    }
+  size_t floats = values.size();
+  values.resize(floats + (halves.size() + 1) / 2);
+  std::memcpy(values.data() + floats, halves.data(),
+              halves.size() * sizeof(uint16_t));
+  const float *mapped = test::mappedFloats(values);
+  setWeightMemory(mapped, values.size() * sizeof(float));
+  const uint16_t *mappedHalves =
+      reinterpret_cast<const uint16_t *>(mapped + floats);
+  omp_set_num_threads(threads);
+  std::vector<float> a(rows * 3072), c(rows * 3072);
+  std::vector<uint16_t> a16(rows * 3072);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a16[i] = floatToBf16(dist(rng));
+    a[i] = bf16ToFloat(a16[i]);
+  }
+  auto call = [&](bool amx, int which, const float *w, const uint16_t *w16) {
+    auto [k, n] = shapes[which];
+    return amx ? amxGemmBf16(rows, n, k, a16.data(), MatrixLayout{false, k},
+                             w16, MatrixLayout{false, n}, c.data(), n, 0.0f,
+                             nullptr)
+               : packedSgemm(rows, n, k, a.data(), MatrixLayout{false, k}, w,
+                             MatrixLayout{false, n}, c.data(), n, 0.0f,
+                             nullptr);
+  };
+  // Two calls each before timing: the packed kernel copies a weight on its
+  // second GEMM, AMX on its first.
+  double seconds[2] = {0, 0};
+  for (int run = -2; run <= runs; ++run) {
+    const float *w = mapped;
+    const uint16_t *w16 = mappedHalves;
+    for (int which = 0; which < 4; ++which) {
+      for (int turn = 0; turn < 2; ++turn) {
+        bool amx = (turn + run) % 2 == 0;
+        auto start = std::chrono::steady_clock::now();
+        if (!call(amx, which, w, w16) && run >= 0) {
+          std::fprintf(stderr, "%s does not run here\n",
+                       amx ? "AMX" : "the packed kernel");
+          return 1;
+        }
+        if (run > 0)
+          seconds[amx] += std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+      }
+      auto [k, n] = shapes[which];
+      w += k * n;
+      w16 += k * n;
+    }
+  }
+  double flops = 0;
+  for (auto [k, n] : shapes)
+    flops += 2.0 * rows * k * n;
+  double amxMs = seconds[1] / runs * 1e3, f32Ms = seconds[0] / runs * 1e3;
+  std::printf("GPT-2-small layer, M=%lld, %d thread%s: bf16 on %s %.3f ms "
+              "(%.0f GFLOP/s), float32 on the %s kernel %.3f ms (%.0f "
+              "GFLOP/s), ratio %.2f\n",
+              (long long)rows, threads, threads == 1 ? "" : "s", amxKernel(),
+              amxMs, flops / amxMs / 1e6, packedGemmKernel(), f32Ms,
+              flops / f32Ms / 1e6, amxMs / f32Ms);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -143,7 +227,7 @@ int main(int argc, char **argv) {
   useBetterBlasKernels(argv);
   int64_t rows = 128;
   int threads = 1, runs = 20;
-  bool llama = false, attention = false;
+  bool llama = false, attention = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     auto value = [&]() {
       if (i + 1 >= argc) {
@@ -156,6 +240,8 @@ int main(int argc, char **argv) {
       llama = true;
     else if (!std::strcmp(argv[i], "--attention"))
       attention = true;
+    else if (!std::strcmp(argv[i], "--bf16"))
+      bf16 = true;
     else if (!std::strcmp(argv[i], "--rows"))
       rows = value();
     else if (!std::strcmp(argv[i], "--threads"))
@@ -163,8 +249,8 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--runs"))
       runs = value();
     else {
-      std::fprintf(stderr, "usage: %s [--llama | --attention] [--rows M] "
-                           "[--threads T] [--runs N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--llama | --attention | --bf16] "
+                           "[--rows M] [--threads T] [--runs N]\n", argv[0]);
       return 2;
     }
   }
@@ -174,6 +260,8 @@ int main(int argc, char **argv) {
   }
   if (attention)
     return benchAttention(rows, threads, runs);
+  if (bf16)
+    return benchBf16(rows, threads, runs);
   // (K, N) of each weight of a layer.
   std::vector<std::pair<int64_t, int64_t>> layer =
       llama ? std::vector<std::pair<int64_t, int64_t>>{{768, 768},
