@@ -47,7 +47,7 @@ constexpr int64_t kStep = 32;
 constexpr double kParallelWork = 1 << 20;
 /// Fewest rows of a GEMM whose B is not a weight for which copying B into
 /// the tiles' layout on every call pays (a decoding step's attention, one
-/// row a head, took 3.4 ms a step that way against 0.2 widened for OpenBLAS).
+/// row a head, took 3.4 ms a step that way against 0.5 widened for OpenBLAS).
 constexpr int64_t kMinRowsToCopyB = 16;
 
 // The tile registers' use (GCC's tile intrinsics take literal numbers): 0-3

@@ -12,13 +12,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GemmReference.h"
 #include "MappedFloats.h"
 #include "../src/AmxGemm.h"
 #include "../src/PackedGemm.h"
 
 #include "cleave/Runtime/Float16.h"
 
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <omp.h>
@@ -29,32 +29,18 @@ using namespace cleave::rt;
 
 namespace {
 
-struct Case {
-  const char *name;
-  int64_t m, n, k;
-  bool transA, transB;
-  /// Extra elements between the lines of A, B and C.
-  int64_t padA, padB, padC;
-  bool bias;
-  float beta;
-  int threads;
+/// A case, and whether its B lies in the weights.
+struct Case : test::GemmCase {
   bool weightB;
 
-  int64_t lda() const { return (transA ? m : k) + padA; }
-  int64_t ldb() const { return (transB ? k : n) + padB; }
-  int64_t ldc() const { return n + padC; }
-  size_t sizeA() const { return (transA ? k : m) * lda(); }
-  size_t sizeB() const { return (transB ? n : k) * ldb(); }
+  size_t sizeA() const { return linesA() * lda(); }
+  size_t sizeB() const { return linesB() * ldb(); }
 };
 
 std::mt19937 rng(11);
 
 std::vector<float> randoms(size_t count) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
+  return test::uniformRandoms(rng, count);
 }
 
 /// Random bfloat16 values (bit patterns) in [-1, 1].
@@ -69,45 +55,17 @@ std::vector<uint16_t> randomBf16(size_t count) {
 /// any mismatch, printed.
 bool check(const Case &c, const uint16_t *a, const uint16_t *b,
            std::vector<float> &out, const std::vector<float> &bias) {
-  int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
   std::vector<float> before = out;
   omp_set_num_threads(c.threads);
-  if (!amxGemmBf16(c.m, c.n, c.k, a, MatrixLayout{c.transA, lda}, b,
-                   MatrixLayout{c.transB, ldb}, out.data(), ldc, c.beta,
-                   c.bias ? bias.data() : nullptr)) {
+  if (!amxGemmBf16(c.m, c.n, c.k, a, c.layoutA(), b, c.layoutB(), out.data(),
+                   c.ldc(), c.beta, c.bias ? bias.data() : nullptr)) {
     std::printf("%s: refused\n", c.name);
     return false;
   }
-  for (int64_t i = 0; i < c.m; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      float got = out[i * ldc + j];
-      if (j >= c.n) {
-        if (got != before[i * ldc + j]) {
-          std::printf("%s: C(%lld, %lld) past the GEMM's columns was written\n",
-                      c.name, (long long)i, (long long)j);
-          return false;
-        }
-        continue;
-      }
-      double sum = 0, magnitude = 0;
-      for (int64_t s = 0; s < c.k; ++s) {
-        double x = bf16ToFloat(a[c.transA ? i + s * lda : i * lda + s]);
-        double y = bf16ToFloat(b[c.transB ? s + j * ldb : s * ldb + j]);
-        sum += x * y;
-        magnitude += std::fabs(x * y);
-      }
-      double start = (c.bias ? bias[j] : 0.0) +
-                     (c.beta != 0.0f ? c.beta * before[i * ldc + j] : 0.0);
-      sum += start;
-      magnitude += std::fabs(start);
-      double bound = (c.k + 2) * std::ldexp(1.0, -24) * magnitude;
-      if (!(std::fabs(got - sum) <= bound)) {
-        std::printf("%s: C(%lld, %lld) is %.9g, expected %.9g (bound %.3g)\n",
-                    c.name, (long long)i, (long long)j, got, sum, bound);
-        return false;
-      }
-    }
-  return true;
+  return test::agreesWithReference(
+      c, [&](int64_t i) { return double(bf16ToFloat(a[i])); },
+      [&](int64_t i) { return double(bf16ToFloat(b[i])); }, out.data(),
+      before.data(), bias);
 }
 
 } // namespace
@@ -119,16 +77,21 @@ int main(int argc, char **argv) {
   if (!kernel || (argc > 1 && std::strcmp(argv[1], "--probe") == 0))
     return 0;
   const Case cases[] = {
-      {"projection 128x768x768, bias, 2 threads, B a weight", 128, 768, 768,
-       false, false, 0, 0, 0, true, 0.0f, 2, true},
-      {"tails 13x45x300, bias, beta 0.5, B a weight", 13, 45, 300, false,
-       false, 0, 0, 5, true, 0.5f, 1, true},
-      {"one row 1x1000x64, B a weight", 1, 1000, 64, false, false, 0, 0, 0,
-       false, 0.0f, 2, true},
-      {"A and B transposed, padded lines, beta 1, 37x100x70", 37, 100, 70,
-       true, true, 3, 7, 2, false, 1.0f, 1, false},
-      {"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64, 130,
-       false, true, 0, 2, 0, true, 0.0f, 2, false},
+      {{"projection 128x768x768, bias, 2 threads, B a weight", 128, 768, 768,
+        false, false, 0, 0, 0, true, 0.0f, 2},
+       true},
+      {{"tails 13x45x300, bias, beta 0.5, B a weight", 13, 45, 300, false,
+        false, 0, 0, 5, true, 0.5f, 1},
+       true},
+      {{"one row 1x1000x64, B a weight", 1, 1000, 64, false, false, 0, 0, 0,
+        false, 0.0f, 2},
+       true},
+      {{"A and B transposed, padded lines, beta 1, 37x100x70", 37, 100, 70,
+        true, true, 3, 7, 2, false, 1.0f, 1},
+       false},
+      {{"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64,
+        130, false, true, 0, 2, 0, true, 0.0f, 2},
+       false},
   };
   // The weights' Bs, one after another in one mapped file (two bfloat16
   // values a float).

@@ -16,10 +16,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GemmReference.h"
 #include "MappedFloats.h"
 #include "../src/PackedGemm.h"
 
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <omp.h>
@@ -31,73 +31,21 @@ using namespace cleave::rt;
 
 namespace {
 
-struct Case {
-  const char *name;
-  int64_t m, n, k;
-  bool transA, transB;
-  /// Extra elements between the lines of A, B and C.
-  int64_t padA, padB, padC;
-  bool bias;
-  float beta;
-  int threads;
-
-  /// Elements between the lines of each operand, and lines of A and B.
-  int64_t lda() const { return (transA ? m : k) + padA; }
-  int64_t ldb() const { return (transB ? k : n) + padB; }
-  int64_t ldc() const { return n + padC; }
-  int64_t linesA() const { return transA ? k : m; }
-  int64_t linesB() const { return transB ? n : k; }
-  MatrixLayout layoutA() const { return MatrixLayout{transA, lda()}; }
-  MatrixLayout layoutB() const { return MatrixLayout{transB, ldb()}; }
-};
+using Case = test::GemmCase;
 
 std::mt19937 rng(7);
 
 std::vector<float> randoms(size_t count) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
+  return test::uniformRandoms(rng, count);
 }
 
 /// Checks `out` (C after the GEMM of case `c`, `before` it) against the
 /// float64 reference; false on any mismatch, printed.
 bool agrees(const Case &c, const float *a, const float *b, const float *out,
             const float *before, const std::vector<float> &bias) {
-  int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
-  for (int64_t i = 0; i < c.m; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      float got = out[i * ldc + j];
-      if (j >= c.n) {
-        if (got != before[i * ldc + j]) {
-          std::printf("%s: C(%lld, %lld) past the GEMM's columns was written\n",
-                      c.name, (long long)i, (long long)j);
-          return false;
-        }
-        continue;
-      }
-      double sum = 0, magnitude = 0;
-      for (int64_t s = 0; s < c.k; ++s) {
-        double x = a[c.transA ? i + s * lda : i * lda + s];
-        double y = b[c.transB ? s + j * ldb : s * ldb + j];
-        sum += x * y;
-        magnitude += std::fabs(x * y);
-      }
-      double start = (c.bias ? bias[j] : 0.0) +
-                     (c.beta != 0.0f ? c.beta * before[i * ldc + j] : 0.0);
-      sum += start;
-      magnitude += std::fabs(start);
-      // Any order of float32 additions stays within (k + 2) units of
-      // rounding of the sum of magnitudes.
-      double bound = (c.k + 2) * std::ldexp(1.0, -24) * magnitude;
-      if (!(std::fabs(got - sum) <= bound)) {
-        std::printf("%s: C(%lld, %lld) is %.9g, expected %.9g (bound %.3g)\n",
-                    c.name, (long long)i, (long long)j, got, sum, bound);
-        return false;
-      }
-    }
-  return true;
+  return test::agreesWithReference(
+      c, [&](int64_t i) { return double(a[i]); },
+      [&](int64_t i) { return double(b[i]); }, out, before, bias);
 }
 
 /// Runs `c` with B at `b` (in the weights) and checks it; false on any
