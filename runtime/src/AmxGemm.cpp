@@ -109,7 +109,7 @@ std::vector<uint16_t> packB(const uint16_t *b, const MatrixLayout &layout,
         const int64_t cols = std::clamp<int64_t>(n - col0, 0, 16);
         const int64_t pairRows = std::min<int64_t>(kStep, k - row0);
         if (layout.transposed) {
-          // A column's rows lie together: a pair is one 32-bit copy.
+          // Down a column, along its contiguous rows.
           for (int64_t j = 0; j < cols; ++j) {
             const uint16_t *column = b + (col0 + j) * layout.ld + row0;
             for (int64_t r = 0; r < pairRows; ++r)
@@ -127,7 +127,8 @@ std::vector<uint16_t> packB(const uint16_t *b, const MatrixLayout &layout,
   return out;
 }
 
-/// A weight's packed copy, made on its first GEMM and kept.
+/// A weight's packed copy, made on its first GEMM and kept; the weight's
+/// own pages are then given back.
 const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
                              int64_t k, int64_t n) {
   using Key = std::tuple<const uint16_t *, int64_t, int64_t, int64_t, bool>;
@@ -136,8 +137,10 @@ const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
   std::lock_guard<std::mutex> lock(mutex);
   std::vector<uint16_t> &packed =
       cache[Key{b, k, n, layout.ld, layout.transposed}];
-  if (packed.empty())
+  if (packed.empty()) {
     packed = packB(b, layout, k, n);
+    releaseWeightPages(b, b + elementAt(layout, k - 1, n - 1) + 1);
+  }
   return packed.data();
 }
 

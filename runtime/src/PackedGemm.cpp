@@ -381,12 +381,7 @@ const float *packedWeight(const Kernel &kern, const float *b,
                    (long long)k, (long long)n);
     return nullptr;
   }
-  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
-  uintptr_t end =
-      reinterpret_cast<uintptr_t>(b + lastElement + 1) / page * page;
-  if (end > begin)
-    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+  releaseWeightPages(b, b + lastElement + 1);
   return entry.data.get();
 }
 
@@ -586,6 +581,15 @@ void run(const Kernel &kern, const Problem &pb) {
 void cleave::rt::setWeightMemory(const void *begin, size_t bytes) {
   weightBegin = static_cast<const char *>(begin);
   weightEnd = weightBegin + bytes;
+}
+
+void cleave::rt::releaseWeightPages(const void *begin, const void *end) {
+  uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t first =
+      (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;
+  if (last > first)
+    madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
 }
 
 bool cleave::rt::inWeightMemory(const void *begin, const void *end) {

@@ -29,6 +29,12 @@ void setWeightMemory(const void *begin, size_t bytes);
 /// Whether [begin, end) lies in the weight memory.
 bool inWeightMemory(const void *begin, const void *end);
 
+/// Gives back the whole pages of weights in [begin, end) once a copy of
+/// them is kept elsewhere: the mapping is of a file, read-only, so a later
+/// read of them reads the file again, and the copy does not double the
+/// memory weights take.
+void releaseWeightPages(const void *begin, const void *end);
+
 /// The packed kernel this program runs ("AVX-512", "AVX2"), or null: every
 /// GEMM then goes to OpenBLAS. By default the AVX-512 kernel where the CPU
 /// has AVX-512, else none; CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 kernel
