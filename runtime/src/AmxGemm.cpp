@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -92,15 +93,16 @@ int64_t elementAt(const MatrixLayout &layout, int64_t r, int64_t c) {
   return layout.transposed ? r + c * layout.ld : r * layout.ld + c;
 }
 
-/// B (k x n) in panels of 32 columns: for panel p and step s of the sum,
-/// two tiles of 16 pairs of rows by 16 columns (see the top of the file),
-/// 1 KiB each, at ((p * steps + s) * 2 + t) * 512.
-std::vector<uint16_t> packB(const uint16_t *b, const MatrixLayout &layout,
-                            int64_t k, int64_t n) {
+/// B (k x n) into `out` in panels of 32 columns: for panel p and step s of
+/// the sum, two tiles of 16 pairs of rows by 16 columns (see the top of the
+/// file), 1 KiB each, at ((p * steps + s) * 2 + t) * 512; large ones shared
+/// among threads when `parallel`.
+void packB(const uint16_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
+           bool parallel, std::vector<uint16_t> &out) {
   const int64_t steps = roundUp(k, kStep) / kStep;
   const int64_t panels = roundUp(n, kBlock) / kBlock;
-  std::vector<uint16_t> out(panels * steps * 2 * 512, 0);
-#pragma omp parallel for schedule(static) if (k * n >= (1 << 18))
+  out.assign(panels * steps * 2 * 512, 0);
+#pragma omp parallel for schedule(static) if (parallel && k * n >= (1 << 18))
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t t = 0; t < 2; ++t) {
@@ -124,7 +126,6 @@ std::vector<uint16_t> packB(const uint16_t *b, const MatrixLayout &layout,
             line[j * 2] = row[j];
         }
       }
-  return out;
 }
 
 /// A weight's packed copy, made on its first GEMM and kept; the weight's
@@ -138,7 +139,7 @@ const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
   std::vector<uint16_t> &packed =
       cache[Key{b, k, n, layout.ld, layout.transposed}];
   if (packed.empty()) {
-    packed = packB(b, layout, k, n);
+    packB(b, layout, k, n, /*parallel=*/true, packed);
     releaseWeightPages(b, b + elementAt(layout, k - 1, n - 1) + 1);
   }
   return packed.data();
@@ -262,40 +263,40 @@ const char *cleave::rt::amxKernel() {
   return usable ? "AMX" : nullptr;
 }
 
-bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
-                             const uint16_t *a, const MatrixLayout &layoutA,
-                             const uint16_t *b, const MatrixLayout &layoutB,
-                             float *c, int64_t ldc, float beta,
-                             const float *bias) {
+namespace {
+
+/// Whether a GEMM of `m` rows with B at `b` runs on AMX, and whether B is a
+/// weight.
+bool takes(int64_t m, int64_t n, int64_t k, const uint16_t *b,
+           const MatrixLayout &layoutB, bool &weight) {
   if (!amxKernel() || m <= 0 || n <= 0 || k <= 0)
     return false;
-  const uint16_t *last = b + elementAt(layoutB, k - 1, n - 1);
-  const bool weight = inWeightMemory(b, last + 1);
-  if (!weight && m < kMinRowsToCopyB)
-    return false;
-  std::vector<uint16_t> ownB;
-  const uint16_t *packedB;
-  if (weight) {
-    packedB = packedWeight(b, layoutB, k, n);
-  } else {
-    ownB = packB(b, layoutB, k, n);
-    packedB = ownB.data();
-  }
-  thread_local std::vector<uint16_t> packedA;
-  packA(a, layoutA, m, k, packedA);
-  const Problem pb{m, n, k, packedA.data(), packedB, c, ldc, beta, bias};
-  const int64_t panels = roundUp(n, kBlock) / kBlock;
-  const int64_t rowBlocks = roundUp(m, kBlock) / kBlock;
-  const bool parallel =
-      panels > 1 && static_cast<double>(m) * n * k >= kParallelWork;
-  // Each thread loads the tile configuration for itself, and gives the
-  // tiles back when done.
+  weight = inWeightMemory(b, b + elementAt(layoutB, k - 1, n - 1) + 1);
+  return weight || m >= kMinRowsToCopyB;
+}
+
+/// B's tiles: a weight's kept copy, or B copied into `own`.
+const uint16_t *tilesOfB(const uint16_t *b, const MatrixLayout &layout,
+                         int64_t k, int64_t n, bool weight, bool parallel,
+                         std::vector<uint16_t> &own) {
+  if (weight)
+    return packedWeight(b, layout, k, n);
+  packB(b, layout, k, n, parallel, own);
+  return own.data();
+}
+
+/// Every block of C: threads share the panels when `parallel`, else this
+/// thread does them all. Each thread loads the tile configuration for
+/// itself, and gives the tiles back when done.
+void compute(const Problem &pb, bool parallel) {
+  const int64_t panels = roundUp(pb.n, kBlock) / kBlock;
+  const int64_t rowBlocks = roundUp(pb.m, kBlock) / kBlock;
+  const int64_t steps = roundUp(pb.k, kStep) / kStep;
+  const int64_t panelLines = steps * 2 * 1024 / 64;
 #pragma omp parallel if (parallel)
   {
     TileConfig config;
     _tile_loadconfig(&config);
-    const int64_t steps = roundUp(k, kStep) / kStep;
-    const int64_t panelLines = steps * 2 * 1024 / 64;
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p)
       for (int64_t r = 0; r < rowBlocks; ++r) {
@@ -303,11 +304,65 @@ bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
         const int64_t first = r * panelLines / rowBlocks;
         const int64_t last = (r + 1) * panelLines / rowBlocks;
         const char *next = reinterpret_cast<const char *>(
-                               packedB + (p + 1) * steps * 2 * 512) +
+                               pb.b + (p + 1) * steps * 2 * 512) +
                            first * 64;
         block(pb, p, r * kBlock, next, p + 1 < panels ? last - first : 0);
       }
     _tile_release();
+  }
+}
+
+} // namespace
+
+bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
+                             const uint16_t *a, const MatrixLayout &layoutA,
+                             const uint16_t *b, const MatrixLayout &layoutB,
+                             float *c, int64_t ldc, float beta,
+                             const float *bias) {
+  bool weight;
+  if (!takes(m, n, k, b, layoutB, weight))
+    return false;
+  std::vector<uint16_t> ownB;
+  const uint16_t *packedB =
+      tilesOfB(b, layoutB, k, n, weight, /*parallel=*/true, ownB);
+  thread_local std::vector<uint16_t> packedA;
+  packA(a, layoutA, m, k, packedA);
+  const int64_t panels = roundUp(n, kBlock) / kBlock;
+  compute(Problem{m, n, k, packedA.data(), packedB, c, ldc, beta, bias},
+          panels > 1 && static_cast<double>(m) * n * k >= kParallelWork);
+  return true;
+}
+
+bool cleave::rt::amxGemmBf16Batch(
+    int64_t count, int64_t m, int64_t n, int64_t k,
+    const MatrixLayout &layoutA, const MatrixLayout &layoutB, int64_t ldc,
+    float beta, const float *bias,
+    const std::function<Bf16GemmOperands(int64_t)> &operands,
+    const std::function<void(int64_t)> &finished) {
+  if (count <= 0)
+    return false;
+  // Every GEMM of the batch alike: B a weight in all or in none.
+  bool weight;
+  if (!takes(m, n, k, operands(0).b, layoutB, weight))
+    return false;
+  for (int64_t i = 1; i < count; ++i) {
+    bool other;
+    if (!takes(m, n, k, operands(i).b, layoutB, other) || other != weight)
+      return false;
+  }
+  const bool parallel = count > 1 && omp_get_max_threads() > 1 &&
+                        static_cast<double>(count) * m * n * k >= kParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < count; ++i) {
+    thread_local std::vector<uint16_t> ownB, packedA;
+    Bf16GemmOperands ops = operands(i);
+    const uint16_t *packedB =
+        tilesOfB(ops.b, layoutB, k, n, weight, /*parallel=*/false, ownB);
+    packA(ops.a, layoutA, m, k, packedA);
+    compute(Problem{m, n, k, packedA.data(), packedB, ops.c, ldc, beta, bias},
+            /*parallel=*/false);
+    if (finished)
+      finished(i);
   }
   return true;
 }

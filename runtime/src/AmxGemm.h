@@ -14,6 +14,7 @@
 #include "cleave/Runtime/GemmLayout.h"
 
 #include <cstdint>
+#include <functional>
 
 namespace cleave::rt {
 
@@ -32,6 +33,24 @@ bool amxGemmBf16(int64_t m, int64_t n, int64_t k, const uint16_t *a,
                  const MatrixLayout &layoutA, const uint16_t *b,
                  const MatrixLayout &layoutB, float *c, int64_t ldc,
                  float beta, const float *bias);
+
+/// Where one GEMM of a batch reads A and B and writes C.
+struct Bf16GemmOperands {
+  const uint16_t *a, *b;
+  float *c;
+};
+
+/// A batch of `count` GEMMs of one shape as amxGemmBf16 (attention's, one
+/// per head), `operands(i)` giving GEMM i's operands (called from any
+/// thread; the Cs must not overlap), and `finished(i)`, when given, called
+/// on the same thread once GEMM i's C is written. Threads take whole GEMMs,
+/// each copying its Bs into tiles of its own. Returns false, having done
+/// nothing, where amxGemmBf16 would refuse any of them.
+bool amxGemmBf16Batch(int64_t count, int64_t m, int64_t n, int64_t k,
+                      const MatrixLayout &layoutA, const MatrixLayout &layoutB,
+                      int64_t ldc, float beta, const float *bias,
+                      const std::function<Bf16GemmOperands(int64_t)> &operands,
+                      const std::function<void(int64_t)> &finished);
 
 } // namespace cleave::rt
 

@@ -70,6 +70,15 @@ bool distinctResults(const GemmCall &g) {
          (g.batch == 1 || g.c.batchStride != 0);
 }
 
+/// Where GEMM `index` (outer step index / batch, batch step index % batch)
+/// of a call of 16-bit operands reads A and B.
+std::pair<const uint16_t *, const uint16_t *>
+bf16Operands(const GemmCall &g, intptr_t a, intptr_t b, int64_t index) {
+  int64_t o = index / g.batch, i = index % g.batch;
+  return {reinterpret_cast<const uint16_t *>(a) + g.a.at(o) + i * g.a.batchStride,
+          reinterpret_cast<const uint16_t *>(b) + g.b.at(o) + i * g.b.batchStride};
+}
+
 CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
   return layout.transposed ? CblasTrans : CblasNoTrans;
 }
@@ -146,6 +155,18 @@ void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
                   pc + g.c.at(o) + i * g.c.batchStride};
             }))
       return;
+  if constexpr (Widen == bf16ToFloat)
+    if (g.outer * g.batch > 1 && distinctResults(g) &&
+        amxGemmBf16Batch(g.outer * g.batch, g.m, g.n, g.k, g.a.layout,
+                         g.b.layout, g.c.layout.ld, g.beta, pbias,
+                         [&](int64_t index) {
+                           auto [ai, bi] = bf16Operands(g, a, b, index);
+                           int64_t o = index / g.batch, i = index % g.batch;
+                           return Bf16GemmOperands{
+                               ai, bi, pc + g.c.at(o) + i * g.c.batchStride};
+                         },
+                         nullptr))
+      return;
   for (int64_t o = 0; o < g.outer; ++o)
     for (int64_t i = 0; i < g.batch; ++i)
       gemmAt<Element, Widen>(g, a, b, o, i, pc + g.c.at(o) + i * g.c.batchStride,
@@ -161,15 +182,38 @@ void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   });
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
   uint16_t *pc = reinterpret_cast<uint16_t *>(c);
+  // GEMM `index` rounded from `scratch` (m x n) into its C.
+  auto round = [&](int64_t index, const float *scratch) {
+    int64_t o = index / g.batch, i = index % g.batch;
+    uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        ci[r * g.c.layout.ld + j] = Narrow(scratch[r * n + j]);
+  };
+  if constexpr (Widen == bf16ToFloat) {
+    // On AMX, threads take GEMMs, each into a scratch matrix of its own.
+    auto scratchOfThread = [&]() {
+      thread_local std::vector<float> scratch;
+      scratch.resize(m * n);
+      return scratch.data();
+    };
+    if (g.outer * g.batch > 1 && distinctResults(g) &&
+        amxGemmBf16Batch(
+            g.outer * g.batch, g.m, g.n, g.k, g.a.layout, g.b.layout, n, 0.0f,
+            nullptr,
+            [&](int64_t index) {
+              auto [ai, bi] = bf16Operands(g, a, b, index);
+              return Bf16GemmOperands{ai, bi, scratchOfThread()};
+            },
+            [&](int64_t index) { round(index, scratchOfThread()); }))
+      return;
+  }
   std::vector<float> scratch(m * n);
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t i = 0; i < g.batch; ++i) {
-      gemmAt<uint16_t, Widen>(g, a, b, o, i, scratch.data(), n, 0.0f, nullptr);
-      uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t j = 0; j < n; ++j)
-          ci[r * g.c.layout.ld + j] = Narrow(scratch[r * n + j]);
-    }
+  for (int64_t index = 0; index < g.outer * g.batch; ++index) {
+    gemmAt<uint16_t, Widen>(g, a, b, index / g.batch, index % g.batch,
+                            scratch.data(), n, 0.0f, nullptr);
+    round(index, scratch.data());
+  }
 }
 
 } // namespace

@@ -5,10 +5,11 @@
 // transposed with padded lines, rows of C wider than the GEMM (their other
 // columns must stay untouched), a bias, beta, one and two threads, a B in the
 // weights (copied once: a second call with another A reads the kept copy)
-// and one outside them. The operands are bfloat16 values, so their products
-// are exact in float64; every element is held to the float32 rounding bound
-// of its sum. Prints the kernel and one line per case; exits non-zero on a
-// mismatch. With --probe, prints only the kernel.
+// and one outside them, and a batch of GEMMs shared by threads. The
+// operands are bfloat16 values, so their products are exact in float64;
+// every element is held to the float32 rounding bound of its sum. Prints
+// the kernel and one line per case; exits non-zero on a mismatch. With
+// --probe, prints only the kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -124,6 +125,41 @@ int main(int argc, char **argv) {
     std::vector<float> bias = randoms(c.n);
     bool passed = check(c, randomBf16(c.sizeA()).data(), b, out, bias) &&
                   check(c, randomBf16(c.sizeA()).data(), b, out, bias);
+    std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
+    ok &= passed;
+  }
+
+  // A batch (attention's heads): three GEMMs on two threads, each B its
+  // own and outside the weights, each checked; `finished` called once a
+  // GEMM, on the thread that wrote its C (the rounded entries round there).
+  {
+    const Case c{{"batch: 3 x 40x70x100, B transposed, bias, 2 threads", 40,
+                  70, 100, false, true, 0, 1, 2, true, 0.0f, 2},
+                 false};
+    std::vector<std::vector<uint16_t>> as, bs;
+    std::vector<std::vector<float>> outs, befores;
+    for (int i = 0; i < 3; ++i) {
+      as.push_back(randomBf16(c.sizeA()));
+      bs.push_back(randomBf16(c.sizeB()));
+      outs.push_back(randoms(c.m * c.ldc()));
+      befores.push_back(outs.back());
+    }
+    std::vector<float> bias = randoms(c.n);
+    std::vector<int> finishedOnce(3, 0);
+    omp_set_num_threads(c.threads);
+    bool passed = amxGemmBf16Batch(
+        3, c.m, c.n, c.k, c.layoutA(), c.layoutB(), c.ldc(), c.beta,
+        bias.data(),
+        [&](int64_t i) {
+          return Bf16GemmOperands{as[i].data(), bs[i].data(), outs[i].data()};
+        },
+        [&](int64_t i) { ++finishedOnce[i]; });
+    for (int i = 0; i < 3 && passed; ++i)
+      passed = finishedOnce[i] == 1 &&
+               test::agreesWithReference(
+                   c, [&](int64_t e) { return double(bf16ToFloat(as[i][e])); },
+                   [&](int64_t e) { return double(bf16ToFloat(bs[i][e])); },
+                   outs[i].data(), befores[i].data(), bias);
     std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
     ok &= passed;
   }
