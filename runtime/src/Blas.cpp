@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <unistd.h>
 #include <vector>
@@ -70,15 +71,6 @@ bool distinctResults(const GemmCall &g) {
          (g.batch == 1 || g.c.batchStride != 0);
 }
 
-/// Where GEMM `index` (outer step index / batch, batch step index % batch)
-/// of a call of 16-bit operands reads A and B.
-std::pair<const uint16_t *, const uint16_t *>
-bf16Operands(const GemmCall &g, intptr_t a, intptr_t b, int64_t index) {
-  int64_t o = index / g.batch, i = index % g.batch;
-  return {reinterpret_cast<const uint16_t *>(a) + g.a.at(o) + i * g.a.batchStride,
-          reinterpret_cast<const uint16_t *>(b) + g.b.at(o) + i * g.b.batchStride};
-}
-
 CBLAS_TRANSPOSE trans(const MatrixLayout &layout) {
   return layout.transposed ? CblasTrans : CblasNoTrans;
 }
@@ -95,17 +87,15 @@ GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
   }
 }
 
-/// GEMM (o, i) of the call into the float32 matrix at `ci` (rows `ldc`
+/// GEMM `index` of the call into the float32 matrix at `ci` (rows `ldc`
 /// apart), added to beta times what it holds, after `bias` (when not null)
 /// is written there; `Element` is A's and B's storage (float, or uint16_t
 /// widened by `Widen`).
 template <typename Element, float (*Widen)(uint16_t)>
-void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t o, int64_t i,
+void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t index,
             float *ci, int64_t ldc, float beta, const float *bias) {
-  const Element *ai =
-      reinterpret_cast<const Element *>(a) + g.a.at(o) + i * g.a.batchStride;
-  const Element *bi =
-      reinterpret_cast<const Element *>(b) + g.b.at(o) + i * g.b.batchStride;
+  const Element *ai = reinterpret_cast<const Element *>(a) + g.at(index).a;
+  const Element *bi = reinterpret_cast<const Element *>(b) + g.at(index).b;
   if constexpr (std::is_same_v<Element, float>) {
     if (packedSgemm(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, ldc,
                     beta, bias))
@@ -141,36 +131,35 @@ void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   float *pc = reinterpret_cast<float *>(c);
   const float *pbias =
       g.bias ? reinterpret_cast<const float *>(bias) + g.offsetBias : nullptr;
+  // GEMM `index`'s operands, A and B as `Element`.
+  auto operands = [&](int64_t index) {
+    GemmOffsets at = g.at(index);
+    return std::make_tuple(reinterpret_cast<const Element *>(a) + at.a,
+                           reinterpret_cast<const Element *>(b) + at.b,
+                           pc + at.c);
+  };
   if constexpr (std::is_same_v<Element, float>)
     if (distinctResults(g) &&
-        packedSgemmBatch(
-            g.outer * g.batch, g.m, g.n, g.k, g.a.layout, g.b.layout,
-            g.c.layout.ld, g.beta, pbias, [&](int64_t index) {
-              int64_t o = index / g.batch, i = index % g.batch;
-              return GemmOperands{
-                  reinterpret_cast<const float *>(a) + g.a.at(o) +
-                      i * g.a.batchStride,
-                  reinterpret_cast<const float *>(b) + g.b.at(o) +
-                      i * g.b.batchStride,
-                  pc + g.c.at(o) + i * g.c.batchStride};
-            }))
+        packedSgemmBatch(g.count(), g.m, g.n, g.k, g.a.layout, g.b.layout,
+                         g.c.layout.ld, g.beta, pbias, [&](int64_t index) {
+                           auto [ai, bi, ci] = operands(index);
+                           return GemmOperands{ai, bi, ci};
+                         }))
       return;
   if constexpr (Widen == bf16ToFloat)
-    if (g.outer * g.batch > 1 && distinctResults(g) &&
-        amxGemmBf16Batch(g.outer * g.batch, g.m, g.n, g.k, g.a.layout,
-                         g.b.layout, g.c.layout.ld, g.beta, pbias,
-                         [&](int64_t index) {
-                           auto [ai, bi] = bf16Operands(g, a, b, index);
-                           int64_t o = index / g.batch, i = index % g.batch;
-                           return Bf16GemmOperands{
-                               ai, bi, pc + g.c.at(o) + i * g.c.batchStride};
-                         },
-                         nullptr))
+    if (g.count() > 1 && distinctResults(g) &&
+        amxGemmBf16Batch(
+            g.count(), g.m, g.n, g.k, g.a.layout, g.b.layout, g.c.layout.ld,
+            g.beta, pbias,
+            [&](int64_t index) {
+              auto [ai, bi, ci] = operands(index);
+              return Bf16GemmOperands{ai, bi, ci};
+            },
+            nullptr))
       return;
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t i = 0; i < g.batch; ++i)
-      gemmAt<Element, Widen>(g, a, b, o, i, pc + g.c.at(o) + i * g.c.batchStride,
-                             g.c.layout.ld, g.beta, pbias);
+  for (int64_t index = 0; index < g.count(); ++index)
+    gemmAt<Element, Widen>(g, a, b, index, pc + g.at(index).c, g.c.layout.ld,
+                           g.beta, pbias);
 }
 
 /// The _rounded entries: each GEMM into a packed float32 scratch matrix,
@@ -184,8 +173,7 @@ void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   uint16_t *pc = reinterpret_cast<uint16_t *>(c);
   // GEMM `index` rounded from `scratch` (m x n) into its C.
   auto round = [&](int64_t index, const float *scratch) {
-    int64_t o = index / g.batch, i = index % g.batch;
-    uint16_t *ci = pc + g.c.at(o) + i * g.c.batchStride;
+    uint16_t *ci = pc + g.at(index).c;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j)
         ci[r * g.c.layout.ld + j] = Narrow(scratch[r * n + j]);
@@ -197,21 +185,23 @@ void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
       scratch.resize(m * n);
       return scratch.data();
     };
-    if (g.outer * g.batch > 1 && distinctResults(g) &&
+    if (g.count() > 1 && distinctResults(g) &&
         amxGemmBf16Batch(
-            g.outer * g.batch, g.m, g.n, g.k, g.a.layout, g.b.layout, n, 0.0f,
+            g.count(), g.m, g.n, g.k, g.a.layout, g.b.layout, n, 0.0f,
             nullptr,
             [&](int64_t index) {
-              auto [ai, bi] = bf16Operands(g, a, b, index);
-              return Bf16GemmOperands{ai, bi, scratchOfThread()};
+              GemmOffsets at = g.at(index);
+              return Bf16GemmOperands{
+                  reinterpret_cast<const uint16_t *>(a) + at.a,
+                  reinterpret_cast<const uint16_t *>(b) + at.b,
+                  scratchOfThread()};
             },
             [&](int64_t index) { round(index, scratchOfThread()); }))
       return;
   }
   std::vector<float> scratch(m * n);
-  for (int64_t index = 0; index < g.outer * g.batch; ++index) {
-    gemmAt<uint16_t, Widen>(g, a, b, index / g.batch, index % g.batch,
-                            scratch.data(), n, 0.0f, nullptr);
+  for (int64_t index = 0; index < g.count(); ++index) {
+    gemmAt<uint16_t, Widen>(g, a, b, index, scratch.data(), n, 0.0f, nullptr);
     round(index, scratch.data());
   }
 }

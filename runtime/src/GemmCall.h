@@ -27,6 +27,11 @@ struct GemmOperand {
   int64_t at(int64_t o) const { return offset + o * outerStride; }
 };
 
+/// Where one GEMM of a call starts in A, B and C (element offsets).
+struct GemmOffsets {
+  int64_t a, b, c;
+};
+
 struct GemmCall {
   int64_t outer, batch, m, n, k;
   GemmOperand a, b, c;
@@ -34,6 +39,16 @@ struct GemmCall {
   bool bias;
   int64_t offsetBias;
   float beta;
+
+  /// The call's GEMMs: outer * batch of them.
+  int64_t count() const { return outer * batch; }
+  /// Where GEMM `index` (outer step index / batch, batch step index % batch)
+  /// starts.
+  GemmOffsets at(int64_t index) const {
+    int64_t o = index / batch, i = index % batch;
+    return {a.at(o) + i * a.batchStride, b.at(o) + i * b.batchStride,
+            c.at(o) + i * c.batchStride};
+  }
 };
 
 /// The call's arguments decoded; RuntimeError naming the operand when BLAS
