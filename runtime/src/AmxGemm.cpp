@@ -101,7 +101,8 @@ void packB(const uint16_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
            bool parallel, std::vector<uint16_t> &out) {
   const int64_t steps = roundUp(k, kStep) / kStep;
   const int64_t panels = roundUp(n, kBlock) / kBlock;
-  out.assign(panels * steps * 2 * 512, 0);
+  // Only tiles cut short (past B's last column or row) need zeros.
+  out.resize(panels * steps * 2 * 512);
 #pragma omp parallel for schedule(static) if (parallel && k * n >= (1 << 18))
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t s = 0; s < steps; ++s)
@@ -110,6 +111,8 @@ void packB(const uint16_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
         const int64_t col0 = p * kBlock + t * 16, row0 = s * kStep;
         const int64_t cols = std::clamp<int64_t>(n - col0, 0, 16);
         const int64_t pairRows = std::min<int64_t>(kStep, k - row0);
+        if (cols < 16 || pairRows < kStep)
+          std::memset(tile, 0, 512 * sizeof(uint16_t));
         if (layout.transposed) {
           // Down a column, along its contiguous rows.
           for (int64_t j = 0; j < cols; ++j) {
@@ -153,13 +156,15 @@ void packA(const uint16_t *a, const MatrixLayout &layout, int64_t m, int64_t k,
            std::vector<uint16_t> &out) {
   const int64_t steps = roundUp(k, kStep) / kStep;
   const int64_t rowTiles = roundUp(m, kBlock) / kTileRows;
-  out.assign(rowTiles * steps * 512, 0);
-  for (int64_t i = 0; i < m; ++i) {
+  out.resize(rowTiles * steps * 512);
+  for (int64_t i = 0; i < rowTiles * kTileRows; ++i) {
     uint16_t *tileRow = out.data() + (i / kTileRows) * steps * 512 +
                         (i % kTileRows) * kStep;
     for (int64_t s = 0; s < steps; ++s) {
-      int64_t length = std::min(kStep, k - s * kStep);
+      int64_t length = i < m ? std::min(kStep, k - s * kStep) : 0;
       uint16_t *to = tileRow + s * 512;
+      // Zeros past A's rows and sum: only there.
+      std::fill(to + length, to + kStep, uint16_t(0));
       if (!layout.transposed) {
         std::memcpy(to, a + i * layout.ld + s * kStep,
                     length * sizeof(uint16_t));

@@ -5,11 +5,11 @@
 // transposed with padded lines, rows of C wider than the GEMM (their other
 // columns must stay untouched), a bias, beta, one and two threads, a B in the
 // weights (copied once: a second call with another A reads the kept copy)
-// and one outside them, and a batch of GEMMs shared by threads. The
-// operands are bfloat16 values, so their products are exact in float64;
-// every element is held to the float32 rounding bound of its sum. Prints
-// the kernel and one line per case; exits non-zero on a mismatch. With
-// --probe, prints only the kernel.
+// and one outside them, padding that stays zeros after a GEMM of NaNs, and
+// a batch of GEMMs shared by threads. The operands are bfloat16 values, so
+// their products are exact in float64; every element is held to the
+// float32 rounding bound of its sum. Prints the kernel and one line per
+// case; exits non-zero on a mismatch. With --probe, prints only the kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +33,9 @@ namespace {
 /// A case, and whether its B lies in the weights.
 struct Case : test::GemmCase {
   bool weightB;
+  /// Whether a GEMM of NaNs runs first: the buffers it leaves behind must
+  /// not reach this case's padding (zeros times NaN would be NaN).
+  bool afterNaNs = false;
 
   size_t sizeA() const { return linesA() * lda(); }
   size_t sizeB() const { return linesB() * ldb(); }
@@ -93,6 +96,10 @@ int main(int argc, char **argv) {
       {{"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64,
         130, false, true, 0, 2, 0, true, 0.0f, 2},
        false},
+      {{"after a GEMM of NaNs, 13x20x45, B a weight", 13, 20, 45, false,
+        false, 0, 0, 0, false, 0.0f, 1},
+       true,
+       true},
   };
   // The weights' Bs, one after another in one mapped file (two bfloat16
   // values a float).
@@ -120,6 +127,15 @@ int main(int argc, char **argv) {
     if (!c.weightB) {
       heapB = randomBf16(c.sizeB());
       b = heapB.data();
+    }
+    if (c.afterNaNs) {
+      // 64 rows by a sum of 96, every operand NaN, on this thread.
+      std::vector<uint16_t> nans(64 * 96, 0x7fc0);
+      std::vector<float> sink(64 * 64);
+      omp_set_num_threads(1);
+      amxGemmBf16(64, 64, 96, nans.data(), MatrixLayout{false, 96},
+                  nans.data(), MatrixLayout{false, 64}, sink.data(), 64, 0.0f,
+                  nullptr);
     }
     std::vector<float> out = randoms(c.m * c.ldc());
     std::vector<float> bias = randoms(c.n);
