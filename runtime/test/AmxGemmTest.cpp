@@ -1,15 +1,16 @@
 //===- AmxGemmTest.cpp - The AMX bfloat16 GEMM against a float64 reference ===//
 //
 // Checks amxGemmBf16 on shapes that take every path: blocks and panels cut
-// short (rows, columns and sums not multiples of 32), A and B stored
-// transposed with padded lines, rows of C wider than the GEMM (their other
-// columns must stay untouched), a bias, beta, one and two threads, a B in the
-// weights (copied once: a second call with another A reads the kept copy)
-// and one outside them, padding that stays zeros after a GEMM of NaNs, and
-// a batch of GEMMs shared by threads. The operands are bfloat16 values, so
-// their products are exact in float64; every element is held to the
-// float32 rounding bound of its sum. Prints the kernel and one line per
-// case; exits non-zero on a mismatch. With --probe, prints only the kernel.
+// short (rows, columns and sums not multiples of 32), sums short enough to
+// go row block by row block, A and B stored transposed with padded lines,
+// rows of C wider than the GEMM (their other columns must stay untouched),
+// a bias, beta, one and two threads, a B in the weights (copied once: a
+// second call with another A reads the kept copy) and one outside them,
+// padding that stays zeros after a GEMM of NaNs, and a batch of GEMMs
+// shared by threads. The operands are bfloat16 values, so their products
+// are exact in float64; every element is held to the float32 rounding bound
+// of its sum. Prints the kernel and one line per case; exits non-zero on a
+// mismatch. With --probe, prints only the kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +97,9 @@ int main(int argc, char **argv) {
       {{"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64,
         130, false, true, 0, 2, 0, true, 0.0f, 2},
        false},
+      {{"short sum 100x300x64 (row blocks outside), bias, 2 threads, B a "
+        "weight", 100, 300, 64, false, false, 0, 0, 3, true, 0.0f, 2},
+       true},
       {{"after a GEMM of NaNs, 13x20x45, B a weight", 13, 20, 45, false,
         false, 0, 0, 0, false, 0.0f, 1},
        true,
