@@ -12,7 +12,9 @@
 // A into whole tiles, its rows padded to a multiple of 32, so tiles never
 // read past an operand. Threads take panels; each goes down all of A's row
 // blocks with its panel in cache, bringing the next panel into L2 as it
-// goes. A whole block of C that starts from zero, the bias or C itself is
+// goes (a sum of a few steps goes the other way, row blocks outside, so
+// that C is written along its rows). A batch of GEMMs is shared by GEMMs
+// instead. A whole block of C that starts from zero, the bias or C itself is
 // loaded into and stored from the tiles directly; any other (cut short, or
 // with both a bias and beta * C) goes through a scratch block.
 //
