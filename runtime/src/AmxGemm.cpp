@@ -93,11 +93,6 @@ struct alignas(64) TileConfig {
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-/// Element (r, c) of a matrix laid out as `layout`, from its start.
-int64_t elementAt(const MatrixLayout &layout, int64_t r, int64_t c) {
-  return layout.transposed ? r + c * layout.ld : r * layout.ld + c;
-}
-
 /// B (k x n) into `out` in panels of 32 columns: for panel p and step s of
 /// the sum, two tiles of 16 pairs of rows by 16 columns (see the top of the
 /// file), 1 KiB each, at ((p * steps + s) * 2 + t) * 512; large ones shared
@@ -148,7 +143,7 @@ const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
       cache[Key{b, k, n, layout.ld, layout.transposed}];
   if (packed.empty()) {
     packB(b, layout, k, n, /*parallel=*/true, packed);
-    releaseWeightPages(b, b + elementAt(layout, k - 1, n - 1) + 1);
+    releaseWeightPages(b, b + layout.extent(k, n));
   }
   return packed.data();
 }
@@ -281,7 +276,7 @@ bool takes(int64_t m, int64_t n, int64_t k, const uint16_t *b,
            const MatrixLayout &layoutB, bool &weight) {
   if (!amxKernel() || m <= 0 || n <= 0 || k <= 0)
     return false;
-  weight = inWeightMemory(b, b + elementAt(layoutB, k - 1, n - 1) + 1);
+  weight = inWeightMemory(b, b + layoutB.extent(k, n));
   return weight || m >= kMinRowsToCopyB;
 }
 

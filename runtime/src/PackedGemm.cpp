@@ -335,16 +335,10 @@ PackedB pack(const float *b, const MatrixLayout &layout, int64_t k, int64_t n,
   return data;
 }
 
-/// The element of B (k x n, `layout`) that lies furthest from its start.
-int64_t lastElementOf(const MatrixLayout &layout, int64_t k, int64_t n) {
-  return layout.transposed ? (n - 1) * layout.ld + (k - 1)
-                           : (k - 1) * layout.ld + (n - 1);
-}
-
 /// Whether B (k x n, `layout`, at `b`) lies in the weight memory.
 bool inWeights(const float *b, const MatrixLayout &layout, int64_t k,
                int64_t n) {
-  return cleave::rt::inWeightMemory(b, b + lastElementOf(layout, k, n) + 1);
+  return cleave::rt::inWeightMemory(b, b + layout.extent(k, n));
 }
 
 /// The packed copy of weight `b` for `kern`, made on the weight's second
@@ -352,12 +346,9 @@ bool inWeights(const float *b, const MatrixLayout &layout, int64_t k,
 /// run, as `cleave-run` does for one input, would pay for packing and not
 /// gain from it), and, said once, when memory for it cannot be had (the
 /// weight then stays on OpenBLAS, not asked for again). After packing, the
-/// weight's own pages are given back (the mapping is of a file, read-only:
-/// a later read of them reads the file again), so the copy does not double
-/// the memory weights take.
+/// weight's own pages are given back (releaseWeightPages).
 const float *packedWeight(const Kernel &kern, const float *b,
-                          const MatrixLayout &layout, int64_t k, int64_t n,
-                          int64_t lastElement) {
+                          const MatrixLayout &layout, int64_t k, int64_t n) {
   struct Entry {
     int uses = 0;
     PackedB data;
@@ -381,7 +372,7 @@ const float *packedWeight(const Kernel &kern, const float *b,
                    (long long)k, (long long)n);
     return nullptr;
   }
-  releaseWeightPages(b, b + lastElement + 1);
+  releaseWeightPages(b, b + layout.extent(k, n));
   return entry.data.get();
 }
 
@@ -609,8 +600,7 @@ bool cleave::rt::packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
   const Kernel *kern = kernel();
   if (!kern || m <= 0 || n <= 0 || k <= 0 || !inWeights(b, layoutB, k, n))
     return false;
-  const float *packed =
-      packedWeight(*kern, b, layoutB, k, n, lastElementOf(layoutB, k, n));
+  const float *packed = packedWeight(*kern, b, layoutB, k, n);
   if (!packed)
     return false;
   run(*kern, Problem{m, n, k, a, layoutA, packed, c, ldc, beta, bias});

@@ -58,7 +58,8 @@ template <typename ValueA, typename ValueB>
 bool agreesWithReference(const GemmCase &c, ValueA valueA, ValueB valueB,
                          const float *out, const float *before,
                          const std::vector<float> &bias) {
-  const int64_t lda = c.lda(), ldb = c.ldb(), ldc = c.ldc();
+  const MatrixLayout layoutA = c.layoutA(), layoutB = c.layoutB();
+  const int64_t ldc = c.ldc();
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       float got = out[i * ldc + j];
@@ -72,8 +73,8 @@ bool agreesWithReference(const GemmCase &c, ValueA valueA, ValueB valueB,
       }
       double sum = 0, magnitude = 0;
       for (int64_t s = 0; s < c.k; ++s) {
-        double x = valueA(c.transA ? i + s * lda : i * lda + s);
-        double y = valueB(c.transB ? s + j * ldb : s * ldb + j);
+        double x = valueA(layoutA.at(i, s));
+        double y = valueB(layoutB.at(s, j));
         sum += x * y;
         magnitude += std::fabs(x * y);
       }

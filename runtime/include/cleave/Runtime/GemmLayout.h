@@ -22,6 +22,16 @@ namespace cleave::rt {
 struct MatrixLayout {
   bool transposed = false;
   int64_t ld = 0;
+
+  /// Element (r, c)'s offset from the matrix's start.
+  int64_t at(int64_t r, int64_t c) const {
+    return transposed ? r + c * ld : r * ld + c;
+  }
+  /// Elements from the start of a `rows` x `cols` matrix to just past its
+  /// last one.
+  int64_t extent(int64_t rows, int64_t cols) const {
+    return at(rows - 1, cols - 1) + 1;
+  }
 };
 
 /// The layout of a `rows` x `cols` matrix with the given element strides, or
