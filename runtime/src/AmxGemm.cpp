@@ -30,12 +30,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace cleave::rt;
@@ -132,20 +135,36 @@ void packB(const uint16_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
 }
 
 /// A weight's packed copy, made on its first GEMM and kept; the weight's
-/// own pages are then given back.
+/// own pages are then given back. Null, said once, when memory for it
+/// cannot be had: the weight's GEMMs then widen their operands for
+/// OpenBLAS, and it is not asked for again.
 const uint16_t *packedWeight(const uint16_t *b, const MatrixLayout &layout,
                              int64_t k, int64_t n) {
   using Key = std::tuple<const uint16_t *, int64_t, int64_t, int64_t, bool>;
+  struct Entry {
+    bool tried = false;
+    std::vector<uint16_t> tiles;
+  };
   static std::mutex mutex;
-  static std::map<Key, std::vector<uint16_t>> cache;
+  static std::map<Key, Entry> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  std::vector<uint16_t> &packed =
-      cache[Key{b, k, n, layout.ld, layout.transposed}];
-  if (packed.empty()) {
-    packB(b, layout, k, n, /*parallel=*/true, packed);
-    releaseWeightPages(b, b + layout.extent(k, n));
+  Entry &entry = cache[Key{b, k, n, layout.ld, layout.transposed}];
+  if (!std::exchange(entry.tried, true)) {
+    try {
+      packB(b, layout, k, n, /*parallel=*/true, entry.tiles);
+      releaseWeightPages(b, b + layout.extent(k, n));
+    } catch (const std::bad_alloc &) {
+      entry.tiles = {};
+      static bool said = false;
+      if (!std::exchange(said, true))
+        std::fprintf(stderr,
+                     "cleave-run: warning: no memory to copy a %lld x %lld "
+                     "bfloat16 weight for AMX; such weights' GEMMs widen "
+                     "their operands for OpenBLAS\n",
+                     (long long)k, (long long)n);
+    }
   }
-  return packed.data();
+  return entry.tiles.empty() ? nullptr : entry.tiles.data();
 }
 
 /// A (m x k) in tiles: for each 16 rows and each step of 32 along the sum,
@@ -280,7 +299,8 @@ bool takes(int64_t m, int64_t n, int64_t k, const uint16_t *b,
   return weight || m >= kMinRowsToCopyB;
 }
 
-/// B's tiles: a weight's kept copy, or B copied into `own`.
+/// B's tiles: a weight's kept copy (null if there is none), or B copied
+/// into `own`.
 const uint16_t *tilesOfB(const uint16_t *b, const MatrixLayout &layout,
                          int64_t k, int64_t n, bool weight, bool parallel,
                          std::vector<uint16_t> &own) {
@@ -341,6 +361,8 @@ bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
   std::vector<uint16_t> ownB;
   const uint16_t *packedB =
       tilesOfB(b, layoutB, k, n, weight, /*parallel=*/true, ownB);
+  if (!packedB)
+    return false;
   thread_local std::vector<uint16_t> packedA;
   packA(a, layoutA, m, k, packedA);
   const int64_t panels = roundUp(n, kBlock) / kBlock;
@@ -357,28 +379,43 @@ bool cleave::rt::amxGemmBf16Batch(
     const std::function<void(int64_t)> &finished) {
   if (count <= 0)
     return false;
-  // Every GEMM of the batch alike: B a weight in all or in none.
+  // Every GEMM of the batch alike: B a weight in all or in none, and the
+  // weights copied before any C is written (a copy that cannot be had
+  // leaves the whole batch to OpenBLAS).
   bool weight;
   if (!takes(m, n, k, operands(0).b, layoutB, weight))
     return false;
-  for (int64_t i = 1; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     bool other;
-    if (!takes(m, n, k, operands(i).b, layoutB, other) || other != weight)
+    const uint16_t *b = operands(i).b;
+    if (!takes(m, n, k, b, layoutB, other) || other != weight ||
+        (weight && !packedWeight(b, layoutB, k, n)))
       return false;
   }
   const bool parallel = count > 1 && omp_get_max_threads() > 1 &&
                         static_cast<double>(count) * m * n * k >= kParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < count; ++i) {
+#pragma omp parallel if (parallel)
+  {
     thread_local std::vector<uint16_t> ownB, packedA;
-    Bf16GemmOperands ops = operands(i);
-    const uint16_t *packedB =
-        tilesOfB(ops.b, layoutB, k, n, weight, /*parallel=*/false, ownB);
-    packA(ops.a, layoutA, m, k, packedA);
-    compute(Problem{m, n, k, packedA.data(), packedB, ops.c, ldc, beta, bias},
-            /*parallel=*/false);
-    if (finished)
-      finished(i);
+    // The B whose tiles this thread holds: GEMMs that share a B
+    // (grouped-query attention's repeated key/value heads, a batch stride
+    // of 0) copy it once.
+    const uint16_t *copied = nullptr, *packedB = nullptr;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < count; ++i) {
+      Bf16GemmOperands ops = operands(i);
+      if (ops.b != copied) {
+        packedB =
+            tilesOfB(ops.b, layoutB, k, n, weight, /*parallel=*/false, ownB);
+        copied = ops.b;
+      }
+      packA(ops.a, layoutA, m, k, packedA);
+      compute(
+          Problem{m, n, k, packedA.data(), packedB, ops.c, ldc, beta, bias},
+          /*parallel=*/false);
+      if (finished)
+        finished(i);
+    }
   }
   return true;
 }

@@ -6,11 +6,12 @@
 // rows of C wider than the GEMM (their other columns must stay untouched),
 // a bias, beta, one and two threads, a B in the weights (copied once: a
 // second call with another A reads the kept copy) and one outside them,
-// padding that stays zeros after a GEMM of NaNs, and a batch of GEMMs
-// shared by threads. The operands are bfloat16 values, so their products
-// are exact in float64; every element is held to the float32 rounding bound
-// of its sum. Prints the kernel and one line per case; exits non-zero on a
-// mismatch. With --probe, prints only the kernel.
+// padding that stays zeros after a GEMM of NaNs, and batches of GEMMs
+// shared by threads (one with a B all its GEMMs read). The operands are
+// bfloat16 values, so their products are exact in float64; every element is
+// held to the float32 rounding bound of its sum. Prints the kernel and one
+// line per case; exits non-zero on a mismatch. With --probe, prints only
+// the kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,36 +150,53 @@ int main(int argc, char **argv) {
     ok &= passed;
   }
 
-  // A batch (attention's heads): three GEMMs on two threads, each B its
-  // own and outside the weights, each checked; `finished` called once a
-  // GEMM, on the thread that wrote its C (the rounded entries round there).
-  {
-    const Case c{{"batch: 3 x 40x70x100, B transposed, bias, 2 threads", 40,
-                  70, 100, false, true, 0, 1, 2, true, 0.0f, 2},
-                 false};
+  // Batches (attention's heads) on two threads, each GEMM checked and
+  // `finished` called once for each, on the thread that wrote its C (the
+  // rounded entries round there): three GEMMs, each B its own and outside
+  // the weights; six that read one B (grouped-query attention's repeated
+  // key/value heads), which a thread copies once.
+  struct Batch {
+    Case c;
+    int count;
+    bool sharedB;
+  };
+  const Batch batches[] = {
+      {{{"batch: 3 x 40x70x100, B transposed, bias, 2 threads", 40, 70, 100,
+         false, true, 0, 1, 2, true, 0.0f, 2},
+        false},
+       3,
+       false},
+      {{{"batch: 6 x 40x70x100, one B for all, 2 threads", 40, 70, 100, false,
+         true, 0, 1, 2, false, 0.0f, 2},
+        false},
+       6,
+       true},
+  };
+  for (const auto &[c, count, sharedB] : batches) {
     std::vector<std::vector<uint16_t>> as, bs;
     std::vector<std::vector<float>> outs, befores;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < count; ++i) {
       as.push_back(randomBf16(c.sizeA()));
       bs.push_back(randomBf16(c.sizeB()));
       outs.push_back(randoms(c.m * c.ldc()));
       befores.push_back(outs.back());
     }
+    auto bOf = [&](int64_t i) { return bs[sharedB ? 0 : i].data(); };
     std::vector<float> bias = randoms(c.n);
-    std::vector<int> finishedOnce(3, 0);
+    std::vector<int> finishedOnce(count, 0);
     omp_set_num_threads(c.threads);
     bool passed = amxGemmBf16Batch(
-        3, c.m, c.n, c.k, c.layoutA(), c.layoutB(), c.ldc(), c.beta,
-        bias.data(),
+        count, c.m, c.n, c.k, c.layoutA(), c.layoutB(), c.ldc(), c.beta,
+        c.bias ? bias.data() : nullptr,
         [&](int64_t i) {
-          return Bf16GemmOperands{as[i].data(), bs[i].data(), outs[i].data()};
+          return Bf16GemmOperands{as[i].data(), bOf(i), outs[i].data()};
         },
         [&](int64_t i) { ++finishedOnce[i]; });
-    for (int i = 0; i < 3 && passed; ++i)
+    for (int i = 0; i < count && passed; ++i)
       passed = finishedOnce[i] == 1 &&
                test::agreesWithReference(
                    c, [&](int64_t e) { return double(bf16ToFloat(as[i][e])); },
-                   [&](int64_t e) { return double(bf16ToFloat(bs[i][e])); },
+                   [&](int64_t e) { return double(bf16ToFloat(bOf(i)[e])); },
                    outs[i].data(), befores[i].data(), bias);
     std::printf("%s: %s\n", c.name, passed ? "ok" : "FAILED");
     ok &= passed;
