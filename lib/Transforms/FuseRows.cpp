@@ -54,7 +54,7 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
         indices(b, loc, chain.rows), SmallVector<Value>(rank, index(b, loc, 1)),
         [&](OpBuilder &lb, Location loc, ValueRange row) {
           RowMemory memory;
-          memory.rank = row.size();
+          memory.rank = rank;
           for (const RowBuffer &buffer : scratch) {
             auto alloca = memref::AllocaOp::create(
                 lb, loc,
@@ -73,11 +73,10 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
   /// The buffers the chain writes that need not exist beyond a row
   /// (rowBuffers): allocated here and read by nothing after the chain
   /// (liveAfter says both), and written a row whole before the chain reads
-  /// it. Each row lives in a
-  /// buffer of one row on the stack of the thread that runs it (as many as
-  /// fit in `kMaxRowBytes`), and the whole buffer is never written: a
-  /// 1024-token softmax's scaled scores and exponentials (48 MiB each, 12
-  /// heads) stay in the cache.
+  /// it. Each row lives in a buffer of one row on the stack of the thread
+  /// that runs it (as many as fit in `kMaxRowBytes`), and the whole buffer
+  /// is never written: a 1024-token softmax's scaled scores and
+  /// exponentials (48 MiB each, 12 heads) stay in the cache.
   SmallVector<RowBuffer> scratchRows(const Chain &chain) {
     SmallVector<RowBuffer> scratch;
     int64_t bytes = 0;

@@ -33,10 +33,10 @@ struct InlineAllocaScopesPass
     }
   }
 
-  /// Moves the fixed-size allocas at the top of `scope`'s body (a row
-  /// chain's row buffers, cleave-fuse-rows) to the start of the parallel
-  /// region around it: each thread gets its buffers once, and reuses them
-  /// for every iteration it runs.
+  /// Moves the fixed-size allocas of `scope`'s body (a row chain's row
+  /// buffers, cleave-fuse-rows) to the start of the parallel region around
+  /// it: each thread gets its buffers once, and reuses them for every
+  /// iteration it runs.
   static void hoistRowBuffers(memref::AllocaScopeOp scope) {
     auto parallel = scope->getParentOfType<omp::ParallelOp>();
     if (!parallel)

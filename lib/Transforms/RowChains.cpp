@@ -407,8 +407,7 @@ Value RowMemory::rowIndex(OpBuilder &b, Location loc, Value memref,
 Value RowMemory::load(OpBuilder &b, Location loc, Value memref,
                       ValueRange indices) const {
   if (Value row = rows.lookup(cleave::viewedBuffer(memref)))
-    return memref::LoadOp::create(b, loc, row,
-                                  rowIndex(b, loc, memref, indices));
+    return Memory::load(b, loc, row, rowIndex(b, loc, memref, indices));
   return Memory::load(b, loc, memref, indices);
 }
 
