@@ -103,6 +103,11 @@ static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
         buffer.globalShape[d] *= mesh.axisSizes[a];
     }
   }
+  if (auto block = attrs.getAs<DenseI64ArrayAttr>(kParamBlockAttrName);
+      block && block.size() == 2) {
+    buffer.blockDim = block[0];
+    buffer.blockOffset = block[1];
+  }
   if (auto groups = attrs.getAs<DenseI64ArrayAttr>(kColumnGroupsAttrName))
     buffer.columnGroups.assign(groups.asArrayRef().begin(),
                                groups.asArrayRef().end());
@@ -384,13 +389,17 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     request.name = b.name;
     request.dtype = b.dtype;
     bool split = llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
-    if (split) {
+    // Each rank's block of the model's tensor: its share of the split, inside
+    // the parameter's own block of the tensor if it is one.
+    if (split || b.blockDim >= 0) {
       request.sliceShape = b.shape;
       for (int64_t rank = 0; rank < ranks; ++rank) {
         SmallVector<int64_t> offsets;
         for (auto [d, axes] : llvm::enumerate(b.split))
           offsets.push_back(signature.mesh.indexInGroup(rank, axes) * b.shape[d]);
         offsets.resize(b.shape.size(), 0);
+        if (b.blockDim >= 0)
+          offsets[b.blockDim] += b.blockOffset;
         request.offsets.push_back(std::move(offsets));
       }
       if (!b.columnGroups.empty()) {

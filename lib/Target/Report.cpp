@@ -50,6 +50,17 @@ std::string shardingString(const ModelSignature &sig, const BufferSignature &b) 
   return s + "]";
 }
 
+/// A parameter's name, with the block of the model's tensor it holds if it
+/// holds one: `w[:, 64:80]`.
+std::string paramName(const BufferSignature &b) {
+  if (b.blockDim < 0)
+    return b.name;
+  llvm::SmallVector<std::string> ranges(b.globalShape.size(), ":");
+  ranges[b.blockDim] = std::to_string(b.blockOffset) + ":" +
+                       std::to_string(b.blockOffset + b.globalShape[b.blockDim]);
+  return b.name + "[" + llvm::join(ranges, ", ") + "]";
+}
+
 std::string bytesString(uint64_t bytes) {
   if (bytes >= (10ull << 20))
     return llvm::formatv("{0} ({1:F1} MiB)", bytes, bytes / 1048576.0).str();
@@ -119,7 +130,7 @@ std::string cleave::planReport(const ModelSignature &sig,
     for (const BufferSignature *param : buffer.modelParams()) {
       const BufferSignature &b = *param;
       os << llvm::format(
-          "  %-40s %-5s %-12s %-14s %12llu bytes/rank", b.name.c_str(),
+          "  %-40s %-5s %-12s %-14s %12llu bytes/rank", paramName(b).c_str(),
           b.dtype.c_str(), shapeString(b.globalShape).c_str(),
           shardingString(sig, b).c_str(), (unsigned long long)b.bytes);
       if (pipe.stages > 1) {
@@ -137,10 +148,10 @@ std::string cleave::planReport(const ModelSignature &sig,
         os << " (stored reordered: " << b.columnGroups.size()
            << " fused parts, each split by rank)";
       if (!buffer.parts.empty()) {
-        llvm::SmallVector<llvm::StringRef> others;
+        llvm::SmallVector<std::string> others;
         for (const BufferSignature &part : buffer.parts)
           if (&part != param)
-            others.push_back(part.name);
+            others.push_back(paramName(part));
         os << " (joined into one GEMM with " << llvm::join(others, ", ") << ")";
       }
       os << "\n";

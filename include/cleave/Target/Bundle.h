@@ -41,6 +41,10 @@ struct BufferSignature {
   llvm::SmallVector<int64_t> globalShape;
   /// The part sizes of a fused projection stored reordered (empty: none).
   llvm::SmallVector<int64_t> columnGroups;
+  /// A block of the model's tensor: along `blockDim` (-1: the whole
+  /// tensor), from `blockOffset`, `globalShape[blockDim]` wide.
+  int64_t blockDim = -1;
+  int64_t blockOffset = 0;
   std::string origin;
   /// A parameter cleave-join-projections made of several of the model's:
   /// those, in order, side by side along `joinAxis` (each with its own
