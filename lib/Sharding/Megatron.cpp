@@ -20,6 +20,11 @@
 // rerun without it, so that the rest can still be split. Features reshaped
 // to (1, n) may be one head of n or one token's: Track::oneHead.
 //
+// A projection that fuses Q with fewer key/value heads (Falcon, GPT-BigCode)
+// and so fails is given one GEMM a part (UnfuseProjections.cpp) and the
+// analysis rerun with the key/value parts whole, as if the model had
+// separate projections.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Import/OnnxImporter.h"
@@ -439,9 +444,9 @@ private:
 
 } // namespace
 
-std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
-                                                     const MeshSpec &mesh,
-                                                     StringRef axisName) {
+std::vector<ValueSharding>
+cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
+                          StringRef axisName, ArrayRef<ValueSharding> given) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   std::optional<unsigned> axis = mesh.axisIndex(axisName);
   if (!main || !axis)
@@ -456,9 +461,43 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
   std::vector<SplitBlock> blocks;
   std::optional<std::pair<Operation *, int64_t>> batchFold;
   Operation *unequal = nullptr;
+  llvm::DenseSet<Value> fixed;
+  for (const ValueSharding &s : given)
+    fixed.insert(s.value);
+  // Projections given one GEMM a part: the widest part (Q), and the others
+  // (the key/value heads), which stay whole: such a projection is rewritten
+  // only where its parts did not split alike.
+  SmallVector<Operation *> unfusedQ;
+  llvm::DenseSet<Operation *> keptWhole;
   while (true) {
     Analysis analysis(main, shards, others, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
+    // A fused projection whose parts do not split alike gets one GEMM a
+    // part, and the analysis starts again on the rewritten function.
+    SmallVector<linalg::MatmulOp> failedRoots;
+    main.walk([&](linalg::MatmulOp op) {
+      if (failed.contains(op))
+        failedRoots.push_back(op);
+    });
+    bool unfused = false;
+    for (linalg::MatmulOp root : failedRoots) {
+      SmallVector<Operation *> parts = unfuseProjection(main, root, fixed);
+      if (parts.empty())
+        continue;
+      unfused = true;
+      auto widest = llvm::max_element(parts, [](Operation *a, Operation *b) {
+        return cast<RankedTensorType>(a->getResult(0).getType()).getNumElements() <
+               cast<RankedTensorType>(b->getResult(0).getType()).getNumElements();
+      });
+      unfusedQ.push_back(*widest);
+      for (Operation *part : parts)
+        if (part != *widest)
+          keptWhole.insert(part);
+    }
+    if (unfused) {
+      excluded = keptWhole;
+      continue;
+    }
     if (!batchFold && !analysis.batchFolds.empty())
       batchFold = analysis.batchFolds.front();
     for (auto [slice, root] : analysis.unequalParts)
@@ -490,6 +529,16 @@ std::vector<ValueSharding> cleave::megatronShardings(ModuleOp module,
            << " ranks do not split into one sequence each";
   }
 
+  auto wholeQ = llvm::find_if(unfusedQ, [&](Operation *q) {
+    return excluded.contains(q);
+  });
+  if (wholeQ != unfusedQ.end())
+    mlir::emitWarning((*wholeQ)->getLoc())
+        << "preset megatron: the projection at ONNX node '" << nodeName(*wholeQ)
+        << "' (and any like it) is not split over '" << axisName
+        << "': it fuses Q with fewer key/value heads than ranks, which stay "
+           "whole on each rank, and Q does not split into whole heads on "
+           "each rank either";
   if (unequal)
     mlir::emitWarning(unequal->getLoc())
         << "preset megatron: the projection sliced at ONNX node '"

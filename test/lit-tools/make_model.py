@@ -15,6 +15,11 @@ Kinds:
              [1,8,32] and an output projection
   attention-fused
              the same with one fused [32,96] QKV projection and a Split
+  attention-mqa
+             self-attention on x[1,8,32], 4 heads of Q and one key/value head
+             (multi-query attention) from one fused projection: a Gemm with
+             transB (weight stored [48,32]) and a bias, Split into 32, 8 and
+             8 columns; the single K and V broadcast over the heads by MatMul
   attention-merged
              the same on x[4,8,32], but with batch and heads merged into one
              dimension for the two products (Reshape to [16,8,8] and 3-D
@@ -177,6 +182,54 @@ def attention(out, fused=False, merged=False, batch=None):
               out)
 
 
+def attention_mqa(out):
+    rng = np.random.default_rng(4)
+    heads, seq, width, head = 4, 8, 32, 8
+    const = lambda name, values: numpy_helper.from_array(
+        np.array(values, dtype=np.int64), name)
+    inits = [const("rows_shape", [seq, width]),
+             const("qkv_shape", [1, seq, width + 2 * head]),
+             const("split_sizes", [width, head, head]),
+             const("q_shape", [1, seq, heads, head]),
+             const("kv_shape", [1, seq, 1, head]),
+             const("model_shape", [1, seq, width]),
+             numpy_helper.from_array(np.array(1 / np.sqrt(head), np.float32), "scale"),
+             _weight(rng, "qkv.weight", width + 2 * head, width),
+             _weight(rng, "qkv.bias", width + 2 * head),
+             _weight(rng, "out.weight", width, width)]
+    nodes = [helper.make_node("Reshape", ["x", "rows_shape"], ["rows"], name="/attn/rows"),
+             helper.make_node("Gemm", ["rows", "qkv.weight", "qkv.bias"], ["qkv_rows"],
+                              transB=1, name="/attn/qkv/Gemm"),
+             helper.make_node("Reshape", ["qkv_rows", "qkv_shape"], ["qkv"],
+                              name="/attn/qkv/Reshape"),
+             helper.make_node("Split", ["qkv", "split_sizes"], ["q", "k", "v"], axis=-1,
+                              name="/attn/Split")]
+    for p, shape, perm in (("q", "q_shape", [0, 2, 1, 3]), ("k", "kv_shape", [0, 2, 3, 1]),
+                           ("v", "kv_shape", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [p, shape], [p + "_heads"],
+                                   name=f"/attn/{p}/Reshape"),
+                  helper.make_node("Transpose", [p + "_heads"], [p + "_t"], perm=perm,
+                                   name=f"/attn/{p}/Transpose")]
+    nodes += [helper.make_node("MatMul", ["q_t", "k_t"], ["scores"], name="/attn/QK"),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale"),
+              helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1,
+                               name="/attn/Softmax"),
+              helper.make_node("MatMul", ["probs", "v_t"], ["ctx"], name="/attn/PV"),
+              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
+                               name="/attn/ctx/Transpose"),
+              helper.make_node("Reshape", ["ctx_t", "model_shape"], ["merged"],
+                               name="/attn/ctx/Reshape"),
+              helper.make_node("MatMul", ["merged", "out.weight"], ["y"],
+                               name="/attn/out/MatMul")]
+    graph = helper.make_graph(
+        nodes, "attention_mqa",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, width])],
+        inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              out)
+
+
 def embedding(out):
     rng = np.random.default_rng(2)
     graph = helper.make_graph(
@@ -214,6 +267,7 @@ if __name__ == "__main__":
              "constant": constant, "mlp": mlp,
              "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True),
+             "attention-mqa": attention_mqa,
              "attention-merged": lambda out: attention(out, merged=True),
              "attention-merged-1": lambda out: attention(out, merged=True, batch=1)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:

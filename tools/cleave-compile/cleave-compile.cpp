@@ -237,7 +237,9 @@ mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
            mesh->str() + ") does not have");
       return mlir::failure();
     }
-    llvm::append_range(shardings, megatronShardings(module, *mesh, "tp"));
+    std::vector<ValueSharding> preset =
+        megatronShardings(module, *mesh, "tp", shardings);
+    llvm::append_range(shardings, preset);
   }
   if (shardings.empty() && mesh->rankCount() > pipeline.stages)
     mlir::emitWarning(module.getLoc())

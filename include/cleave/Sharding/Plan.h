@@ -22,7 +22,9 @@
 #include "cleave/Sharding/Hints.h"
 #include "cleave/Sharding/Mesh.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace cleave {
@@ -70,9 +72,26 @@ std::optional<MeshSpec> meshOf(mlir::ModuleOp module);
 /// LM head split by vocabulary when its output leaves the model. Shardings
 /// are on `axis`; blocks whose dimensions the axis does not divide are left
 /// replicated, with a remark.
+///
+/// A projection fused of parts that cannot split alike (Q beside a single
+/// key/value head) is first given one GEMM a part (unfuseProjection), unless
+/// `given` (the shardings of hints and of the model's own fields, which the
+/// preset yields to) names its parameters.
 std::vector<ValueSharding> megatronShardings(mlir::ModuleOp module,
                                              const MeshSpec &mesh,
-                                             llvm::StringRef axis);
+                                             llvm::StringRef axis,
+                                             llvm::ArrayRef<ValueSharding> given);
+
+/// Rewrites `matmul`, a GEMM by a parameter whose output is read only in
+/// column ranges of more than one size (a fused projection of Q and fewer
+/// key/value heads), into one GEMM a range, each by a new
+/// parameter holding those columns of the old (`cleave.param_block`); the
+/// old parameters go where nothing else reads them. Returns the new GEMMs in
+/// column order, or nothing, changing nothing, where the pattern does not
+/// hold or a parameter it would replace is in `fixed`.
+llvm::SmallVector<mlir::Operation *>
+unfuseProjection(mlir::func::FuncOp main, mlir::Operation *matmul,
+                 const llvm::DenseSet<mlir::Value> &fixed);
 
 } // namespace cleave
 
