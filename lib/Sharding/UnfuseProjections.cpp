@@ -154,6 +154,22 @@ public:
     return list;
   }
 
+  /// Whether the rewrite would replace a value of `values`: a parameter it
+  /// replaces, or a result of an op it erases.
+  bool replacesAny(const llvm::DenseSet<Value> &values) {
+    auto named = [&](Operation *op) {
+      return op && llvm::any_of(op->getResults(),
+                                [&](Value v) { return values.contains(v); });
+    };
+    if (llvm::any_of(parameters(), [&](Value v) { return values.contains(v); }) ||
+        named(matmul) || named(transpose) || llvm::any_of(chain, named))
+      return true;
+    return llvm::any_of(leaves, [&](const Leaf &leaf) {
+      return named(leaf.slice) || named(leaf.heads) ||
+             llvm::any_of(leaf.path, named);
+    });
+  }
+
   /// Gives each part a GEMM of its own; erases what is left unused.
   /// Returns the new GEMMs in column order.
   SmallVector<Operation *> rewrite() {
@@ -404,8 +420,7 @@ cleave::unfuseProjection(func::FuncOp main, Operation *matmul,
   Unfuser unfuser(main, op);
   if (!unfuser.match())
     return {};
-  for (BlockArgument param : unfuser.parameters())
-    if (fixed.contains(param))
-      return {};
+  if (unfuser.replacesAny(fixed))
+    return {};
   return unfuser.rewrite();
 }

@@ -88,7 +88,8 @@ std::vector<ValueSharding> megatronShardings(mlir::ModuleOp module,
 /// parameter holding those columns of the old (`cleave.param_block`); the
 /// old parameters go where nothing else reads them. Returns the new GEMMs in
 /// column order, or nothing, changing nothing, where the pattern does not
-/// hold or a parameter it would replace is in `fixed`.
+/// hold or a value it would replace (a parameter, a slice's result) is in
+/// `fixed`.
 llvm::SmallVector<mlir::Operation *>
 unfuseProjection(mlir::func::FuncOp main, mlir::Operation *matmul,
                  const llvm::DenseSet<mlir::Value> &fixed);
