@@ -295,14 +295,19 @@ private:
     NamedAttrList attrs(main.getArgAttrDict(param.getArgNumber()));
     Builder b(main.getContext());
     attrs.set(kParamBlockAttrName, b.getDenseI64ArrayAttr({dim, offset}));
+    // A parameter shared by several projections (exporters keep one copy of
+    // equal initializers: zero biases) gives each of them the same blocks.
+    DictionaryAttr dict = attrs.getDictionary(main.getContext());
+    auto blockType = RankedTensorType::get(shape, type.getElementType());
+    for (BlockArgument arg : main.getArguments())
+      if (arg.getType() == blockType &&
+          main.getArgAttrDict(arg.getArgNumber()) == dict)
+        return arg;
     unsigned index = param.getArgNumber() + 1;
     while (index < main.getNumArguments() &&
            main.getArgAttr(index, kParamBlockAttrName))
       ++index;
-    (void)main.insertArgument(index,
-                              RankedTensorType::get(shape, type.getElementType()),
-                              attrs.getDictionary(main.getContext()),
-                              param.getLoc());
+    (void)main.insertArgument(index, blockType, dict, param.getLoc());
     return main.getArgument(index);
   }
 

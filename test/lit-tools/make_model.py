@@ -20,6 +20,9 @@ Kinds:
              (multi-query attention) from one fused projection: a Gemm with
              transB (weight stored [48,32]) and a bias, Split into 32, 8 and
              8 columns; the single K and V broadcast over the heads by MatMul
+  attention-mqa-2
+             two such layers, each with its own weights, both reading one
+             bias initializer (exporters keep one copy of equal ones)
   attention-merged
              the same on x[4,8,32], but with batch and heads merged into one
              dimension for the two products (Reshape to [16,8,8] and 3-D
@@ -182,7 +185,7 @@ def attention(out, fused=False, merged=False, batch=None):
               out)
 
 
-def attention_mqa(out):
+def attention_mqa(out, layers=1):
     rng = np.random.default_rng(4)
     heads, seq, width, head = 4, 8, 32, 8
     const = lambda name, values: numpy_helper.from_array(
@@ -193,34 +196,47 @@ def attention_mqa(out):
              const("q_shape", [1, seq, heads, head]),
              const("kv_shape", [1, seq, 1, head]),
              const("model_shape", [1, seq, width]),
-             numpy_helper.from_array(np.array(1 / np.sqrt(head), np.float32), "scale"),
-             _weight(rng, "qkv.weight", width + 2 * head, width),
-             _weight(rng, "qkv.bias", width + 2 * head),
-             _weight(rng, "out.weight", width, width)]
-    nodes = [helper.make_node("Reshape", ["x", "rows_shape"], ["rows"], name="/attn/rows"),
-             helper.make_node("Gemm", ["rows", "qkv.weight", "qkv.bias"], ["qkv_rows"],
-                              transB=1, name="/attn/qkv/Gemm"),
-             helper.make_node("Reshape", ["qkv_rows", "qkv_shape"], ["qkv"],
-                              name="/attn/qkv/Reshape"),
-             helper.make_node("Split", ["qkv", "split_sizes"], ["q", "k", "v"], axis=-1,
-                              name="/attn/Split")]
-    for p, shape, perm in (("q", "q_shape", [0, 2, 1, 3]), ("k", "kv_shape", [0, 2, 3, 1]),
-                           ("v", "kv_shape", [0, 2, 1, 3])):
-        nodes += [helper.make_node("Reshape", [p, shape], [p + "_heads"],
-                                   name=f"/attn/{p}/Reshape"),
-                  helper.make_node("Transpose", [p + "_heads"], [p + "_t"], perm=perm,
-                                   name=f"/attn/{p}/Transpose")]
-    nodes += [helper.make_node("MatMul", ["q_t", "k_t"], ["scores"], name="/attn/QK"),
-              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale"),
-              helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1,
-                               name="/attn/Softmax"),
-              helper.make_node("MatMul", ["probs", "v_t"], ["ctx"], name="/attn/PV"),
-              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
-                               name="/attn/ctx/Transpose"),
-              helper.make_node("Reshape", ["ctx_t", "model_shape"], ["merged"],
-                               name="/attn/ctx/Reshape"),
-              helper.make_node("MatMul", ["merged", "out.weight"], ["y"],
-                               name="/attn/out/MatMul")]
+             numpy_helper.from_array(np.array(1 / np.sqrt(head), np.float32), "scale")]
+    nodes = []
+    x = "x"
+    for layer in range(layers):
+        # One layer's names: the first layer's as they were before layers.
+        n = (lambda name: name) if layer == 0 else (lambda name, l=layer: f"{name}.{l}")
+        inits.append(_weight(rng, n("qkv.weight"), width + 2 * head, width))
+        if layer == 0:
+            inits.append(_weight(rng, "qkv.bias", width + 2 * head))
+        inits.append(_weight(rng, n("out.weight"), width, width))
+        y = "y" if layer == layers - 1 else n("y_layer")
+        nodes += [helper.make_node("Reshape", [x, "rows_shape"], [n("rows")],
+                                   name=n("/attn/rows")),
+                  helper.make_node("Gemm", [n("rows"), n("qkv.weight"), "qkv.bias"],
+                                   [n("qkv_rows")], transB=1, name=n("/attn/qkv/Gemm")),
+                  helper.make_node("Reshape", [n("qkv_rows"), "qkv_shape"], [n("qkv")],
+                                   name=n("/attn/qkv/Reshape")),
+                  helper.make_node("Split", [n("qkv"), "split_sizes"],
+                                   [n("q"), n("k"), n("v")], axis=-1, name=n("/attn/Split"))]
+        for p, shape, perm in (("q", "q_shape", [0, 2, 1, 3]),
+                               ("k", "kv_shape", [0, 2, 3, 1]),
+                               ("v", "kv_shape", [0, 2, 1, 3])):
+            nodes += [helper.make_node("Reshape", [n(p), shape], [n(p + "_heads")],
+                                       name=n(f"/attn/{p}/Reshape")),
+                      helper.make_node("Transpose", [n(p + "_heads")], [n(p + "_t")],
+                                       perm=perm, name=n(f"/attn/{p}/Transpose"))]
+        nodes += [helper.make_node("MatMul", [n("q_t"), n("k_t")], [n("scores")],
+                                   name=n("/attn/QK")),
+                  helper.make_node("Mul", [n("scores"), "scale"], [n("scaled")],
+                                   name=n("/attn/Scale")),
+                  helper.make_node("Softmax", [n("scaled")], [n("probs")], axis=-1,
+                                   name=n("/attn/Softmax")),
+                  helper.make_node("MatMul", [n("probs"), n("v_t")], [n("ctx")],
+                                   name=n("/attn/PV")),
+                  helper.make_node("Transpose", [n("ctx")], [n("ctx_t")], perm=[0, 2, 1, 3],
+                                   name=n("/attn/ctx/Transpose")),
+                  helper.make_node("Reshape", [n("ctx_t"), "model_shape"], [n("merged")],
+                                   name=n("/attn/ctx/Reshape")),
+                  helper.make_node("MatMul", [n("merged"), n("out.weight")], [y],
+                                   name=n("/attn/out/MatMul"))]
+        x = y
     graph = helper.make_graph(
         nodes, "attention_mqa",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, width])],
@@ -268,6 +284,7 @@ if __name__ == "__main__":
              "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True),
              "attention-mqa": attention_mqa,
+             "attention-mqa-2": lambda out: attention_mqa(out, layers=2),
              "attention-merged": lambda out: attention(out, merged=True),
              "attention-merged-1": lambda out: attention(out, merged=True, batch=1)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
