@@ -29,6 +29,7 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/Parameters.h"
 #include "cleave/Support/OnnxNode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,15 +45,6 @@ namespace {
 
 /// The ONNX node an op was imported from, for messages.
 std::string nodeName(Operation *op) { return onnxNodeName(op->getLoc()); }
-
-/// A parameter argument of @main, or null.
-BlockArgument paramArg(func::FuncOp main, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (arg && arg.getOwner()->getParentOp() == main &&
-      main.getArgAttr(arg.getArgNumber(), kParamAttrName))
-    return arg;
-  return nullptr;
-}
 
 /// What dimension `dim` of a matmul's right operand is in the value it
 /// reads: the operand itself, or, for a weight stored transposed (an ONNX
@@ -170,7 +162,7 @@ private:
 
     if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
       BlockArgument weight =
-          paramArg(main, weightDim(matmul.getInputs()[1], 0).first);
+          parameterArgument(main, weightDim(matmul.getInputs()[1], 0).first);
       if (inputs.empty()) {
         auto type = cast<RankedTensorType>(matmul.getInputs()[1].getType());
         if (weight && type.getRank() == 2 && !excluded.contains(op) &&
@@ -416,7 +408,7 @@ private:
               getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         continue;
-      if (BlockArgument param = paramArg(main, operand->get()))
+      if (BlockArgument param = parameterArgument(main, operand->get()))
         blockOf(root).biases.push_back({param, *pos});
     }
     for (OpResult result : generic->getResults()) {
@@ -563,7 +555,7 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
   int64_t mostRows = 0;
   SmallVector<std::pair<BlockArgument, linalg::GenericOp>> lookups;
   main.walk([&](tensor::ExtractOp extract) {
-    BlockArgument table = paramArg(main, extract.getTensor());
+    BlockArgument table = parameterArgument(main, extract.getTensor());
     auto generic = extract->getParentOfType<linalg::GenericOp>();
     if (!table || !generic)
       return;

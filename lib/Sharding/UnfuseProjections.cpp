@@ -1,4 +1,4 @@
-//===- UnfuseProjections.cpp - A fused projection as one GEMM a part -------===//
+//===- UnfuseProjections.cpp - A fused projection as one GEMM a part ------===//
 //
 // Exporters fuse attention's Q, K and V projections into one GEMM by one
 // weight and cut its output into column ranges (a Split, Slices, Falcon's
@@ -24,6 +24,7 @@
 
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/Parameters.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -36,15 +37,6 @@ using namespace mlir;
 using namespace cleave;
 
 namespace {
-
-/// A parameter argument of @main, or null.
-BlockArgument parameterOf(func::FuncOp main, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (arg && arg.getOwner() == &main.getBody().front() &&
-      main.getArgAttr(arg.getArgNumber(), kParamAttrName))
-    return arg;
-  return nullptr;
-}
 
 /// Whether `map` sends the last loop to its last result.
 bool keepsLastLoop(AffineMap map, unsigned lastLoop) {
@@ -105,7 +97,7 @@ public:
       rhs = transpose.getInput();
       columnsDim = 0;
     }
-    weight = parameterOf(main, rhs);
+    weight = parameterArgument(main, rhs);
     if (!weight || cast<RankedTensorType>(weight.getType()).getRank() != 2)
       return false;
     // Single-use ops that keep the last dimension, up to the fork.
@@ -149,7 +141,7 @@ public:
     SmallVector<BlockArgument> list = {weight};
     for (Operation *op : chain)
       for (Value v : op->getOperands())
-        if (BlockArgument param = parameterOf(main, v))
+        if (BlockArgument param = parameterArgument(main, v))
           list.push_back(param);
     return list;
   }
@@ -327,7 +319,7 @@ private:
       return linalg::FillOp::create(b, loc, fill.getInputs()[0], empty)
           .getResult(0);
     }
-    if (BlockArgument param = parameterOf(main, value)) {
+    if (BlockArgument param = parameterArgument(main, value)) {
       BlockArgument part = block(param, type.getRank() - 1, offset, size);
       return part;
     }

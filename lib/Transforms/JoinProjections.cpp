@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Import/OnnxImporter.h"
+#include "cleave/Support/Parameters.h"
 #include "cleave/Transforms/Passes.h"
 
 #include "Gemms.h"
@@ -30,15 +31,6 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
-
-/// A parameter of @main: an entry block argument tagged `cleave.param`.
-BlockArgument parameter(func::FuncOp func, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || arg.getOwner() != &func.getBody().front() ||
-      !func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName))
-    return nullptr;
-  return arg;
-}
 
 /// A projection: a plain `linalg.matmul` whose weight is a parameter it
 /// alone reads, stored (K, N) or, transposed into the matmul, (N, K) (an
@@ -63,7 +55,8 @@ std::optional<Projection> biasStart(func::FuncOp func, Value init) {
   AffineMap rows = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
   SmallVector<AffineMap> maps = broadcast.getIndexingMapsArray();
   Block &body = broadcast.getRegion().front();
-  BlockArgument bias = parameter(func, broadcast.getDpsInputs()[0]);
+  BlockArgument bias =
+      cleave::parameterArgument(func, broadcast.getDpsInputs()[0]);
   if (!bias || !bias.hasOneUse() || maps[0] != rows || !maps[1].isIdentity() ||
       body.getTerminator()->getOperand(0) != body.getArgument(0))
     return std::nullopt;
@@ -83,7 +76,7 @@ std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
       (!rhs.hasOneUse() || transpose.getPermutation() != ArrayRef<int64_t>{1, 0}))
     return std::nullopt;
   BlockArgument weight =
-      parameter(func, transpose ? transpose.getInput() : rhs);
+      cleave::parameterArgument(func, transpose ? transpose.getInput() : rhs);
   if (!weight || !weight.hasOneUse())
     return std::nullopt;
   // Zeros, or a bias broadcast (a generic; any other fill is neither).
