@@ -90,11 +90,13 @@ static PipelineSignature pipelineOf(ModuleOp module) {
 /// What a parameter's argument attributes say about how the model's tensor
 /// is held: its split over the mesh (and so its shape in the model), the
 /// reorder of a fused projection, its pipeline stages, who chose the split.
-static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
-                              const MeshSpec &mesh) {
+static LogicalResult describeParameter(BufferSignature &buffer,
+                                       DictionaryAttr attrs,
+                                       const MeshSpec &mesh,
+                                       func::FuncOp main) {
   buffer.globalShape = buffer.shape;
   if (!attrs)
-    return;
+    return success();
   if (auto split = attrs.getAs<ArrayAttr>(kShardingAttrName)) {
     for (auto [d, axes] :
          llvm::enumerate(split.getAsRange<DenseI16ArrayAttr>())) {
@@ -103,8 +105,14 @@ static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
         buffer.globalShape[d] *= mesh.axisSizes[a];
     }
   }
-  if (auto block = attrs.getAs<DenseI64ArrayAttr>(kParamBlockAttrName);
-      block && block.size() == 2) {
+  if (auto block = attrs.getAs<DenseI64ArrayAttr>(kParamBlockAttrName)) {
+    if (block.size() != 2 || block[0] < 0 ||
+        block[0] >= int64_t(buffer.shape.size()) || block[1] < 0 ||
+        attrs.get(kColumnGroupsAttrName))
+      return main.emitError()
+             << "parameter '" << buffer.name
+             << "' does not say which block of the model's tensor it holds, "
+                "or is also stored reordered";
     buffer.blockDim = block[0];
     buffer.blockOffset = block[1];
   }
@@ -116,6 +124,7 @@ static void describeParameter(BufferSignature &buffer, DictionaryAttr attrs,
                          stages.asArrayRef().end());
   if (auto origin = attrs.getAs<StringAttr>(kShardingOriginAttrName))
     buffer.origin = origin.str();
+  return success();
 }
 
 FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
@@ -176,7 +185,9 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     }
     buffer.shape.assign(type.getShape().begin(), type.getShape().end());
     buffer.bytes = storageBytes(type);
-    describeParameter(buffer, main.getArgAttrDict(i), signature.mesh);
+    if (failed(describeParameter(buffer, main.getArgAttrDict(i),
+                                 signature.mesh, main)))
+      return failure();
     auto parts = main.getArgAttrOfType<ArrayAttr>(i, kJoinedAttrName);
     auto widths =
         main.getArgAttrOfType<DenseI64ArrayAttr>(i, kJoinedWidthsAttrName);
@@ -206,7 +217,8 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       part.shape = buffer.shape;
       part.shape[buffer.joinAxis] = width;
       part.bytes = buffer.bytes / buffer.shape[buffer.joinAxis] * width;
-      describeParameter(part, partAttrs, signature.mesh);
+      if (failed(describeParameter(part, partAttrs, signature.mesh, main)))
+        return failure();
       buffer.parts.push_back(std::move(part));
     }
     signature.buffers.push_back(std::move(buffer));
