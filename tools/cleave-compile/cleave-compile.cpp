@@ -75,7 +75,9 @@ cl::opt<std::string> shardPreset(
     "shard-preset",
     cl::desc("Shard recognised transformer patterns without hints: 'megatron' "
              "(QKV/up/gate by column, attention output/down by row, embeddings "
-             "and LM head by vocabulary where tp divides it) on the 'tp' axis; "
+             "and LM head by vocabulary where tp divides it; key/value heads "
+             "tp does not divide stay whole, also where a projection fuses "
+             "them with Q) on the 'tp' axis; "
              "hints and the model's sharding fields take precedence"),
     cl::value_desc("megatron"), cl::cat(category));
 cl::opt<unsigned> microbatches(
