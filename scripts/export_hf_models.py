@@ -26,8 +26,9 @@ the head size and a guard that zeroes rows of NaN (IsNaN, Where).
 LLaMA is also exported at opset 23 (hf-llama-attention.onnx), where the
 exporter writes attention as ONNX's own Attention operator.
 
-LLaMA and Gemma are also exported as one decoding step with a key/value
-cache (hf-llama-decode.onnx, hf-gemma-decode.onnx), as a step is exported
+LLaMA, Gemma and Falcon are also exported as one decoding step with a
+key/value cache (hf-llama-decode.onnx, hf-gemma-decode.onnx,
+hf-falcon-decode.onnx), as a step is exported
 for serving: input_ids of one new token a sequence and past.<layer>.key and
 .value (8 cached tokens) in; logits and present.<layer>.key and .value (the
 cache with the new token's keys and values appended) out.
@@ -56,7 +57,8 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("qwen3", 18, ""), ("phi", 18, ""), ("gemma", 18, ""),
            ("gptj", 18, ""), ("falcon", 18, ""), ("vit", 18, ""),
            ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""),
-           ("llama-decode", 18, ""), ("gemma-decode", 18, ""))
+           ("llama-decode", 18, ""), ("gemma-decode", 18, ""),
+           ("falcon-decode", 18, ""))
 # Decoding steps (-decode): one new token a sequence after PAST cached ones.
 PAST = 8
 
@@ -93,7 +95,11 @@ def build(name, transformers, torch):
         head = getattr(config, "head_dim", None) or (
             config.hidden_size // config.num_attention_heads)
         ids = torch.randint(0, VOCAB, (BATCH, 1))
-        cached = [torch.randn(BATCH, config.num_key_value_heads, PAST, head)
+        # Falcon's config names it num_kv_heads, which multi-query
+        # attention (one key/value head) overrides.
+        kv_heads = getattr(config, "num_key_value_heads", None) or (
+            1 if config.multi_query else config.num_kv_heads)
+        cached = [torch.randn(BATCH, kv_heads, PAST, head)
                   for _ in range(2 * layers)]
         kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
         return (decode_step(model, layers, torch), (ids, *cached),

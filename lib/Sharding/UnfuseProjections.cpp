@@ -46,12 +46,22 @@ bool keepsLastLoop(AffineMap map, unsigned lastLoop) {
   return last && last.getPosition() == lastLoop;
 }
 
-/// Whether a reshape keeps its last dimension as a dimension of its own.
+/// Whether a reshape keeps its last dimension as a dimension of its own:
+/// the last group's other dimensions (on the expanded side) are all 1 (a
+/// decoding step's [batch, n] to [batch, 1, n]).
 bool keepsLastDim(Operation *op) {
+  auto onlyUnitsBefore = [](ReassociationIndices group,
+                            RankedTensorType expanded) {
+    return llvm::all_of(ArrayRef<int64_t>(group).drop_back(), [&](int64_t d) {
+      return expanded.getDimSize(d) == 1;
+    });
+  };
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
-    return expand.getReassociationIndices().back().size() == 1;
+    return onlyUnitsBefore(expand.getReassociationIndices().back(),
+                           expand.getResultType());
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
-    return collapse.getReassociationIndices().back().size() == 1;
+    return onlyUnitsBefore(collapse.getReassociationIndices().back(),
+                           collapse.getSrcType());
   return false;
 }
 
