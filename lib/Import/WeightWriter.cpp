@@ -140,7 +140,7 @@ void copyBlock(const char *data, llvm::ArrayRef<int64_t> shape,
 /// Reorders the last dimension of `data`, parts of `sizes` side by side,
 /// from (part, shard, column) to (shard, part, column): shard r's block
 /// holds its share of each part in turn.
-std::string reorderColumns(const std::string &data, int64_t lastDim,
+std::string reorderColumns(llvm::StringRef data, int64_t lastDim,
                            llvm::ArrayRef<int64_t> sizes, int64_t shards,
                            size_t bytes) {
   std::string out(data.size(), '\0');
@@ -153,7 +153,7 @@ std::string reorderColumns(const std::string &data, int64_t lastDim,
       for (int64_t r = 0; r < shards; ++r) {
         int64_t from = row * lastDim + offset + r * columns;
         int64_t to = row * lastDim + r * block + offset / shards;
-        std::memcpy(&out[to * bytes], &data[from * bytes], columns * bytes);
+        std::memcpy(&out[to * bytes], data.data() + from * bytes, columns * bytes);
       }
       offset += size;
     }
@@ -231,13 +231,6 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     std::function<Expected<std::unique_ptr<llvm::MemoryBuffer>>(
         uint64_t offset, uint64_t size)>
         view;
-    /// The same bytes, copied to be changed.
-    Expected<std::string> read(uint64_t offset, uint64_t size) const {
-      auto bytes = view(offset, size);
-      if (!bytes)
-        return bytes.takeError();
-      return (*bytes)->getBuffer().str();
-    }
   };
   auto viewOf = [](llvm::StringRef bytes) {
     return llvm::MemoryBuffer::getMemBuffer(bytes, "",
@@ -403,18 +396,28 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       }
       continue;
     }
-    // Split: every piece read once (reordered if asked), then for each rank
-    // its block of every piece, side by side along the join's dimension.
-    std::vector<std::string> data;
+    // Split: every piece viewed where it is (copied only to be reordered),
+    // then for each rank its block of every piece, side by side along the
+    // join's dimension. Blocks of one tensor (a fused projection's parts)
+    // each view it, rather than each copying all of it.
+    std::vector<std::unique_ptr<llvm::MemoryBuffer>> viewed;
+    std::vector<std::string> reordered;
+    reordered.reserve(pieces.size()); // `data` points into it
+    std::vector<llvm::StringRef> data;
     std::vector<uint64_t> rowBytes;
     for (auto [piece, source] : llvm::zip(pieces, sources)) {
-      auto bytes = source.read(0, source.bytes);
-      if (!bytes)
-        return bytes.takeError();
-      if (!piece->columnParts.empty())
-        *bytes = reorderColumns(*bytes, source.shape.back(), piece->columnParts,
-                                piece->columnShards, source.elementBytes);
-      data.push_back(std::move(*bytes));
+      auto view = source.view(0, source.bytes);
+      if (!view)
+        return view.takeError();
+      viewed.push_back(std::move(*view));
+      data.push_back(viewed.back()->getBuffer());
+      if (!piece->columnParts.empty()) {
+        reordered.push_back(reorderColumns(data.back(), source.shape.back(),
+                                           piece->columnParts,
+                                           piece->columnShards,
+                                           source.elementBytes));
+        data.back() = reordered.back();
+      }
       // Joined along `joinAxis`: a rank's block is `rows` runs of
       // `rowBytes`, one run from each piece in turn.
       rowBytes.push_back(runBytes(
@@ -428,7 +431,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       for (auto [piece, source, bytes] : llvm::zip(pieces, sources, data)) {
         blocks.emplace_back();
         if (piece->offsets.empty())
-          blocks.back() = bytes;
+          blocks.back() = bytes.str();
         else
           copyBlock(bytes.data(), source.shape, piece->offsets[rank],
                     piece->sliceShape, source.elementBytes, blocks.back());
