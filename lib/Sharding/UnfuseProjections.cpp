@@ -38,6 +38,13 @@ using namespace cleave;
 
 namespace {
 
+/// How many of `map`'s results read loop `loop`.
+int64_t readsOfLoop(AffineMap map, unsigned loop) {
+  return llvm::count_if(map.getResults(), [&](AffineExpr e) {
+    return e.isFunctionOfDim(loop);
+  });
+}
+
 /// Whether `map` sends the last loop to its last result.
 bool keepsLastLoop(AffineMap map, unsigned lastLoop) {
   if (map.getNumResults() == 0)
@@ -102,7 +109,8 @@ public:
   bool match() {
     Value rhs = matmul.getInputs()[1];
     if ((transpose = rhs.getDefiningOp<linalg::TransposeOp>())) {
-      if (!transpose->hasOneUse())
+      if (!transpose->hasOneUse() ||
+          transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
         return false;
       rhs = transpose.getInput();
       columnsDim = 0;
@@ -230,19 +238,10 @@ private:
     SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
     if (!keepsLastLoop(maps.back(), lastLoop))
       return false;
-    for (OpOperand &operand : generic->getOpOperands()) {
-      AffineMap map = maps[operand.getOperandNumber()];
-      bool uses = llvm::any_of(map.getResults(), [&](AffineExpr e) {
-        return e.isFunctionOfDim(lastLoop);
-      });
-      if (uses && !keepsLastLoop(map, lastLoop))
-        return false;
-      if (uses && llvm::count_if(map.getResults(), [&](AffineExpr e) {
-                    return e.isFunctionOfDim(lastLoop);
-                  }) != 1)
-        return false;
-    }
-    return true;
+    return llvm::all_of(maps, [&](AffineMap map) {
+      int64_t reads = readsOfLoop(map, lastLoop);
+      return reads == 0 || (reads == 1 && keepsLastLoop(map, lastLoop));
+    });
   }
 
   bool collectLeaves(Value value, SmallVector<Operation *> path) {
@@ -288,7 +287,8 @@ private:
   }
 
   /// A parameter that is columns [offset, offset + size) of `param` along
-  /// its dimension `dim`, as a new argument after it.
+  /// its dimension `dim`: a new argument after it, or the one an earlier
+  /// rewrite made of the same block.
   BlockArgument block(BlockArgument param, int64_t dim, int64_t offset,
                       int64_t size) {
     auto type = cast<RankedTensorType>(param.getType());
@@ -329,10 +329,8 @@ private:
       return linalg::FillOp::create(b, loc, fill.getInputs()[0], empty)
           .getResult(0);
     }
-    if (BlockArgument param = parameterArgument(main, value)) {
-      BlockArgument part = block(param, type.getRank() - 1, offset, size);
-      return part;
-    }
+    if (BlockArgument param = parameterArgument(main, value))
+      return block(param, type.getRank() - 1, offset, size);
     int64_t rank = type.getRank();
     SmallVector<int64_t> offsets(rank, 0), sizes(narrow.getShape()),
         strides(rank, 1);
@@ -389,9 +387,7 @@ private:
         AffineMap map = generic.getMatchingIndexingMap(&operand);
         if (operand.get() == old)
           operands.push_back(value);
-        else if (llvm::any_of(map.getResults(), [&](AffineExpr e) {
-                   return e.isFunctionOfDim(lastLoop);
-                 }))
+        else if (readsOfLoop(map, lastLoop) > 0)
           operands.push_back(narrowed(b, operand.get(), offset, size));
         else
           operands.push_back(operand.get());
