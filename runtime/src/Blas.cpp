@@ -94,8 +94,9 @@ GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
 template <typename Element, float (*Widen)(uint16_t)>
 void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t index,
             float *ci, int64_t ldc, float beta, const float *bias) {
-  const Element *ai = reinterpret_cast<const Element *>(a) + g.at(index).a;
-  const Element *bi = reinterpret_cast<const Element *>(b) + g.at(index).b;
+  GemmOffsets at = g.at(index);
+  const Element *ai = reinterpret_cast<const Element *>(a) + at.a;
+  const Element *bi = reinterpret_cast<const Element *>(b) + at.b;
   if constexpr (std::is_same_v<Element, float>) {
     if (packedSgemm(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, ldc,
                     beta, bias))
