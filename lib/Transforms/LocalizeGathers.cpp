@@ -79,16 +79,7 @@ struct LocalizeGathersPass
       // This rank's first row: its position over the axes times the rows.
       OpBuilder b(generic);
       Location loc = extract.getLoc();
-      auto position = shard::ProcessMultiIndexOp::create(
-          b, loc, SmallVector<Type>(axes.size(), b.getIndexType()), cleave::kGridName, axes);
-      Value linear = arith::ConstantIndexOp::create(b, loc, 0);
-      for (auto [i, a] : llvm::enumerate(axes))
-        linear = arith::AddIOp::create(
-            b, loc,
-            arith::MulIOp::create(
-                b, loc, linear,
-                arith::ConstantIndexOp::create(b, loc, grid.getShape()[a])),
-            position->getResult(static_cast<unsigned>(i)));
+      Value linear = cleave::linearProcessIndex(b, loc, grid, axes);
       Value first = arith::MulIOp::create(
           b, loc, linear, arith::ConstantIndexOp::create(b, loc, rows));
 

@@ -8,7 +8,9 @@
 #ifndef CLEAVE_SHARDING_GRID_H
 #define CLEAVE_SHARDING_GRID_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace cleave {
@@ -22,6 +24,27 @@ inline mlir::shard::GridOp lookupGrid(mlir::Operation *op) {
                     ? llvm::cast<mlir::ModuleOp>(op)
                     : op->getParentOfType<mlir::ModuleOp>();
   return module ? module.lookupSymbol<mlir::shard::GridOp>(kGridName) : nullptr;
+}
+
+/// This process's position in the group a dimension split over `axes` is
+/// cut among: the first axis is the slowest, as shard-partition orders the
+/// blocks. Its block of the dimension starts at this times the block size.
+/// `axes` is not empty.
+inline mlir::Value linearProcessIndex(mlir::OpBuilder &b, mlir::Location loc,
+                                      mlir::shard::GridOp grid,
+                                      llvm::ArrayRef<int16_t> axes) {
+  auto position = mlir::shard::ProcessMultiIndexOp::create(
+      b, loc, llvm::SmallVector<mlir::Type>(axes.size(), b.getIndexType()),
+      kGridName, axes);
+  mlir::Value linear = position->getResult(0);
+  for (auto [i, axis] : llvm::enumerate(axes.drop_front()))
+    linear = mlir::arith::AddIOp::create(
+        b, loc,
+        mlir::arith::MulIOp::create(
+            b, loc, linear,
+            mlir::arith::ConstantIndexOp::create(b, loc, grid.getShape()[axis])),
+        position->getResult(static_cast<unsigned>(i + 1)));
+  return linear;
 }
 
 } // namespace cleave
