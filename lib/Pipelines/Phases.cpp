@@ -63,8 +63,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
       text += std::string(text.empty() ? "" : ", ") +
               "func.func(cleave-split-fused-projections, sharding-propagation, "
               "cleave-replicate-unreached, cleave-pin-argument-shardings, "
-              "shard-partition, "
-              "cleave-localize-gathers, canonicalize, cse, canonicalize)";
+              "cleave-mark-split-indices, shard-partition, "
+              "cleave-offset-split-indices, cleave-localize-gathers, "
+              "canonicalize, cse, canonicalize)";
     // Batched GEMMs keep their batch dimensions apart until each rank has
     // its share of them; later passes take one batch dimension.
     text += std::string(text.empty() ? "" : ", ") +

@@ -27,6 +27,10 @@ inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
 inline constexpr llvm::StringLiteral kColumnGroupsAttrName =
     "cleave.column_groups";
 
+/// On a linalg.index: partition splits its loop over these grid axes and
+/// its uses need the position in the whole loop (cleave-mark-split-indices).
+inline constexpr llvm::StringLiteral kSplitAxesAttrName = "cleave.split_axes";
+
 /// Argument attributes of a parameter cleave-join-projections made of the
 /// model's: each part's own argument attributes, in order; the dimension
 /// they are side by side along; each part's size along it (on this rank).

@@ -112,6 +112,58 @@ def CleavePinArgumentShardings
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def CleaveMarkSplitIndices
+    : Pass<"cleave-mark-split-indices", "mlir::func::FuncOp"> {
+  let summary = "Mark the loop indices partition will make rank-local";
+  let description = [{
+    Runs between `cleave-pin-argument-shardings` and `shard-partition`;
+    `cleave-offset-split-indices` finishes its work after the partition.
+    Partition gives a linalg op each rank's block of its loops but leaves its
+    body alone, so a `linalg.index` of a split loop counts from 0 on every
+    rank. A body that computes with the index, or looks up a whole tensor at
+    it (T5's relative position bias, a table of buckets x heads read at the
+    rank's heads; a token type table read at the rank's columns), then reads
+    the first block on every rank. This pass finds each index of a split
+    loop whose uses need the position in the whole loop and gives those uses
+    a copy marked with the loop's grid axes. An index used only to look up a
+    tensor split the same way as the loop (a table split by columns read at
+    the rank's columns) stays local, as it must. A body that looks up a
+    split tensor at any other position is refused, naming the ONNX node
+    (reading the first block would be silently wrong), but for a table split
+    by rows alone, which `cleave-localize-gathers` handles.
+
+    ```mlir
+    // a loop of 4 split over tp, reading a whole 32 x 4 table
+    %j = linalg.index 2 : index
+    %v = tensor.extract %table[%row, %j] : tensor<32x4xf32>
+    // becomes
+    %j = linalg.index 2 {cleave.split_axes = array<i16: 0>} : index
+    %v = tensor.extract %table[%row, %j] : tensor<32x4xf32>
+    ```
+  }];
+}
+
+def CleaveOffsetSplitIndices
+    : Pass<"cleave-offset-split-indices", "mlir::func::FuncOp"> {
+  let summary = "Shift marked loop indices to the rank's block of the loop";
+  let description = [{
+    Runs right after `shard-partition`. Each `linalg.index` that
+    `cleave-mark-split-indices` marked becomes the index plus the rank's
+    first position in the loop: its linear position over the marked grid
+    axes times the loop's local size, the size partition gave the op.
+
+    ```mlir
+    // partitioned: the loop is 2 of 4 on each of 2 ranks
+    %j = linalg.index 2 {cleave.split_axes = array<i16: 0>} : index
+    // becomes, with %first = this rank's position on tp * 2 outside the op
+    %i = linalg.index 2 : index
+    %j = arith.addi %i, %first : index
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::shard::ShardDialect"];
+}
+
 def CleaveLocalizeGathers
     : Pass<"cleave-localize-gathers", "mlir::func::FuncOp"> {
   let summary = "Make embedding lookups into a vocabulary-split table local";
