@@ -34,6 +34,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
@@ -551,7 +552,8 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
   // the lookups and sums them over the axis, one all-reduce a run). Only the
   // table with the most rows, as Megatron-LM does: splitting a table of
   // token types (2 rows) or positions saves little memory for the same
-  // all-reduce.
+  // all-reduce. A table read only at constant rows (T5's relative position
+  // bias, buckets x heads) is no vocabulary: it stays whole.
   int64_t mostRows = 0;
   SmallVector<std::pair<BlockArgument, linalg::GenericOp>> lookups;
   main.walk([&](tensor::ExtractOp extract) {
@@ -563,7 +565,10 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     bool columnsWhole = llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
       return v.getDefiningOp<linalg::IndexOp>() != nullptr;
     });
-    if (type.getRank() != 2 || !columnsWhole)
+    bool constantRows = llvm::all_of(generic.getDpsInputs(), [](Value v) {
+      return matchPattern(v, m_Constant());
+    });
+    if (type.getRank() != 2 || !columnsWhole || constantRows)
       return;
     mostRows = std::max(mostRows, type.getDimSize(0));
     lookups.push_back({table, generic});

@@ -119,7 +119,7 @@ def mlp(out):
               out)
 
 
-def attention(out, fused=False, merged=False, batch=None):
+def attention(out, fused=False, merged=False, batch=None, position_bias=False):
     rng = np.random.default_rng(1)
     batch = batch or (4 if merged else 1)
     heads, seq, width = 4, 8, 32
@@ -165,9 +165,26 @@ def attention(out, fused=False, merged=False, batch=None):
     else:
         nodes_after = []
     nodes += [helper.make_node("MatMul", [q, k], ["scores"], name="/attn/QK"),
-              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale"),
-              helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1,
-                               name="/attn/Softmax"),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="/attn/Scale")]
+    if position_bias:
+        # T5's relative position bias: a learned table of buckets x heads,
+        # looked up at each (query, key) pair's bucket and added to every
+        # head's scores: [seq, seq, heads] -> [1, heads, seq, seq].
+        buckets = 16
+        offsets = np.arange(seq)[None, :] - np.arange(seq)[:, None]
+        inits += [_weight(rng, "position_bias.weight", buckets, heads),
+                  const("buckets", np.clip(offsets + buckets // 2, 0, buckets - 1)),
+                  const("bias_axes", [0])]
+        nodes += [helper.make_node("Gather", ["position_bias.weight", "buckets"],
+                                   ["bias_qkh"], name="/attn/position_bias/Gather"),
+                  helper.make_node("Transpose", ["bias_qkh"], ["bias_hqk"],
+                                   perm=[2, 0, 1], name="/attn/position_bias/Transpose"),
+                  helper.make_node("Unsqueeze", ["bias_hqk", "bias_axes"], ["bias"],
+                                   name="/attn/position_bias/Unsqueeze"),
+                  helper.make_node("Add", ["scaled", "bias"], ["biased"],
+                                   name="/attn/position_bias/Add")]
+    nodes += [helper.make_node("Softmax", ["biased" if position_bias else "scaled"],
+                               ["probs"], axis=-1, name="/attn/Softmax"),
               helper.make_node("MatMul", ["probs", v], [ctx], name="/attn/PV")]
     nodes += nodes_after
     nodes += [helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3],
@@ -286,7 +303,8 @@ if __name__ == "__main__":
              "attention-mqa": attention_mqa,
              "attention-mqa-2": lambda out: attention_mqa(out, layers=2),
              "attention-merged": lambda out: attention(out, merged=True),
-             "attention-merged-1": lambda out: attention(out, merged=True, batch=1)}
+             "attention-merged-1": lambda out: attention(out, merged=True, batch=1),
+             "attention-position-bias": lambda out: attention(out, position_bias=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
