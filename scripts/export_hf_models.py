@@ -33,12 +33,19 @@ for serving: input_ids of one new token a sequence and past.<layer>.key and
 .value (8 cached tokens) in; logits and present.<layer>.key and .value (the
 cache with the new token's keys and values appended) out.
 
+LLaMA is also exported as most ONNX files on the Hub were written: by
+Optimum's path, PyTorch's older TorchScript exporter (dynamo=False) with
+dynamic batch and sequence axes, input_ids and an attention_mask, and
+transformers 4.x (hf-llama-torchscript.onnx, `--torchscript`, with
+transformers 4.46.3: 5.x's mask code does not trace). Its causal mask is
+built from shapes (Shape, Gather, Range, Expand) and written with ScatterND.
+
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
 as one shared initializer, unlike a trained model's.
 
 Needs torch, transformers and onnxscript (not in the README's test command;
-the models are committed). Usage: export_hf_models.py OUT_DIR
+the models are committed). Usage: export_hf_models.py OUT_DIR [--torchscript]
 """
 import argparse
 import os
@@ -59,6 +66,9 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""),
            ("llama-decode", 18, ""), ("gemma-decode", 18, ""),
            ("falcon-decode", 18, ""))
+# Written by the TorchScript exporter (--torchscript), in their own random
+# stream: (name for build(), opset, file name).
+TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),)
 # Decoding steps (-decode): one new token a sequence after PAST cached ones.
 PAST = 8
 
@@ -114,6 +124,13 @@ def build(name, transformers, torch):
     if name == "llama":
         config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
         return transformers.LlamaForCausalLM(config), (ids,), ["input_ids"], None
+    if name == "llama-masked":
+        # Left padding, as a batch of prompts is padded for generation.
+        config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
+        mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+        mask[1, :5] = 0
+        return (transformers.LlamaForCausalLM(config), (ids, mask),
+                ["input_ids", "attention_mask"], ["logits"])
     if name == "qwen2":
         config = transformers.Qwen2Config(**SIZES, num_key_value_heads=2)
         return transformers.Qwen2ForCausalLM(config), (ids,), ["input_ids"], None
@@ -199,14 +216,50 @@ def randomize(model, torch):
                 p.normal_(0.0, 0.1)
 
 
+def by_name(model, names, torch):
+    """The model called with its inputs by name and nothing else, as Optimum
+    exports with the TorchScript exporter: traced through a plain call, an
+    argument left at its default (transformers 4.x's num_logits_to_keep)
+    would become a graph input."""
+    class ByName(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            return self.model(**dict(zip(names, inputs)), return_dict=False)
+    return ByName()
+
+
+def export_torchscript(out_dir, transformers, torch):
+    torch.manual_seed(0)
+    for name, opset, file in TORCHSCRIPT_EXPORTS:
+        model, inputs, names, outputs = build(name, transformers, torch)
+        model.eval()
+        randomize(model, torch)
+        path = os.path.join(out_dir, file)
+        axes = {n: {0: "batch", 1: "sequence"} for n in names + outputs}
+        torch.onnx.export(by_name(model, names, torch), inputs, path,
+                          input_names=names, output_names=outputs,
+                          opset_version=opset, dynamic_axes=axes, dynamo=False,
+                          do_constant_folding=True)
+        print(f"wrote {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
+    parser.add_argument("--torchscript", action="store_true",
+                        help="only the TorchScript exporter's models (needs "
+                        "transformers 4.x)")
     args = parser.parse_args()
     import torch
     import transformers
-    torch.manual_seed(0)
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.torchscript:
+        export_torchscript(args.out_dir, transformers, torch)
+        return
+    torch.manual_seed(0)
     for name, opset, suffix in EXPORTS:
         model, inputs, names, outputs = build(name, transformers, torch)
         model.eval()

@@ -168,6 +168,11 @@ def main():
                         help="sequences per input (default %(default)s)")
     parser.add_argument("--seq", type=int, default=hf.SEQ,
                         help="tokens per sequence (default %(default)s)")
+    parser.add_argument("--exporter", choices=["dynamo", "torchscript"],
+                        default="dynamo",
+                        help="torch.onnx.export's dynamo exporter (default) or "
+                        "the older TorchScript one (dynamo=False), which "
+                        "Optimum and most ONNX files on the Hub were written with")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
@@ -192,9 +197,14 @@ def main():
                 model, inputs, input_names = build(name, transformers, torch)
                 model.eval()
                 hf.randomize(model, torch)
+                if args.exporter == "torchscript" and not name.endswith("-decode"):
+                    model = hf.by_name(model, input_names, torch)
                 torch.onnx.export(model, inputs, path, input_names=input_names,
                                   output_names=None, opset_version=18,
-                                  dynamo=True, external_data=False)
+                                  dynamo=args.exporter == "dynamo",
+                                  external_data=False,
+                                  **({} if args.exporter == "dynamo"
+                                     else dict(do_constant_folding=True)))
         except Exception as e:  # the exporter's failures are findings too
             message = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
             first = message.splitlines()[0] if message else ""
