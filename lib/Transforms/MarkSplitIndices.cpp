@@ -101,16 +101,26 @@ std::optional<SplitAxes> loopSplit(linalg::LinalgOp op) {
   return split;
 }
 
-/// Whether `use` reads a tensor from outside the body at dimension `dim`,
-/// where that tensor is split over `axes` too: the local index is then the
-/// position in the rank's block of the tensor, as it must be.
-bool readsAlignedBlock(OpOperand &use, linalg::LinalgOp op, ArrayRef<int16_t> axes) {
+/// Whether loop `loop` of `op` and dimension `dim` of `tensor` are cut into
+/// the same blocks: split over the same grid axes, of the same size.
+bool sameBlocks(linalg::LinalgOp op, unsigned loop, ArrayRef<int16_t> loopAxes,
+                Value tensor, unsigned dim) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  return capturedSplit(tensor)[dim] == SmallVector<int16_t>(loopAxes) &&
+         type.getDimSize(dim) == op.getStaticLoopRanges()[loop];
+}
+
+/// Whether `use` of loop index `index` reads a tensor from outside the body
+/// at a dimension cut like the loop: the local index is then the position in
+/// the rank's block of the tensor, as it must be.
+bool readsAlignedBlock(OpOperand &use, linalg::LinalgOp op, linalg::IndexOp index,
+                       ArrayRef<int16_t> axes) {
   auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
   if (!extract || use.getOperandNumber() == 0 ||
       op->isAncestor(extract.getTensor().getParentRegion()->getParentOp()))
     return false;
-  unsigned dim = use.getOperandNumber() - 1;
-  return capturedSplit(extract.getTensor())[dim] == SmallVector<int16_t>(axes);
+  return sameBlocks(op, index.getDim(), axes, extract.getTensor(),
+                    use.getOperandNumber() - 1);
 }
 
 /// The error for a lookup partition cannot make right, on the op's location
@@ -170,7 +180,8 @@ struct MarkSplitIndicesPass
           continue;
         }
         auto index = extract.getIndices()[dim].getDefiningOp<linalg::IndexOp>();
-        if (index && (*loops)[index.getDim()] == axes)
+        if (index && sameBlocks(op, index.getDim(), (*loops)[index.getDim()],
+                                extract.getTensor(), dim))
           continue;
         return refuse(op, "into a tensor split on its dimension " + Twine(dim) +
                               " at a position other than this rank's block of a "
@@ -185,7 +196,7 @@ struct MarkSplitIndicesPass
         continue;
       SmallVector<OpOperand *> global;
       for (OpOperand &use : index->getUses())
-        if (!readsAlignedBlock(use, op, axes))
+        if (!readsAlignedBlock(use, op, index, axes))
           global.push_back(&use);
       if (global.empty())
         continue;

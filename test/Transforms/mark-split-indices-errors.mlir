@@ -76,3 +76,29 @@ func.func @rows_and_result(%ids: tensor<4xindex>, %table: tensor<8x4xf32>) -> te
   %r_s = shard.shard %r to %cols : tensor<4x4xf32>
   return %r_s : tensor<4x4xf32>
 }
+
+// -----
+
+#rows = affine_map<(d0, d1) -> (d0)>
+#all = affine_map<(d0, d1) -> (d0, d1)>
+shard.grid @mesh(shape = 2)
+
+// The table's 8 columns and the loop's 4 are split over the same axis, in
+// blocks of different sizes: rank 1's columns 2 and 3 are on rank 0.
+func.func @blocks_differ(%ids: tensor<4xindex>, %table: tensor<8x8xf32>) -> tensor<4x4xf32> {
+  %whole = shard.sharding @mesh split_axes = [[]] : !shard.sharding
+  %cols = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %pinned = shard.shard %table to %cols : tensor<8x8xf32>
+  %ids_w = shard.shard %ids to %whole annotate_for_users : tensor<4xindex>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %e_s = shard.shard %e to %cols annotate_for_users : tensor<4x4xf32>
+  // expected-error @+1 {{cannot partition the lookup at ONNX node '?' into a tensor split on its dimension 1}}
+  %r = linalg.generic {indexing_maps = [#rows, #all], iterator_types = ["parallel", "parallel"]} ins(%ids_w : tensor<4xindex>) outs(%e_s : tensor<4x4xf32>) {
+  ^bb0(%row: index, %o: f32):
+    %c = linalg.index 1 : index
+    %v = tensor.extract %table[%row, %c] : tensor<8x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %r_s = shard.shard %r to %cols : tensor<4x4xf32>
+  return %r_s : tensor<4x4xf32>
+}

@@ -126,8 +126,9 @@ def CleaveMarkSplitIndices
     the first block on every rank. This pass finds each index of a split
     loop whose uses need the position in the whole loop and gives those uses
     a copy marked with the loop's grid axes. An index used only to look up a
-    tensor split the same way as the loop (a table split by columns read at
-    the rank's columns) stays local, as it must. A body that looks up a
+    tensor cut into the same blocks as the loop (a table split by columns
+    read at the rank's columns: the same grid axes, the same size) stays
+    local, as it must. A body that looks up a
     split tensor at any other position is refused, naming the ONNX node
     (reading the first block would be silently wrong), but for a table split
     by rows alone, which `cleave-localize-gathers` handles.
