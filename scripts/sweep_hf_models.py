@@ -173,6 +173,8 @@ def main():
                         help="torch.onnx.export's dynamo exporter (default) or "
                         "the older TorchScript one (dynamo=False), which "
                         "Optimum and most ONNX files on the Hub were written with")
+    parser.add_argument("--opset", type=int, default=18,
+                        help="the ONNX opset to export at (default %(default)s)")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
@@ -200,7 +202,7 @@ def main():
                 if args.exporter == "torchscript" and not name.endswith("-decode"):
                     model = hf.by_name(model, input_names, torch)
                 torch.onnx.export(model, inputs, path, input_names=input_names,
-                                  output_names=None, opset_version=18,
+                                  output_names=None, opset_version=args.opset,
                                   dynamo=args.exporter == "dynamo",
                                   external_data=False,
                                   **({} if args.exporter == "dynamo"
