@@ -105,6 +105,11 @@ const ConstTensor *NodeContext::constantInput(unsigned i) const {
   return importer.lookup(node.input(i))->constant.get();
 }
 
+/// The most elements an operand that must be known at compile time may have
+/// when it is computed on demand: 16M (128 MB of int64 index tuples, the
+/// 2048 x 2048 positions of a mask).
+static constexpr int64_t kEvaluateElementLimit = int64_t(1) << 24;
+
 FailureOr<const ConstTensor *>
 NodeContext::requireConstantInput(unsigned i, StringRef role) {
   if (const ConstTensor *c = constantInput(i))
@@ -113,6 +118,10 @@ NodeContext::requireConstantInput(unsigned i, StringRef role) {
     (void)fail("operand '" + role + "' is required");
     return failure();
   }
+  // Computed from constants and shapes but left unfolded for its size.
+  if (const ConstTensor *c =
+          importer.evaluateConstant(node.input(i), kEvaluateElementLimit))
+    return c;
   emitError() << "operand '" << role << "' ('" << node.input(i)
               << "') must be known at compile time; if it comes from a graph "
                  "input, bind that input with --bind-input NAME=FILE.npy";
@@ -223,7 +232,7 @@ FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
 }
 
 bool NodeContext::shouldFold(ArrayRef<int64_t> shape) const {
-  return productOf(shape) <= importer.options().foldElementLimit;
+  return productOf(shape) <= importer.foldLimit();
 }
 
 Value NodeContext::materialize(const ConstTensor &value) {
@@ -238,7 +247,7 @@ GraphImporter::GraphImporter(MLIRContext &context, const ImportOptions &options,
                              StringRef path)
     : context(context), importOptions(options), modelPath(path.str()),
       modelDirectory(llvm::sys::path::parent_path(path).str()),
-      opBuilder(&context) {
+      opBuilder(&context), currentFoldLimit(options.foldElementLimit) {
   scopes.emplace_back();
 }
 
@@ -259,6 +268,89 @@ GraphValue *GraphImporter::lookup(StringRef name) {
 
 void GraphImporter::define(StringRef name, GraphValue value) {
   scopes.back()[name] = std::move(value);
+}
+
+bool GraphImporter::derivable(StringRef name, int64_t &budget,
+                              llvm::StringMap<bool> &known) {
+  if (auto it = known.find(name); it != known.end())
+    return it->second;
+  GraphValue *value = lookup(name);
+  if (!value)
+    return false;
+  if (value->constant)
+    return known[name] = true;
+  auto producer = producers.find(name);
+  if (producer == producers.end() || --budget < 0)
+    return known[name] = false;
+  const onnx::NodeProto &node = *producer->second.first;
+  StringRef op = node.op_type();
+  // A Constant left as a value is a weight (a parameter); control flow
+  // imports subgraphs. Shape and Size fold from the type alone.
+  if (!node.domain().empty() || op == "Constant" || op == "If" || op == "Loop" ||
+      op == "Scan")
+    return known[name] = false;
+  if (op == "Shape" || op == "Size")
+    return known[name] = true;
+  bool all = true;
+  for (const std::string &input : node.input())
+    all = all && (input.empty() || derivable(input, budget, known));
+  return known[name] = all;
+}
+
+bool GraphImporter::evaluateInScope(StringRef name) {
+  GraphValue *value = lookup(name);
+  if (value->constant) {
+    // A copy in the scratch scope, so that a handler materialising it
+    // there leaves the model's value alone.
+    if (!scopes.back().count(name))
+      define(name, GraphValue{Value(), value->constant});
+    return true;
+  }
+  auto [node, index] = producers.lookup(name);
+  bool shape = node->op_type() == "Shape" || node->op_type() == "Size";
+  for (const std::string &input : node->input()) {
+    if (input.empty() || scopes.back().count(input))
+      continue;
+    if (shape || !evaluateInScope(input))
+      define(input, *lookup(input));
+  }
+  if (failed(importNode(*node, index)))
+    return false;
+  return lookup(name)->constant != nullptr;
+}
+
+const ConstTensor *GraphImporter::evaluateConstant(StringRef name, int64_t limit) {
+  GraphValue *value = lookup(name);
+  if (!value)
+    return nullptr;
+  if (value->constant)
+    return value->constant.get();
+  int64_t budget = 4096;
+  llvm::StringMap<bool> known;
+  if (!derivable(name, budget, known))
+    return nullptr;
+  // The nodes again, into a scratch scope and block, folding up to `limit`;
+  // their failures are not the model's.
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  OpBuilder::InsertionGuard guard(opBuilder);
+  Block scratch;
+  opBuilder.setInsertionPointToStart(&scratch);
+  int64_t savedLimit = currentFoldLimit;
+  currentFoldLimit = limit;
+  pushScope();
+  bool evaluated = evaluateInScope(name);
+  std::shared_ptr<const ConstTensor> result =
+      evaluated ? lookup(name)->constant : nullptr;
+  popScope();
+  currentFoldLimit = savedLimit;
+  while (!scratch.empty()) {
+    scratch.back().dropAllUses();
+    scratch.back().erase();
+  }
+  if (!result)
+    return nullptr;
+  value->constant = result;
+  return value->constant.get();
 }
 
 Value GraphImporter::materialize(GraphValue &value, Location loc) {
@@ -655,9 +747,12 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
 
 LogicalResult GraphImporter::importNodes(
     const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes) {
-  for (int i = 0; i < nodes.size(); ++i)
+  for (int i = 0; i < nodes.size(); ++i) {
+    for (const std::string &output : nodes[i].output())
+      producers[output] = {&nodes[i], static_cast<unsigned>(i)};
     if (failed(importNode(nodes[i], i)))
       return failure();
+  }
   return success();
 }
 

@@ -47,6 +47,17 @@ public:
   void pushScope() { scopes.emplace_back(); }
   void popScope() { scopes.pop_back(); }
 
+  /// The most elements a folded result may have (--fold limit of the
+  /// options, raised while evaluateConstant runs).
+  int64_t foldLimit() const { return currentFoldLimit; }
+
+  /// The value named `name` computed at compile time, if everything it is
+  /// computed from is known (constants and shapes), folding results of up to
+  /// `limit` elements: for operands that must be constants but that import
+  /// left as computations for their size (index tuples built from shapes).
+  /// Null when it cannot; nothing is reported. Kept with the value.
+  const ConstTensor *evaluateConstant(llvm::StringRef name, int64_t limit);
+
 private:
   mlir::LogicalResult importNode(const onnx::NodeProto &node, unsigned index);
   mlir::LogicalResult declareInputs(const onnx::GraphProto &graph,
@@ -55,6 +66,12 @@ private:
                                     llvm::SmallVectorImpl<bool> &argIsParam);
   mlir::LogicalResult checkOptions(const onnx::GraphProto &graph);
   mlir::Location nodeLocation(llvm::StringRef name);
+  /// Whether `name` is computed from constants and shapes alone, looking at
+  /// most `budget` nodes up; memoized in `known`.
+  bool derivable(llvm::StringRef name, int64_t &budget, llvm::StringMap<bool> &known);
+  /// Imports the nodes `name` is computed from into the current (scratch)
+  /// scope, folding; whether `name` came out constant.
+  bool evaluateInScope(llvm::StringRef name);
 
   mlir::MLIRContext &context;
   const ImportOptions &importOptions;
@@ -66,6 +83,10 @@ private:
   /// Parameters added while importing nodes, named once @main's type is set.
   llvm::SmallVector<std::string> lateParams;
   llvm::StringMap<int64_t> opsets;
+  /// The node (and its position) that computes each value, for
+  /// evaluateConstant.
+  llvm::StringMap<std::pair<const onnx::NodeProto *, unsigned>> producers;
+  int64_t currentFoldLimit;
   /// Under --microbatches, a graph input whose batch the model fixes (an
   /// export on static shapes), for the note on a node that then fails.
   std::string fixedBatchInput;
