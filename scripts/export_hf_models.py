@@ -39,6 +39,10 @@ dynamic batch and sequence axes, input_ids and an attention_mask, and
 transformers 4.x (hf-llama-torchscript.onnx, `--torchscript`, with
 transformers 4.46.3: 5.x's mask code does not trace). Its causal mask is
 built from shapes (Shape, Gather, Range, Expand) and written with ScatterND.
+So is its decoding step as Optimum's decoder with past
+(hf-llama-torchscript-past.onnx): one new token, the attention mask over
+the cached and new tokens, past_key_values.<layer>.key and .value in and
+present.<layer>.key and .value out (transformers 4.x's cache of tuples).
 
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
@@ -68,7 +72,8 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("falcon-decode", 18, ""))
 # Written by the TorchScript exporter (--torchscript), in their own random
 # stream: (name for build(), opset, file name).
-TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),)
+TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),
+                       ("llama-past", 18, "hf-llama-torchscript-past.onnx"))
 # Decoding steps (-decode): one new token a sequence after PAST cached ones.
 PAST = 8
 
@@ -93,6 +98,24 @@ def decode_step(model, layers, torch):
             present = out.past_key_values.layers
             return (out.logits,) + tuple(t for layer in present[:layers]
                                          for t in (layer.keys, layer.values))
+    return Step()
+
+
+def legacy_cache_step(model, layers, torch):
+    """`model` as a decoding step with transformers 4.x's cache of (key,
+    value) tuples, as Optimum exports its decoder with past."""
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, mask, *cached):
+            past = tuple((cached[2 * layer], cached[2 * layer + 1])
+                         for layer in range(layers))
+            logits, present = self.model(input_ids=ids, attention_mask=mask,
+                                         past_key_values=past, use_cache=True,
+                                         return_dict=False)[:2]
+            return (logits,) + tuple(t for pair in present for t in pair)
     return Step()
 
 
@@ -124,6 +147,22 @@ def build(name, transformers, torch):
     if name == "llama":
         config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
         return transformers.LlamaForCausalLM(config), (ids,), ["input_ids"], None
+    if name == "llama-past":
+        # Optimum's decoder with past: one new token, the attention mask over
+        # the cached and the new tokens, the cache as (key, value) pairs a
+        # layer (transformers 4.x's tuples) in and out.
+        config = transformers.LlamaConfig(**dict(SIZES, use_cache=True),
+                                          num_key_value_heads=2)
+        model, layers = transformers.LlamaForCausalLM(config), SIZES["num_hidden_layers"]
+        head = config.hidden_size // config.num_attention_heads
+        mask = torch.ones(BATCH, PAST + 1, dtype=torch.long)
+        mask[1, :3] = 0
+        cached = [torch.randn(BATCH, 2, PAST, head) for _ in range(2 * layers)]
+        kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
+        return (legacy_cache_step(model, layers, torch),
+                (torch.randint(0, VOCAB, (BATCH, 1)), mask, *cached),
+                ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in kv],
+                ["logits"] + [f"present.{n}" for n in kv])
     if name == "llama-masked":
         # Left padding, as a batch of prompts is padded for generation.
         config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
@@ -238,8 +277,14 @@ def export_torchscript(out_dir, transformers, torch):
         model.eval()
         randomize(model, torch)
         path = os.path.join(out_dir, file)
-        axes = {n: {0: "batch", 1: "sequence"} for n in names + outputs}
-        torch.onnx.export(by_name(model, names, torch), inputs, path,
+        # Batch and sequence axes (the cache's sequence is its third).
+        axes = {n: {0: "batch", 2 if "." in n else 1: "sequence"}
+                for n in names + outputs}
+        if name.endswith("-past"):
+            axes["attention_mask"] = {0: "batch", 1: "total"}
+        else:
+            model = by_name(model, names, torch)
+        torch.onnx.export(model, inputs, path,
                           input_names=names, output_names=outputs,
                           opset_version=opset, dynamic_axes=axes, dynamo=False,
                           do_constant_folding=True)
