@@ -30,8 +30,10 @@ namespace {
 
 using SplitAxes = SmallVector<SmallVector<int16_t>>;
 
-SmallVector<int16_t> axesOf(shard::GridAxesAttr axes) {
-  return SmallVector<int16_t>(axes.asArrayRef());
+/// Whether `extract` reads a tensor defined outside `op`'s body, which
+/// partition replaces by the rank's block of it.
+bool readsFromOutside(linalg::LinalgOp op, tensor::ExtractOp extract) {
+  return !op->isAncestor(extract.getTensor().getParentRegion()->getParentOp());
 }
 
 /// How a tensor a body reads from outside is split, one list of grid axes a
@@ -54,7 +56,7 @@ SplitAxes capturedSplit(Value value) {
   for (auto [dim, axes] :
        llvm::enumerate(shard::Sharding(annotation.getSharding()).getSplitAxes()))
     if (dim < split.size())
-      split[dim] = axesOf(axes);
+      split[dim] = SmallVector<int16_t>(axes.asArrayRef());
   return split;
 }
 
@@ -116,8 +118,7 @@ bool sameBlocks(linalg::LinalgOp op, unsigned loop, ArrayRef<int16_t> loopAxes,
 bool readsAlignedBlock(OpOperand &use, linalg::LinalgOp op, linalg::IndexOp index,
                        ArrayRef<int16_t> axes) {
   auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
-  if (!extract || use.getOperandNumber() == 0 ||
-      op->isAncestor(extract.getTensor().getParentRegion()->getParentOp()))
+  if (!extract || use.getOperandNumber() == 0 || !readsFromOutside(op, extract))
     return false;
   return sameBlocks(op, index.getDim(), axes, extract.getTensor(),
                     use.getOperandNumber() - 1);
@@ -151,7 +152,7 @@ struct MarkSplitIndicesPass
       if (auto index = dyn_cast<linalg::IndexOp>(inner))
         indices.push_back(index);
       else if (auto extract = dyn_cast<tensor::ExtractOp>(inner);
-               extract && !op->isAncestor(extract.getTensor().getParentRegion()->getParentOp()))
+               extract && readsFromOutside(op, extract))
         lookups.push_back(extract);
     });
     if (indices.empty() && lookups.empty())
