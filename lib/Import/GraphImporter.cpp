@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "GraphImporter.h"
+
 #include "ModelLoader.h"
+#include "SymbolicDims.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -21,6 +23,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <set>
 
 using namespace mlir;
 using namespace cleave;
@@ -402,6 +405,71 @@ LogicalResult GraphImporter::checkOptions(const onnx::GraphProto &graph) {
 }
 
 LogicalResult
+GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
+                             llvm::StringMap<int64_t> &sizes,
+                             llvm::StringMap<std::string> &ambiguous) {
+  Location loc = FileLineColLoc::get(&context, modelPath, 0, 0);
+  llvm::StringSet<> explicitNames, modelNames;
+  for (auto &[name, size] : importOptions.namedDims) {
+    sizes[name] = size;
+    explicitNames.insert(name);
+  }
+  // Each pinned dimension the model names: (input, expression, size).
+  struct Pin {
+    std::string input, expr;
+    int64_t size;
+  };
+  std::vector<Pin> pins;
+  for (const auto &input : graph.input()) {
+    if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape())
+      continue;
+    const auto &dims = input.type().tensor_type().shape().dim();
+    for (const auto &dim : dims)
+      if (dim.has_dim_param())
+        for (const std::string &name : dimNames(dim.dim_param()))
+          modelNames.insert(name);
+    auto pinned = importOptions.inputShapes.find(input.name());
+    if (pinned == importOptions.inputShapes.end() ||
+        pinned->second.size() != static_cast<size_t>(dims.size()))
+      continue; // a rank mismatch is reported with the input
+    for (int d = 0; d < dims.size(); ++d)
+      if (dims[d].has_dim_param() && !dims[d].dim_param().empty())
+        pins.push_back({input.name(), dims[d].dim_param(), pinned->second[d]});
+  }
+  for (auto &[name, size] : importOptions.namedDims)
+    if (!modelNames.contains(name)) {
+      std::vector<std::string> known;
+      for (const auto &entry : modelNames)
+        known.push_back("'" + entry.getKey().str() + "'");
+      llvm::sort(known);
+      return mlir::emitError(loc)
+             << "--dim names '" << name << "', which no input dimension of the "
+             << "model is named"
+             << (known.empty() ? std::string(" (its inputs name none)")
+                               : " (names: " + llvm::join(known, ", ") + ")");
+    }
+  // Only a dimension named by a name alone teaches its size: exporters
+  // name some by the step they traced (Optimum's attention mask is
+  // 'past_sequence_length + 1', which a prompt's is not), so an expression
+  // is only evaluated, never solved. --dim wins over what a pin teaches.
+  llvm::StringMap<std::pair<std::string, int64_t>> learnedFrom;
+  for (const Pin &pin : pins) {
+    StringRef name = StringRef(pin.expr).trim();
+    std::vector<std::string> names = dimNames(name);
+    if (names.size() != 1 || name != names.front() || explicitNames.contains(name))
+      continue;
+    auto [from, inserted] = learnedFrom.try_emplace(name, pin.input, pin.size);
+    if (inserted)
+      sizes[name] = pin.size;
+    else if (from->second.second != pin.size)
+      ambiguous[name] = "'" + from->second.first + "' makes it " +
+                        std::to_string(from->second.second) + ", '" + pin.input +
+                        "' " + std::to_string(pin.size);
+  }
+  return success();
+}
+
+LogicalResult
 GraphImporter::declareInputs(const onnx::GraphProto &graph,
                              SmallVectorImpl<Type> &argTypes,
                              SmallVectorImpl<std::string> &argNames,
@@ -411,7 +479,12 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
 
+  llvm::StringMap<int64_t> namedSizes;
+  llvm::StringMap<std::string> ambiguous;
+  if (failed(sizeNamedDims(graph, namedSizes, ambiguous)))
+    return failure();
   std::vector<std::string> unpinned;
+  std::set<std::string> unsized;
   for (const auto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue; // An initializer listed as an input: a weight with a default.
@@ -487,9 +560,29 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
     } else {
       shape = declared;
       std::vector<std::string> open;
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (shape[d] == ShapedType::kDynamic)
-          open.push_back("dim " + std::to_string(d) + " '" + symbolic[d] + "'");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] != ShapedType::kDynamic)
+          continue;
+        // A named dimension whose names all have one size.
+        std::vector<std::string> names = dimNames(symbolic[d]);
+        for (const std::string &name : names)
+          if (ambiguous.count(name))
+            return mlir::emitError(loc)
+                   << "input '" << input.name() << "' has a dimension named '"
+                   << symbolic[d] << "', and the --input-shape pins disagree on '"
+                   << name << "' (" << ambiguous.lookup(name)
+                   << "); pin it with --dim " << name << "=N or pin '"
+                   << input.name() << "' with --input-shape";
+        if (std::optional<int64_t> size = evaluateDim(symbolic[d], namedSizes);
+            size && *size >= 0) {
+          shape[d] = *size;
+          continue;
+        }
+        for (const std::string &name : names)
+          if (!namedSizes.count(name))
+            unsized.insert(name);
+        open.push_back("dim " + std::to_string(d) + " '" + symbolic[d] + "'");
+      }
       if (!open.empty()) {
         unpinned.push_back("'" + input.name() + "' (" + llvm::join(open, ", ") +
                            ")");
@@ -512,10 +605,15 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
     argNames.push_back(input.name());
     argIsParam.push_back(false);
   }
-  if (!unpinned.empty())
-    return mlir::emitError(loc)
-           << "graph inputs with unpinned dimensions: " << llvm::join(unpinned, "; ")
-           << "; pin them with --input-shape NAME=DxD";
+  if (!unpinned.empty()) {
+    auto diag = mlir::emitError(loc)
+                << "graph inputs with unpinned dimensions: "
+                << llvm::join(unpinned, "; ") << "; pin them with --input-shape NAME=DxD";
+    if (!unsized.empty())
+      diag << " or size their names with --dim NAME=N (unsized: "
+           << llvm::join(unsized, ", ") << ")";
+    return diag;
+  }
 
   for (const auto &init : graph.initializer()) {
     Type elementType = elementTypeFor(&context, init.data_type());

@@ -65,6 +65,13 @@ private:
                                     llvm::SmallVectorImpl<std::string> &argNames,
                                     llvm::SmallVectorImpl<bool> &argIsParam);
   mlir::LogicalResult checkOptions(const onnx::GraphProto &graph);
+  /// The sizes of the inputs' named dimensions: --dim's, and those the
+  /// --input-shape pins set where a dimension is named by a name alone. A
+  /// name two pinned inputs give different sizes is listed in `ambiguous`
+  /// with both.
+  mlir::LogicalResult sizeNamedDims(const onnx::GraphProto &graph,
+                                    llvm::StringMap<int64_t> &sizes,
+                                    llvm::StringMap<std::string> &ambiguous);
   mlir::Location nodeLocation(llvm::StringRef name);
   /// Whether `name` is computed from constants and shapes alone, looking at
   /// most `budget` nodes up; memoized in `known`.

@@ -52,6 +52,15 @@ cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Static shape of a graph input, e.g. input_ids=1x128 (repeatable)"),
     cl::value_desc("NAME=DxD"), cl::cat(category));
+cl::list<std::string> namedDims(
+    "dim",
+    cl::desc("Size of a named dimension of the graph inputs, wherever it "
+             "appears, e.g. batch_size=1 (repeatable); dimensions named by "
+             "expressions such as 'past_sequence_length + 1' follow, and a "
+             "name an --input-shape sets (a dimension named by it alone) is "
+             "sized for the other inputs too; --input-shape wins for the "
+             "input it names"),
+    cl::value_desc("NAME=N"), cl::cat(category));
 cl::list<std::string> boundInputs(
     "bind-input",
     cl::desc("Make a graph input a compile-time constant, read from a .npy file "
@@ -325,6 +334,16 @@ int main(int argc, char **argv) {
     }
     if (!options.inputShapes.emplace(name.str(), shape).second)
       return fail("--input-shape given twice for '" + name + "'");
+  }
+  for (const std::string &text : namedDims) {
+    StringRef name, size;
+    if (!splitAssignment("dim", text, name, size))
+      return 1;
+    int64_t n;
+    if (size.getAsInteger(10, n) || n < 0)
+      return fail("--dim " + text + ": '" + size + "' is not a dimension size");
+    if (!options.namedDims.emplace(name.str(), n).second)
+      return fail("--dim given twice for '" + name + "'");
   }
   for (const std::string &text : boundInputs) {
     StringRef name, file;

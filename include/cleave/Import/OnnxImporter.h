@@ -37,6 +37,9 @@ inline constexpr llvm::StringLiteral kParamBlockAttrName = "cleave.param_block";
 struct ImportOptions {
   /// Full static shapes for graph inputs, by input name (--input-shape).
   std::map<std::string, llvm::SmallVector<int64_t>> inputShapes;
+  /// Sizes of named (symbolic) input dimensions, by name (--dim). Names
+  /// --input-shape sets are learned from it too.
+  std::map<std::string, int64_t> namedDims;
   /// Graph inputs made compile-time constants, by name: a path to a `.npy`
   /// file or a serialized TensorProto (--bind-input).
   std::map<std::string, std::string> boundInputs;
