@@ -28,7 +28,11 @@ arithmetic: a GPU or multi-rank program is compared with the CPU single-rank
 program of the same precision) and checks that the two programs agree, and the
 plan's collective and weight lines are printed.
 
-Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--int-high N]
+Shapes come from --input-shape and from --dim NAME=N, which sizes a named
+input dimension wherever it appears (passed to cleave-compile as well).
+
+Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--dim NAME=N ...]
+                      [--int-high N]
                       [--rtol R] [--atol A] [--bench N] [--bench-rounds R]
                       [--threads T] [--compile-arg ARG]... [--compare-single-rank]
                       [--reference-precision bf16|f16] [--bin DIR] [--work DIR]
@@ -60,9 +64,27 @@ def output_file_name(name: str) -> str:
     return re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()).decode() + ".npy"
 
 
-def make_inputs(model, shapes, int_high, seed=0):
+def named_sizes(model, shapes, dims):
+    """Sizes of named input dimensions, as cleave-compile sizes them: --dim's,
+    then those an --input-shape sets where a dimension is named by a name
+    alone."""
+    sizes = dict(dims)
+    for graph_input in model.graph.input:
+        shape = shapes.get(graph_input.name)
+        declared = graph_input.type.tensor_type.shape.dim
+        if shape is None or len(shape) != len(declared):
+            continue
+        for size, dim in zip(shape, declared):
+            name = dim.dim_param.strip()
+            if name.isidentifier() and name not in sizes:
+                sizes[name] = size
+    return sizes
+
+
+def make_inputs(model, shapes, int_high, dims=None, seed=0):
     rng = np.random.default_rng(seed)
     initializers = {i.name for i in model.graph.initializer}
+    sizes = named_sizes(model, shapes, dims or {})
     inputs = {}
     for graph_input in model.graph.input:
         if graph_input.name in initializers:
@@ -70,7 +92,9 @@ def make_inputs(model, shapes, int_high, seed=0):
         dtype = NP_TYPES[graph_input.type.tensor_type.elem_type]
         shape = shapes.get(graph_input.name)
         if shape is None:
-            shape = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+            # Named dimensions: names and small expressions of them.
+            shape = [eval(d.dim_param, {"__builtins__": {}}, sizes) if d.dim_param
+                     else d.dim_value for d in graph_input.type.tensor_type.shape.dim]
         if np.issubdtype(dtype, np.integer):
             inputs[graph_input.name] = rng.integers(0, int_high, shape).astype(dtype)
         elif dtype == np.bool_:
@@ -163,6 +187,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model")
     parser.add_argument("--input-shape", action="append", default=[])
+    parser.add_argument("--dim", action="append", default=[],
+                        help="size of a named input dimension, NAME=N")
     parser.add_argument("--int-high", type=int, default=2)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-5)
@@ -185,8 +211,12 @@ def main():
     for text in args.input_shape:
         name, dims = text.split("=")
         shapes[name] = [int(d) for d in dims.split("x")]
+    dims = {}
+    for text in args.dim:
+        name, size = text.split("=")
+        dims[name] = int(size)
     model = onnx.load(args.model)
-    inputs = make_inputs(model, shapes, args.int_high)
+    inputs = make_inputs(model, shapes, args.int_high, dims)
     work = args.work or tempfile.mkdtemp(prefix="cleave-check-")
     os.makedirs(work, exist_ok=True)
     bundle = os.path.join(work, "bundle")
@@ -195,6 +225,7 @@ def main():
         start = time.monotonic()
         subprocess.run([os.path.join(args.bin, "cleave-compile"), args.model, "--quiet",
                         "-o", bundle] + [f"--input-shape={s}" for s in args.input_shape]
+                       + [f"--dim={d}" for d in args.dim]
                        + extra, check=True)
         seconds = time.monotonic() - start
         run = [os.path.join(args.bin, "cleave-run"), bundle, "--output-dir", out,
