@@ -69,6 +69,13 @@ CASES = [
     # cache gathered): static shapes, 2 sequences of one new token.
     ("hf-llama-decode-tp2", "hf-llama-decode.onnx", {},
      ["--mesh=tp=2", "--shard-preset=megatron"], None),
+    # LLaMA as Optimum exports it (the TorchScript exporter, the mask written
+    # with ScatterND): the prompt, with a cache of 0 tokens, split over tp.
+    ("hf-llama-optimum-tp2", "hf-llama-optimum.onnx",
+     dict({"input_ids": [2, 16], "attention_mask": [2, 16], "position_ids": [2, 16]},
+          **{f"past_key_values.{layer}.{part}": [2, 2, 0, 16]
+             for layer in range(2) for part in ("key", "value")}),
+     ["--mesh=tp=2", "--shard-preset=megatron"], None),
 ]
 
 # Libraries every Linux machine has; the CUDA ones come with the GPU machine.
