@@ -6,10 +6,11 @@ weights), exported by Optimum's `main_export` at opset 14 as
 export_optimum.py does: decoders for `text-generation-with-past` (one model
 for the prompt and the decoding steps), encoders for `feature-extraction`.
 Each export is then checked by check_model.py against ONNX Runtime: a
-decoder for the prompt (2 x 16 tokens, a cache of 0), the prompt at tp=2
-(megatron preset, also against the one-rank program) and a decoding step
-after 8 cached tokens; an encoder on one rank and at tp=2. Shapes come
-from the export's named dimensions. It measures coverage; it asserts
+decoder for the prompt (2 x 16 tokens, a cache of 0, the attention mask
+over the 16), the prompt at tp=2 (megatron preset, also against the
+one-rank program) and a decoding step after 8 cached tokens; an encoder on
+one rank and at tp=2. Shapes are given by the export's dimension names
+(check_model.py --dim), the prompt's attention mask by its shape. It measures coverage; it asserts
 nothing (the committed exports' checks are in test/e2e/models.test).
 
 Needs optimum 1.23 with transformers 4.x (tried: optimum 1.23.3,
@@ -53,24 +54,30 @@ def build(name, transformers, torch):
     return model
 
 
-def shapes_of(path, dims):
-    """--input-shape arguments from the model's named dimensions."""
+def sizing(path, sizes, prompt):
+    """check_model.py arguments sizing the model's inputs: --dim for each name
+    its dimensions use; for a prompt, the attention mask pinned to the whole
+    sequence, since Optimum names it for a step ('past_sequence_length + 1',
+    1 for a prompt after an empty cache)."""
     import onnx
     model = onnx.load(path, load_external_data=False)
-    shapes = []
+    names, mask = set(), None
     for graph_input in model.graph.input:
-        sizes = []
         for d in graph_input.type.tensor_type.shape.dim:
-            # "past_sequence_length + 1" and the like: evaluated on `dims`.
-            sizes.append(eval(d.dim_param, {}, dict(dims)) if d.dim_param else d.dim_value)
-        shapes.append(f"--input-shape={graph_input.name}="
-                      f"{'x'.join(str(s) for s in sizes)}")
-    return shapes
+            names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", d.dim_param))
+            if (graph_input.name == "attention_mask" and d.dim_param and
+                    not d.dim_param.isidentifier()):
+                mask = d.dim_param
+    arguments = [f"--dim={name}={sizes[name]}" for name in sorted(names)]
+    if prompt and mask:
+        tokens = sizes["past_sequence_length"] + sizes["sequence_length"]
+        arguments.append(f"--input-shape=attention_mask={sizes['batch_size']}x{tokens}")
+    return arguments
 
 
-def check(path, shapes, work, bin_dir, extra):
+def check(path, sizing, work, bin_dir, extra):
     command = [sys.executable, os.path.join(os.path.dirname(__file__), "check_model.py"),
-               path, "--int-high", "2", "--work", work, "--bin", bin_dir] + shapes + extra
+               path, "--int-high", "2", "--work", work, "--bin", bin_dir] + sizing + extra
     text = subprocess.run(command, capture_output=True, text=True)
     text = text.stdout + text.stderr
     ok = "outputs match ONNX Runtime: yes" in text and (
@@ -113,11 +120,12 @@ def main():
             continue
         path = os.path.join(out, "model.onnx")
         work = os.path.join(args.work, name + "-check")
-        prompt = shapes_of(path, PROMPT)
+        prompt = sizing(path, PROMPT, prompt=True)
         results = [f"prompt {check(path, prompt, work + '-1', args.bin, [])}",
                    f"tp=2 {check(path, prompt, work + '-tp2', args.bin, TP2)}"]
         if decoder:
-            results.append(f"step {check(path, shapes_of(path, STEP), work + '-step', args.bin, [])}")
+            step = sizing(path, STEP, prompt=False)
+            results.append(f"step {check(path, step, work + '-step', args.bin, [])}")
         print(f"{name:12} " + "; ".join(results), flush=True)
 
 
