@@ -64,6 +64,16 @@ def output_file_name(name: str) -> str:
     return re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()).decode() + ".npy"
 
 
+# A dimension name as cleave-compile reads one (lib/Import/SymbolicDims.cpp).
+DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def dim_size(expr, sizes):
+    """The size a dimension named `expr` ('past_sequence_length + 1') has."""
+    return eval(DIM_NAME.sub(lambda m: str(sizes[m.group(0)]), expr),
+                {"__builtins__": {}})
+
+
 def named_sizes(model, shapes, dims):
     """Sizes of named input dimensions, as cleave-compile sizes them: --dim's,
     then those an --input-shape sets where a dimension is named by a name
@@ -76,7 +86,7 @@ def named_sizes(model, shapes, dims):
             continue
         for size, dim in zip(shape, declared):
             name = dim.dim_param.strip()
-            if name.isidentifier() and name not in sizes:
+            if DIM_NAME.fullmatch(name) and name not in sizes:
                 sizes[name] = size
     return sizes
 
@@ -93,8 +103,8 @@ def make_inputs(model, shapes, int_high, dims=None, seed=0):
         shape = shapes.get(graph_input.name)
         if shape is None:
             # Named dimensions: names and small expressions of them.
-            shape = [eval(d.dim_param, {"__builtins__": {}}, sizes) if d.dim_param
-                     else d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+            shape = [dim_size(d.dim_param, sizes) if d.dim_param else d.dim_value
+                     for d in graph_input.type.tensor_type.shape.dim]
         if np.issubdtype(dtype, np.integer):
             inputs[graph_input.name] = rng.integers(0, int_high, shape).astype(dtype)
         elif dtype == np.bool_:

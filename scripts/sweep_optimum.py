@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 
+import check_model
 import export_hf_models as hf
 import sweep_hf_models as sweep
 
@@ -64,9 +65,9 @@ def sizing(path, sizes, prompt):
     names, mask = set(), None
     for graph_input in model.graph.input:
         for d in graph_input.type.tensor_type.shape.dim:
-            names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", d.dim_param))
+            names.update(check_model.DIM_NAME.findall(d.dim_param))
             if (graph_input.name == "attention_mask" and d.dim_param and
-                    not d.dim_param.isidentifier()):
+                    not check_model.DIM_NAME.fullmatch(d.dim_param)):
                 mask = d.dim_param
     arguments = [f"--dim={name}={sizes[name]}" for name in sorted(names)]
     if prompt and mask:

@@ -273,6 +273,11 @@ void GraphImporter::define(StringRef name, GraphValue value) {
   scopes.back()[name] = std::move(value);
 }
 
+/// Shape and Size fold from their operand's type alone.
+static bool foldsFromType(const onnx::NodeProto &node) {
+  return node.op_type() == "Shape" || node.op_type() == "Size";
+}
+
 bool GraphImporter::derivable(StringRef name, int64_t &budget,
                               llvm::StringMap<bool> &known) {
   if (auto it = known.find(name); it != known.end())
@@ -288,11 +293,11 @@ bool GraphImporter::derivable(StringRef name, int64_t &budget,
   const onnx::NodeProto &node = *producer->second.first;
   StringRef op = node.op_type();
   // A Constant left as a value is a weight (a parameter); control flow
-  // imports subgraphs. Shape and Size fold from the type alone.
+  // imports subgraphs.
   if (!node.domain().empty() || op == "Constant" || op == "If" || op == "Loop" ||
       op == "Scan")
     return known[name] = false;
-  if (op == "Shape" || op == "Size")
+  if (foldsFromType(node))
     return known[name] = true;
   bool all = true;
   for (const std::string &input : node.input())
@@ -310,11 +315,10 @@ bool GraphImporter::evaluateInScope(StringRef name) {
     return true;
   }
   auto [node, index] = producers.lookup(name);
-  bool shape = node->op_type() == "Shape" || node->op_type() == "Size";
   for (const std::string &input : node->input()) {
     if (input.empty() || scopes.back().count(input))
       continue;
-    if (shape || !evaluateInScope(input))
+    if (foldsFromType(*node) || !evaluateInScope(input))
       define(input, *lookup(input));
   }
   if (failed(importNode(*node, index)))

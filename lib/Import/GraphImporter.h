@@ -47,8 +47,8 @@ public:
   void pushScope() { scopes.emplace_back(); }
   void popScope() { scopes.pop_back(); }
 
-  /// The most elements a folded result may have (--fold limit of the
-  /// options, raised while evaluateConstant runs).
+  /// The most elements a folded result may have (the options'
+  /// foldElementLimit, raised while evaluateConstant runs).
   int64_t foldLimit() const { return currentFoldLimit; }
 
   /// The value named `name` computed at compile time, if everything it is

@@ -23,7 +23,8 @@ public:
             std::vector<std::string> *seen)
       : rest(text), sizes(sizes), seen(seen) {}
 
-  /// The value, or nothing on a name without a size or on bad syntax.
+  /// The value, or nothing on a name without a size or on bad syntax (a bad
+  /// factor is nothing, and nothing propagates through every operator).
   std::optional<int64_t> parse() {
     std::optional<int64_t> value = sum();
     skipSpace();
@@ -74,18 +75,15 @@ private:
       while (length < rest.size() && llvm::isDigit(rest[length]))
         ++length;
       int64_t number;
-      bool bad = rest.take_front(length).getAsInteger(10, number);
+      bool tooLarge = rest.take_front(length).getAsInteger(10, number);
       rest = rest.drop_front(length);
-      if (bad)
-        syntaxError = true;
-      return bad ? std::nullopt : std::optional<int64_t>(number);
+      return tooLarge ? std::nullopt : std::optional<int64_t>(number);
     }
     while (length < rest.size() &&
            (llvm::isAlnum(rest[length]) || rest[length] == '_' || rest[length] == '.'))
       ++length;
     if (length == 0) {
-      syntaxError = true;
-      rest = StringRef(); // stops the parse: parse() sees nothing left
+      rest = StringRef(); // bad syntax: nothing more is read
       return std::nullopt;
     }
     std::string name = rest.take_front(length).str();
@@ -99,18 +97,13 @@ private:
   StringRef rest;
   const llvm::StringMap<int64_t> &sizes;
   std::vector<std::string> *seen;
-
-public:
-  bool syntaxError = false;
 };
 
 } // namespace
 
 std::optional<int64_t>
 cleave::onnx_import::evaluateDim(StringRef expr, const llvm::StringMap<int64_t> &sizes) {
-  DimParser parser(expr, sizes, nullptr);
-  std::optional<int64_t> value = parser.parse();
-  return parser.syntaxError ? std::nullopt : value;
+  return DimParser(expr, sizes, nullptr).parse();
 }
 
 std::vector<std::string> cleave::onnx_import::dimNames(StringRef expr) {
