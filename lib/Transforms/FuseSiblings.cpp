@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -48,10 +49,14 @@ bool shareAnInput(linalg::GenericOp a, linalg::GenericOp b) {
   return false;
 }
 
-/// Whether every input of `op` is defined before `point` (in `point`'s
-/// block, or in a block around it).
-bool inputsBefore(linalg::GenericOp op, Operation *point) {
-  return llvm::all_of(op.getDpsInputs(), [&](Value v) {
+/// Whether every value `op` reads, its inputs and the values its body
+/// reads from above (a gather's table, a scatter's updates), is defined
+/// before `point` (in `point`'s block, or in a block around it).
+bool readsBefore(linalg::GenericOp op, Operation *point) {
+  llvm::SetVector<Value> reads;
+  getUsedValuesDefinedAbove(op.getRegion(), reads);
+  reads.insert_range(op.getDpsInputs());
+  return llvm::all_of(reads, [&](Value v) {
     Operation *def = v.getDefiningOp();
     if (!def)
       return true; // a block argument of a block around `op`
@@ -90,7 +95,7 @@ struct FuseSiblingsPass
         for (linalg::GenericOp b : ops)
           if (a != b && a->getBlock() == b->getBlock() &&
               a->isBeforeInBlock(b) && ranges[a] == ranges[b] &&
-              shareAnInput(a, b) && inputsBefore(b, a)) {
+              shareAnInput(a, b) && readsBefore(b, a)) {
             fuse(a, b);
             return true;
           }

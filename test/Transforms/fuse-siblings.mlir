@@ -123,3 +123,36 @@ func.func @wide(%t: tensor<8x8xf32>, %a0: tensor<8x8xf32>, %a1: tensor<8x8xf32>,
   } -> tensor<8x8xf32>
   return %q, %k : tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Tests that siblings stay apart when the later one's body reads a value
+// made between them (two scatters sharing one slot map, each extracting
+// from its own updates, the second's made after the first): fused at the
+// first, that read would come before the value exists.
+// CHECK-LABEL: func.func @reads_later_value
+// CHECK: linalg.generic
+// CHECK: tensor.extract %arg1
+// CHECK: %[[V:.*]] = arith.mulf
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[V]]
+#m1 = affine_map<(d0) -> (d0)>
+func.func @reads_later_value(%map: tensor<8xindex>, %u: tensor<8xf32>, %s: f32)
+    -> (tensor<8xf32>, tensor<8xf32>) {
+  %e = tensor.empty() : tensor<8xf32>
+  %a = linalg.generic {indexing_maps = [#m1, #m1], iterator_types = ["parallel"]}
+      ins(%map : tensor<8xindex>) outs(%e : tensor<8xf32>) {
+  ^bb0(%i: index, %out: f32):
+    %x = tensor.extract %u[%i] : tensor<8xf32>
+    linalg.yield %x : f32
+  } -> tensor<8xf32>
+  %v = arith.mulf %a, %a : tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xf32>
+  %b = linalg.generic {indexing_maps = [#m1, #m1], iterator_types = ["parallel"]}
+      ins(%map : tensor<8xindex>) outs(%e2 : tensor<8xf32>) {
+  ^bb0(%i: index, %out: f32):
+    %x = tensor.extract %v[%i] : tensor<8xf32>
+    linalg.yield %x : f32
+  } -> tensor<8xf32>
+  return %a, %b : tensor<8xf32>, tensor<8xf32>
+}
