@@ -30,9 +30,12 @@ plan's collective and weight lines are printed.
 
 Shapes come from --input-shape and from --dim NAME=N, which sizes a named
 input dimension wherever it appears (passed to cleave-compile as well).
+--input-values NAME=V[,V...] gives an input its values instead (positions
+such as a static cache's `cache_position`, masks): one value fills the input,
+otherwise there is one per element, in row-major order.
 
 Usage: check_model.py MODEL.onnx --input-shape NAME=DxD ... [--dim NAME=N ...]
-                      [--int-high N]
+                      [--int-high N] [--input-values NAME=V,V,...]
                       [--rtol R] [--atol A] [--bench N] [--bench-rounds R]
                       [--threads T] [--compile-arg ARG]... [--compare-single-rank]
                       [--reference-precision bf16|f16] [--bin DIR] [--work DIR]
@@ -91,8 +94,11 @@ def named_sizes(model, shapes, dims):
     return sizes
 
 
-def make_inputs(model, shapes, int_high, dims=None, seed=0):
+def make_inputs(model, shapes, int_high, dims=None, seed=0, values=None):
+    """Random inputs, but for those `values` names (name: list of numbers,
+    one to fill the input or one per element)."""
     rng = np.random.default_rng(seed)
+    values = values or {}
     initializers = {i.name for i in model.graph.initializer}
     sizes = named_sizes(model, shapes, dims or {})
     inputs = {}
@@ -105,7 +111,14 @@ def make_inputs(model, shapes, int_high, dims=None, seed=0):
             # Named dimensions: names and small expressions of them.
             shape = [dim_size(d.dim_param, sizes) if d.dim_param else d.dim_value
                      for d in graph_input.type.tensor_type.shape.dim]
-        if np.issubdtype(dtype, np.integer):
+        if graph_input.name in values:
+            given = np.array(values[graph_input.name], dtype=dtype)
+            if given.size != 1 and given.size != int(np.prod(shape)):
+                raise SystemExit(f"--input-values {graph_input.name}: {given.size} "
+                                 f"values for an input of shape {list(shape)}")
+            inputs[graph_input.name] = (np.full(shape, given[0], dtype) if given.size == 1
+                                        else given.reshape(shape))
+        elif np.issubdtype(dtype, np.integer):
             inputs[graph_input.name] = rng.integers(0, int_high, shape).astype(dtype)
         elif dtype == np.bool_:
             inputs[graph_input.name] = rng.integers(0, 2, shape).astype(np.bool_)
@@ -200,6 +213,8 @@ def main():
     parser.add_argument("--dim", action="append", default=[],
                         help="size of a named input dimension, NAME=N")
     parser.add_argument("--int-high", type=int, default=2)
+    parser.add_argument("--input-values", action="append", default=[],
+                        metavar="NAME=V,V,...")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--bench", type=int, default=0)
@@ -225,8 +240,15 @@ def main():
     for text in args.dim:
         name, size = text.split("=")
         dims[name] = int(size)
+    values = {}
+    for text in args.input_values:
+        name, numbers = text.split("=")
+        values[name] = [float(v) for v in numbers.split(",")]
     model = onnx.load(args.model)
-    inputs = make_inputs(model, shapes, args.int_high, dims)
+    unknown = set(values) - {i.name for i in model.graph.input}
+    if unknown:
+        parser.error(f"--input-values names no graph input: {', '.join(sorted(unknown))}")
+    inputs = make_inputs(model, shapes, args.int_high, dims, values=values)
     work = args.work or tempfile.mkdtemp(prefix="cleave-check-")
     os.makedirs(work, exist_ok=True)
     bundle = os.path.join(work, "bundle")

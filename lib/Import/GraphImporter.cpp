@@ -64,6 +64,7 @@ const OpRegistry &OpRegistry::get() {
     OpRegistry r;
     registerElementwiseOps(r);
     registerShapeOps(r);
+    registerScatterOps(r);
     registerMatMulOps(r);
     registerReductionOps(r);
     registerNormalizationOps(r);
@@ -113,17 +114,22 @@ const ConstTensor *NodeContext::constantInput(unsigned i) const {
 /// 2048 x 2048 positions of a mask).
 static constexpr int64_t kEvaluateElementLimit = int64_t(1) << 24;
 
-FailureOr<const ConstTensor *>
-NodeContext::requireConstantInput(unsigned i, StringRef role) {
+const ConstTensor *NodeContext::knownInput(unsigned i) {
   if (const ConstTensor *c = constantInput(i))
     return c;
+  if (!hasInput(i))
+    return nullptr;
+  // Computed from constants and shapes but left unfolded for its size.
+  return importer.evaluateConstant(node.input(i), kEvaluateElementLimit);
+}
+
+FailureOr<const ConstTensor *>
+NodeContext::requireConstantInput(unsigned i, StringRef role) {
   if (!hasInput(i)) {
     (void)fail("operand '" + role + "' is required");
     return failure();
   }
-  // Computed from constants and shapes but left unfolded for its size.
-  if (const ConstTensor *c =
-          importer.evaluateConstant(node.input(i), kEvaluateElementLimit))
+  if (const ConstTensor *c = knownInput(i))
     return c;
   emitError() << "operand '" << role << "' ('" << node.input(i)
               << "') must be known at compile time; if it comes from a graph "

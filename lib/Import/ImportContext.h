@@ -74,6 +74,11 @@ public:
   }
   /// Operand `i` if the importer knows its value, else null.
   const ConstTensor *constantInput(unsigned i) const;
+  /// Operand `i`'s value if the importer knows it or can compute it from
+  /// constants and shapes (one left unfolded for its size), else null;
+  /// nothing is reported. For operands that may also be known only at run
+  /// time.
+  const ConstTensor *knownInput(unsigned i);
   /// Operand `i`'s value, or an error saying that `role` must be known at
   /// compile time (and how to make it so).
   mlir::FailureOr<const ConstTensor *> requireConstantInput(unsigned i,
@@ -149,6 +154,7 @@ private:
 // One function per op family (one file each under lib/Import/Ops/).
 void registerElementwiseOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
+void registerScatterOps(OpRegistry &registry);
 void registerMatMulOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);

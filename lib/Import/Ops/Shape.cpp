@@ -1,7 +1,7 @@
 //===- Shape.cpp - ONNX shape, layout and indexing ops --------------------===//
 //
 // Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-// Slice, Gather, GatherElements, GatherND, ScatterND, Expand, ConstantOfShape, Range,
+// Slice, Gather, GatherElements, GatherND, Expand, ConstantOfShape, Range,
 // Trilu, Pad and Tile. Shapes are static, so Shape and Size always fold, and
 // every shape-like operand (Reshape targets, Slice bounds, axes) must be a
 // compile-time constant. Data movement on constants folds; on tensors it
@@ -14,6 +14,7 @@
 #include "../Builders.h"
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
+#include "Indexing.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -25,12 +26,8 @@
 using namespace mlir;
 using namespace cleave::onnx_import;
 
-namespace {
-
-/// Sets result `result` to operand `input` reshaped, folding when it is a
-/// constant.
-void setReshaped(NodeContext &ctx, unsigned result, ArrayRef<int64_t> shape,
-                 unsigned input = 0) {
+void cleave::onnx_import::setReshaped(NodeContext &ctx, unsigned result,
+                                      ArrayRef<int64_t> shape, unsigned input) {
   if (const ConstTensor *c = ctx.constantInput(input))
     ctx.setOutput(result, c->reshaped(shape));
   else if (Value refined = reshapeThroughTranspose(ctx.builder(), ctx.loc(),
@@ -39,6 +36,35 @@ void setReshaped(NodeContext &ctx, unsigned result, ArrayRef<int64_t> shape,
   else
     ctx.setOutput(result, reshape(ctx.builder(), ctx.loc(), ctx.input(input), shape));
 }
+
+Value cleave::onnx_import::indexInto(OpBuilder &b, Location loc, Value index,
+                                     int64_t size) {
+  Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  Value wrapped = arith::AddIOp::create(
+      b, loc, i, arith::ConstantIndexOp::create(b, loc, size));
+  return arith::SelectOp::create(b, loc, negative, wrapped, i);
+}
+
+FailureOr<std::vector<int64_t>>
+cleave::onnx_import::constantIndices(NodeContext &ctx, const ConstTensor &indices,
+                                     function_ref<int64_t(size_t)> sizeOf) {
+  std::vector<int64_t> values = indices.toInts();
+  for (auto [position, i] : llvm::enumerate(values)) {
+    int64_t size = sizeOf(position);
+    if (i < -size || i >= size) {
+      ctx.emitError() << "index " << i << " is out of range for a dimension of "
+                      << "size " << size;
+      return failure();
+    }
+    if (i < 0)
+      i += size;
+  }
+  return values;
+}
+
+namespace {
 
 /// Axes from operand `operandIndex` (newer opsets) or attribute `axes` (older
 /// ones), normalised against `rank` and sorted; nullopt when none are given.
@@ -503,16 +529,6 @@ Value gatherGeneric(OpBuilder &b, Location loc, Value source,
       .getResult(0);
 }
 
-/// An integer index read from a tensor as an `index` into a dimension of
-/// `size`, negative ones counted from its end.
-Value indexInto(OpBuilder &b, Location loc, Value index, int64_t size) {
-  Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
-  Value wrapped = arith::AddIOp::create(
-      b, loc, i, arith::ConstantIndexOp::create(b, loc, size));
-  return arith::SelectOp::create(b, loc, negative, wrapped, i);
-}
 
 /// The position a gather along `axis` reads in its source of `rank`
 /// dimensions: the index read (`index`, into a dimension of `size`) along
@@ -528,25 +544,6 @@ SmallVector<Value> positionAlongAxis(OpBuilder &b, Location loc, int64_t rank,
   return at;
 }
 
-/// The constant index values of operand `i`, negative ones counted from the
-/// end of the dimension each indexes (`sizeOf(position)`); fails naming the
-/// first out of range.
-FailureOr<std::vector<int64_t>>
-constantIndices(NodeContext &ctx, const ConstTensor &indices,
-                llvm::function_ref<int64_t(size_t)> sizeOf) {
-  std::vector<int64_t> values = indices.toInts();
-  for (auto [position, i] : llvm::enumerate(values)) {
-    int64_t size = sizeOf(position);
-    if (i < -size || i >= size) {
-      ctx.emitError() << "index " << i << " is out of range for a dimension of "
-                      << "size " << size;
-      return failure();
-    }
-    if (i < 0)
-      i += size;
-  }
-  return values;
-}
 
 LogicalResult lowerGather(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.inputShape(0);
@@ -794,152 +791,6 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
                          at.append(loops.begin() + indexRank - 1, loops.end());
                          return at;
                        }));
-  return success();
-}
-
-/// `shape` as ONNX tools print it: [2,1,16,16].
-std::string shapeText(ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "[";
-  llvm::interleave(shape, os, ",");
-  os << "]";
-  return text;
-}
-
-/// ScatterND: a copy of the data in which each index tuple's slice is
-/// replaced by (or, with `reduction`, combined with) its slice of the
-/// updates. The indices must be constants, as they are where exporters
-/// write it: transformers' causal mask, whose padded positions are written
-/// into a copy of the mask at positions fixed by the static shape. Each
-/// slice of the data then reads either itself or one known slice of the
-/// updates: a gather, folded when data and updates are constants.
-LogicalResult lowerScatterND(NodeContext &ctx) {
-  ArrayRef<int64_t> data = ctx.inputShape(0);
-  ArrayRef<int64_t> indicesShape = ctx.inputShape(1);
-  ArrayRef<int64_t> updatesShape = ctx.inputShape(2);
-  int64_t rank = data.size();
-  if (isFloat(ctx.inputElementType(1)))
-    return ctx.fail("indices must be integers");
-  int64_t depth = indicesShape.empty() ? 0 : indicesShape.back();
-  if (depth < 1 || depth > rank)
-    return ctx.emitError() << "index tuples of " << depth << " elements do not "
-                           << "fit data of rank " << rank;
-  SmallVector<int64_t> expected(indicesShape.drop_back());
-  expected.append(data.begin() + depth, data.end());
-  if (ArrayRef<int64_t>(expected) != updatesShape)
-    return ctx.emitError() << "updates of shape " << shapeText(updatesShape)
-                           << " do not match indices of shape "
-                           << shapeText(indicesShape) << " into data of shape "
-                           << shapeText(data) << " (expected "
-                           << shapeText(expected) << ")";
-  std::string reduction = ctx.stringAttr("reduction", "none");
-  Type element = ctx.inputElementType(0);
-  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
-      reduction != "max" && reduction != "min")
-    return ctx.fail("unknown reduction '" + reduction + "'");
-  if (reduction != "none" && element.isInteger(1))
-    return ctx.fail("reduction '" + reduction + "' on booleans is not supported");
-  FailureOr<const ConstTensor *> indices =
-      ctx.requireConstantInput(1, "indices");
-  if (failed(indices))
-    return failure();
-  auto values = constantIndices(ctx, **indices, [&](size_t position) {
-    return data[position % depth];
-  });
-  if (failed(values))
-    return failure();
-
-  // For each slice of the data (a position in its first `depth`
-  // dimensions), the update slice written there, or -1. Tuples are applied
-  // in order, so a position named twice keeps the last; with a reduction,
-  // every write would combine, which one read cannot express.
-  ArrayRef<int64_t> prefix = data.take_front(depth);
-  SmallVector<int64_t> prefixStrides = stridesOf(prefix);
-  std::vector<int64_t> source(productOf(prefix), -1);
-  int64_t tuples = productOf(indicesShape.drop_back());
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t at = 0;
-    for (int64_t d = 0; d < depth; ++d)
-      at += (*values)[t * depth + d] * prefixStrides[d];
-    if (source[at] >= 0 && reduction != "none")
-      return ctx.fail("index tuples " + Twine(source[at]) + " and " + Twine(t) +
-                      " name the same position; reduction '" + reduction +
-                      "' over repeated positions is not supported");
-    source[at] = t;
-  }
-  int64_t inner = productOf(data.drop_front(depth));
-
-  // Every slice replaced by the update slice of its own position (the mask
-  // written over whole, at full length): the updates are the result.
-  bool inOrder = reduction == "none" && tuples == static_cast<int64_t>(source.size());
-  for (int64_t k = 0; inOrder && k < tuples; ++k)
-    inOrder = source[k] == k;
-  if (inOrder) {
-    setReshaped(ctx, 0, data, /*input=*/2);
-    return success();
-  }
-
-  const ConstTensor *c = ctx.constantInput(0);
-  const ConstTensor *u = ctx.constantInput(2);
-  if (c && u && ctx.shouldFold(data)) {
-    ConstTensorBuilder out(element, data);
-    for (int64_t flat = 0, n = productOf(data); flat < n; ++flat) {
-      int64_t t = source[flat / inner];
-      int64_t from = t * inner + flat % inner;
-      if (t < 0) {
-        out.copy(*c, flat);
-      } else if (reduction == "none") {
-        out.copy(*u, from);
-      } else {
-        double x = c->getDouble(flat), y = u->getDouble(from);
-        out.append(reduction == "add"   ? x + y
-                   : reduction == "mul" ? x * y
-                   : reduction == "max" ? std::max(x, y)
-                                        : std::min(x, y));
-      }
-    }
-    ctx.setOutput(0, out.finish());
-    return success();
-  }
-
-  // At run time: a generic over the data, reading the slice map beside it.
-  OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  Value sourceMap = ctx.materialize(ConstTensor::ints(
-      b.getI64Type(), prefix, ArrayRef<int64_t>(source)));
-  SmallVector<int64_t> flatUpdates{tuples};
-  flatUpdates.append(data.begin() + depth, data.end());
-  Value updates = reshape(b, loc, ctx.input(2), flatUpdates);
-  AffineMap identity = b.getMultiDimIdentityMap(rank);
-  AffineMap prefixMap = AffineMap::get(
-      rank, 0, identity.getResults().take_front(depth), b.getContext());
-  Value init = emptyTensor(b, loc, data, element);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ValueRange{ctx.input(0), sourceMap},
-      ValueRange{init}, ArrayRef<AffineMap>{identity, prefixMap, identity},
-      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value old = args[0];
-        Value zero = arith::ConstantIntOp::create(nb, nl, args[1].getType(), 0);
-        Value written =
-            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, args[1], zero);
-        Value slice = arith::IndexCastOp::create(
-            nb, nl, nb.getIndexType(),
-            arith::SelectOp::create(nb, nl, written, args[1], zero));
-        SmallVector<Value> at{slice};
-        for (int64_t d = depth; d < rank; ++d)
-          at.push_back(linalg::IndexOp::create(nb, nl, d));
-        Value update = tensor::ExtractOp::create(nb, nl, updates, at);
-        Value combined = reduction == "add"   ? addS(nb, nl, old, update)
-                         : reduction == "mul" ? mulS(nb, nl, old, update)
-                         : reduction == "max" ? maxS(nb, nl, old, update)
-                         : reduction == "min" ? minS(nb, nl, old, update)
-                                              : update;
-        Value result = arith::SelectOp::create(nb, nl, written, combined, old);
-        linalg::YieldOp::create(nb, nl, result);
-      });
-  ctx.setOutput(0, generic.getResult(0));
   return success();
 }
 
@@ -1231,7 +1082,6 @@ void cleave::onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("Gather", 1, lowerGather);
   r.add("GatherElements", 11, lowerGatherElements);
   r.add("GatherND", 11, lowerGatherND);
-  r.add("ScatterND", 11, lowerScatterND);
   r.add("Expand", 8, lowerExpand);
   r.add("ConstantOfShape", 9, lowerConstantOfShape);
   r.add("Range", 11, lowerRange);

@@ -1,0 +1,40 @@
+//===- Indexing.h - Helpers the indexing op families share ------*- C++ -*-===//
+//
+// Reading index operands (constant or at run time) and reshaping results,
+// for the op families that index tensors: Shape.cpp's gathers and slices,
+// Scatter.cpp's scatters. Internal to lib/Import/Ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_OPS_INDEXING_H
+#define CLEAVE_LIB_IMPORT_OPS_INDEXING_H
+
+#include "../ConstTensor.h"
+#include "../ImportContext.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <vector>
+
+namespace cleave::onnx_import {
+
+/// Sets result `result` to operand `input` reshaped, folding when it is a
+/// constant.
+void setReshaped(NodeContext &ctx, unsigned result, llvm::ArrayRef<int64_t> shape,
+                 unsigned input = 0);
+
+/// An integer index read from a tensor as an `index` into a dimension of
+/// `size`, negative ones counted from its end.
+mlir::Value indexInto(mlir::OpBuilder &b, mlir::Location loc, mlir::Value index,
+                      int64_t size);
+
+/// The constant index values of operand `i`, negative ones counted from the
+/// end of the dimension each indexes (`sizeOf(position)`); fails naming the
+/// first out of range.
+mlir::FailureOr<std::vector<int64_t>>
+constantIndices(NodeContext &ctx, const ConstTensor &indices,
+                llvm::function_ref<int64_t(size_t)> sizeOf);
+
+} // namespace cleave::onnx_import
+
+#endif // CLEAVE_LIB_IMPORT_OPS_INDEXING_H
