@@ -43,6 +43,12 @@ So is its decoding step as Optimum's decoder with past
 (hf-llama-torchscript-past.onnx): one new token, the attention mask over
 the cached and new tokens, past_key_values.<layer>.key and .value in and
 present.<layer>.key and .value out (transformers 4.x's cache of tuples).
+And with a static cache (hf-llama-static-cache.onnx), as an ahead-of-time
+compiler serves one: the cache has a fixed length (CACHE_LENGTH) and the new
+tokens, however many, are written into it at `cache_position` (in place,
+which the exporter writes as ScatterElements at run-time indices); the
+attention mask covers the whole cache. One program serves the prompt and
+every step.
 
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
@@ -73,9 +79,12 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
 # Written by the TorchScript exporter (--torchscript), in their own random
 # stream: (name for build(), opset, file name).
 TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),
-                       ("llama-past", 18, "hf-llama-torchscript-past.onnx"))
+                       ("llama-past", 18, "hf-llama-torchscript-past.onnx"),
+                       ("llama-static", 18, "hf-llama-static-cache.onnx"))
 # Decoding steps (-decode): one new token a sequence after PAST cached ones.
 PAST = 8
+# The static cache's length (llama-static).
+CACHE_LENGTH = 32
 
 
 def decode_step(model, layers, torch):
@@ -116,6 +125,36 @@ def legacy_cache_step(model, layers, torch):
                                          past_key_values=past, use_cache=True,
                                          return_dict=False)[:2]
             return (logits,) + tuple(t for pair in present for t in pair)
+    return Step()
+
+
+def static_cache_step(model, layers, torch):
+    """`model` writing its new tokens' keys and values into a static cache
+    of CACHE_LENGTH positions at `cache_position` (transformers 4.x's
+    StaticCache, whose tensors are the inputs, updated in place) and
+    returning the logits and the whole cache."""
+    from transformers import StaticCache
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, mask, position, *cached):
+            cache = StaticCache(model.config, batch_size=ids.shape[0],
+                                max_cache_len=CACHE_LENGTH, device="cpu",
+                                dtype=torch.float32)
+            for layer in range(layers):
+                cache.key_cache[layer] = cached[2 * layer]
+                cache.value_cache[layer] = cached[2 * layer + 1]
+            positions = position.unsqueeze(0).expand(ids.shape[0], -1)
+            logits = self.model(input_ids=ids, attention_mask=mask,
+                                past_key_values=cache, cache_position=position,
+                                position_ids=positions, use_cache=True,
+                                return_dict=False)[0]
+            return (logits,) + tuple(t for layer in range(layers)
+                                     for t in (cache.key_cache[layer],
+                                               cache.value_cache[layer]))
     return Step()
 
 
@@ -162,6 +201,22 @@ def build(name, transformers, torch):
         return (legacy_cache_step(model, layers, torch),
                 (torch.randint(0, VOCAB, (BATCH, 1)), mask, *cached),
                 ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in kv],
+                ["logits"] + [f"present.{n}" for n in kv])
+    if name == "llama-static":
+        # Four new tokens written at positions 5 to 8 of the static cache.
+        config = transformers.LlamaConfig(**dict(SIZES, use_cache=True),
+                                          num_key_value_heads=2)
+        model, layers = transformers.LlamaForCausalLM(config), SIZES["num_hidden_layers"]
+        head = config.hidden_size // config.num_attention_heads
+        tokens = 4
+        cached = [torch.randn(BATCH, 2, CACHE_LENGTH, head) for _ in range(2 * layers)]
+        kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
+        return (static_cache_step(model, layers, torch),
+                (torch.randint(0, VOCAB, (BATCH, tokens)),
+                 torch.ones(BATCH, CACHE_LENGTH, dtype=torch.long),
+                 torch.arange(5, 5 + tokens), *cached),
+                ["input_ids", "attention_mask", "cache_position"]
+                + [f"past_key_values.{n}" for n in kv],
                 ["logits"] + [f"present.{n}" for n in kv])
     if name == "llama-masked":
         # Left padding, as a batch of prompts is padded for generation.
@@ -282,6 +337,10 @@ def export_torchscript(out_dir, transformers, torch):
                 for n in names + outputs}
         if name.endswith("-past"):
             axes["attention_mask"] = {0: "batch", 1: "total"}
+        elif name.endswith("-static"):
+            # The static cache's batch is fixed; the new tokens are not.
+            axes = {"input_ids": {1: "sequence"}, "cache_position": {0: "sequence"},
+                    "logits": {1: "sequence"}}
         else:
             model = by_name(model, names, torch)
         torch.onnx.export(model, inputs, path,
