@@ -9,7 +9,9 @@
 // transposes permute it, elementwise ops and batched GEMMs over (batch,
 // heads) keep it), until a matmul by a parameter contracts over it: that
 // "row" projection closes the block, and its output is summed across ranks
-// (one all_reduce).
+// (one all_reduce). A split read inside a generic's body at the position of
+// one of its parallel loops (a scatter's updates: the new keys written into
+// a static cache at run-time positions) moves with that loop.
 //
 // Candidates whose split meets each other (Q and K in QK^T, gate and up in
 // SwiGLU) form one block. A block is kept only if every path of its split
@@ -151,15 +153,34 @@ private:
     for (OpOperand &operand : op->getOpOperands())
       if (auto it = tracked.find(operand.get()); it != tracked.end())
         inputs.push_back({operand.getOperandNumber(), it->second});
-    // Splits used inside regions (a gather reading a split table) are not
-    // followed.
+    // Splits read inside a generic's body at the position of one of its
+    // parallel loops (a scatter's updates, read at the same head as the
+    // element written) move with that loop; other uses inside regions (a
+    // gather reading a split table) are not followed.
+    SmallVector<std::pair<unsigned, Track>> capturedLoops;
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    llvm::DenseMap<Value, std::optional<unsigned>> readAlong;
     op->walk([&](Operation *nested) {
       if (nested == op)
         return;
-      for (Value v : nested->getOperands())
-        if (auto it = tracked.find(v); it != tracked.end())
-          fail(it->second.root);
+      for (Value v : nested->getOperands()) {
+        auto it = tracked.find(v);
+        if (it == tracked.end())
+          continue;
+        std::optional<unsigned> loop =
+            generic ? loopReading(generic, nested, v, it->second.dim)
+                    : std::nullopt;
+        auto [entry, first] = readAlong.try_emplace(v, loop);
+        if (!loop || entry->second != loop)
+          entry->second = std::nullopt;
+      }
     });
+    for (auto &[v, loop] : readAlong) {
+      if (loop)
+        capturedLoops.push_back({*loop, tracked[v]});
+      else
+        fail(tracked[v].root);
+    }
 
     if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
       BlockArgument weight =
@@ -184,11 +205,16 @@ private:
       return;
     }
     dropOneHeads(op, inputs);
-    if (inputs.empty())
+    if (inputs.empty() && capturedLoops.empty())
       return;
-    Operation *root = inputs.front().second.root;
-    for (auto &[index, track] : inputs)
+    Operation *root = (inputs.empty() ? capturedLoops : inputs).front().second.root;
+    for (auto &[index, track] : llvm::concat<std::pair<unsigned, Track>>(
+             inputs, capturedLoops))
       join(root, track.root);
+    if (generic)
+      return visitGeneric(generic, inputs, capturedLoops);
+    if (!capturedLoops.empty())
+      return fail(root);
     // Below, the split of `in` moves to `dim` of the op's result, as
     // undecided as it was between one head and one token (Track::oneHead).
     const Track &in = inputs.front().second;
@@ -200,8 +226,6 @@ private:
       blockOf(root).reachesOutput = true;
       return;
     }
-    if (auto generic = dyn_cast<linalg::GenericOp>(op))
-      return visitGeneric(generic, inputs);
     if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
       int64_t d = in.dim;
       if (inputs.front().first != 0 || llvm::is_contained(reduce.getDimensions(), d))
@@ -383,9 +407,28 @@ private:
     inputs.assign(kept.begin(), kept.end());
   }
 
+  /// The loop of `generic` at whose position `user`, in its body, reads
+  /// dimension `dim` of `value`: a tensor.extract indexed there by that
+  /// loop's linalg.index.
+  static std::optional<unsigned> loopReading(linalg::GenericOp generic,
+                                             Operation *user, Value value,
+                                             int64_t dim) {
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract || extract.getTensor() != value)
+      return std::nullopt;
+    auto index = extract.getIndices()[dim].getDefiningOp<linalg::IndexOp>();
+    if (!index || index->getParentOp() != generic)
+      return std::nullopt;
+    return index.getDim();
+  }
+
+  /// `inputs` are the split operands; `captured`, the splits the body reads
+  /// at a loop's position (with that loop).
   void visitGeneric(linalg::GenericOp generic,
-                    ArrayRef<std::pair<unsigned, Track>> inputs) {
-    Operation *root = inputs.front().second.root;
+                    ArrayRef<std::pair<unsigned, Track>> inputs,
+                    ArrayRef<std::pair<unsigned, Track>> captured) {
+    const Track &first = (inputs.empty() ? captured : inputs).front().second;
+    Operation *root = first.root;
     SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
     auto iterators = generic.getIteratorTypesArray();
     // The loop that carries the split, the same for every split input.
@@ -397,6 +440,11 @@ private:
       if (!expr || (loop && *loop != expr.getPosition()))
         return fail(root);
       loop = expr.getPosition();
+    }
+    for (auto &[capturedLoop, track] : captured) {
+      if (loop && *loop != capturedLoop)
+        return fail(root);
+      loop = capturedLoop;
     }
     if (iterators[*loop] != utils::IteratorType::parallel)
       return fail(root);
@@ -418,8 +466,7 @@ private:
           getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         return fail(root);
-      tracked[result] = {int64_t(*pos), root, inputs.front().second.foldedBatch,
-                         inputs.front().second.oneHead};
+      tracked[result] = {int64_t(*pos), root, first.foldedBatch, first.oneHead};
     }
   }
 

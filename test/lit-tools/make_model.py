@@ -119,7 +119,8 @@ def mlp(out):
               out)
 
 
-def attention(out, fused=False, merged=False, batch=None, position_bias=False):
+def attention(out, fused=False, merged=False, batch=None, position_bias=False,
+              static_cache=False):
     rng = np.random.default_rng(1)
     batch = batch or (4 if merged else 1)
     heads, seq, width = 4, 8, 32
@@ -151,6 +152,35 @@ def attention(out, fused=False, merged=False, batch=None, position_bias=False):
                   helper.make_node("Transpose", [p + "_heads"], [p + "_t"], perm=perm,
                                    name=f"/attn/{p}/Transpose")]
     q, k, v, ctx = "q_t", "k_t", "v_t", "ctx"
+    inputs, outputs = [], []
+    if static_cache:
+        # A static key/value cache of `cache` positions, the new tokens' keys
+        # and values written at `pos` (ScatterElements at run-time indices,
+        # the positions expanded to the keys' shape, as PyTorch exports
+        # index_copy_), attention reading the whole cache.
+        cache, head = 16, width // heads
+        inits += [const("k_index_axes", [0, 1, 2]), const("v_index_axes", [0, 1, 3]),
+                  const("k_index_shape", [batch, heads, head, seq]),
+                  const("v_index_shape", [batch, heads, seq, head])]
+        inputs += [helper.make_tensor_value_info("pos", TensorProto.INT64, [seq]),
+                   helper.make_tensor_value_info("past_k", TensorProto.FLOAT,
+                                                 [batch, heads, head, cache]),
+                   helper.make_tensor_value_info("past_v", TensorProto.FLOAT,
+                                                 [batch, heads, cache, head])]
+        outputs += [helper.make_tensor_value_info("present_k", TensorProto.FLOAT,
+                                                  [batch, heads, head, cache]),
+                    helper.make_tensor_value_info("present_v", TensorProto.FLOAT,
+                                                  [batch, heads, cache, head])]
+        for p, axis in (("k", 3), ("v", 2)):
+            nodes += [helper.make_node("Unsqueeze", ["pos", f"{p}_index_axes"],
+                                       [f"{p}_pos"], name=f"/attn/{p}/Unsqueeze"),
+                      helper.make_node("Expand", [f"{p}_pos", f"{p}_index_shape"],
+                                       [f"{p}_index"], name=f"/attn/{p}/Expand"),
+                      helper.make_node("ScatterElements",
+                                       [f"past_{p}", f"{p}_index", f"{p}_t"],
+                                       [f"present_{p}"], axis=axis,
+                                       name=f"/attn/{p}/ScatterElements")]
+        k, v = "present_k", "present_v"
     if merged:
         head = width // heads
         inits += [const("merged_q", [batch * heads, seq, head]),
@@ -195,8 +225,10 @@ def attention(out, fused=False, merged=False, batch=None, position_bias=False):
                                name="/attn/out/MatMul")]
     graph = helper.make_graph(
         nodes, "attention",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, width])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, width])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, width])]
+        + inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, width])]
+        + outputs,
         inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
               out)
@@ -304,7 +336,8 @@ if __name__ == "__main__":
              "attention-mqa-2": lambda out: attention_mqa(out, layers=2),
              "attention-merged": lambda out: attention(out, merged=True),
              "attention-merged-1": lambda out: attention(out, merged=True, batch=1),
-             "attention-position-bias": lambda out: attention(out, position_bias=True)}
+             "attention-position-bias": lambda out: attention(out, position_bias=True),
+             "attention-static-cache": lambda out: attention(out, static_cache=True)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
