@@ -158,6 +158,34 @@ def static_cache_step(model, layers, torch):
     return Step()
 
 
+# The static cache's batch is fixed; the number of new tokens is not.
+STATIC_CACHE_AXES = {"input_ids": {1: "sequence"}, "cache_position": {0: "sequence"},
+                     "logits": {1: "sequence"}}
+
+
+def static_cache_export(model, torch):
+    """(module, example inputs, input names, output names) of `model` as a
+    step with a static cache (static_cache_step): four new tokens written at
+    positions 5 to 8, the attention mask over the whole cache, the cache's
+    tensors random. Export with STATIC_CACHE_AXES."""
+    from transformers import StaticCache
+    layers = model.config.num_hidden_layers
+    # The cache's tensors as StaticCache makes them, for their shapes.
+    probe = StaticCache(model.config, batch_size=BATCH, max_cache_len=CACHE_LENGTH,
+                        device="cpu", dtype=torch.float32)
+    cached = [torch.randn(t.shape) for layer in range(layers)
+              for t in (probe.key_cache[layer], probe.value_cache[layer])]
+    kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
+    tokens = 4
+    return (static_cache_step(model, layers, torch),
+            (torch.randint(0, VOCAB, (BATCH, tokens)),
+             torch.ones(BATCH, CACHE_LENGTH, dtype=torch.long),
+             torch.arange(5, 5 + tokens), *cached),
+            ["input_ids", "attention_mask", "cache_position"]
+            + [f"past_key_values.{n}" for n in kv],
+            ["logits"] + [f"present.{n}" for n in kv])
+
+
 def build(name, transformers, torch):
     """(model, example inputs, input names, output names or None) of one
     model."""
@@ -203,21 +231,9 @@ def build(name, transformers, torch):
                 ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in kv],
                 ["logits"] + [f"present.{n}" for n in kv])
     if name == "llama-static":
-        # Four new tokens written at positions 5 to 8 of the static cache.
         config = transformers.LlamaConfig(**dict(SIZES, use_cache=True),
                                           num_key_value_heads=2)
-        model, layers = transformers.LlamaForCausalLM(config), SIZES["num_hidden_layers"]
-        head = config.hidden_size // config.num_attention_heads
-        tokens = 4
-        cached = [torch.randn(BATCH, 2, CACHE_LENGTH, head) for _ in range(2 * layers)]
-        kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
-        return (static_cache_step(model, layers, torch),
-                (torch.randint(0, VOCAB, (BATCH, tokens)),
-                 torch.ones(BATCH, CACHE_LENGTH, dtype=torch.long),
-                 torch.arange(5, 5 + tokens), *cached),
-                ["input_ids", "attention_mask", "cache_position"]
-                + [f"past_key_values.{n}" for n in kv],
-                ["logits"] + [f"present.{n}" for n in kv])
+        return static_cache_export(transformers.LlamaForCausalLM(config), torch)[:4]
     if name == "llama-masked":
         # Left padding, as a batch of prompts is padded for generation.
         config = transformers.LlamaConfig(**SIZES, num_key_value_heads=2)
@@ -338,9 +354,7 @@ def export_torchscript(out_dir, transformers, torch):
         if name.endswith("-past"):
             axes["attention_mask"] = {0: "batch", 1: "total"}
         elif name.endswith("-static"):
-            # The static cache's batch is fixed; the new tokens are not.
-            axes = {"input_ids": {1: "sequence"}, "cache_position": {0: "sequence"},
-                    "logits": {1: "sequence"}}
+            axes = STATIC_CACHE_AXES
         else:
             model = by_name(model, names, torch)
         torch.onnx.export(model, inputs, path,

@@ -17,9 +17,17 @@ With --gpu, instead of the two CPU checks: the CUDA target's bundle is built
 are counted, and the program with the very kernels the CUDA target builds,
 run on the CPU (--gpu-kernels-on-cpu), is checked against ONNX Runtime.
 
+With --static-cache (transformers 4.x, which the TorchScript exporter needs,
+so --exporter torchscript is implied): each causal LM that supports
+transformers' StaticCache is exported as a step with a static cache of
+export_hf_models.CACHE_LENGTH positions (export_hf_models.static_cache_export)
+and checked three times: a prompt of 5 tokens at positions 0 to 4 on one
+rank and at tp=2 against one rank, and one token at position 9.
+
 Needs torch, transformers and onnxscript. Usage:
   sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--batch B] [--seq S]
-                     [--bin DIR]
+                     [--exporter dynamo|torchscript] [--opset N]
+                     [--static-cache] [--bin DIR]
 """
 import argparse
 import contextlib
@@ -157,6 +165,26 @@ def check_gpu(path, shapes, int_high, work, bin_dir):
     return built, kernels, gemms, emulated
 
 
+def check_static_cache(name, path, args):
+    """Prints the line of a step with a static cache: a prompt of 5 tokens
+    at positions 0-4 (one rank; tp=2 against one rank) and one token at
+    position 9, the mask over the whole cache all ones."""
+    def run(tag, tokens, positions, extra):
+        return check(path, [], VOCAB, os.path.join(args.work, f"{name}-{tag}"),
+                     args.bin, [f"--dim=sequence={tokens}",
+                                "--input-values=cache_position=" + positions,
+                                "--input-values=attention_mask=1"] + extra)
+    prompt = run("prompt", 5, "0,1,2,3,4", [])[0]
+    two, ranks, collectives, note = run(
+        "prompt-tp2", 5, "0,1,2,3,4",
+        ["--compile-arg=--mesh=tp=2", "--compile-arg=--shard-preset=megatron",
+         "--compare-single-rank"])
+    step, _, _, step_note = run("step", 1, "9", [])
+    ok = lambda b: "yes" if b else "NO"
+    print(f"{name:14} {'yes':7} {ok(prompt):7} {ok(two and ranks):7} {ok(step):7} "
+          f"{collectives}; {note or step_note}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work")
@@ -175,15 +203,23 @@ def main():
                         "Optimum and most ONNX files on the Hub were written with")
     parser.add_argument("--opset", type=int, default=18,
                         help="the ONNX opset to export at (default %(default)s)")
+    parser.add_argument("--static-cache", action="store_true",
+                        help="causal LMs as steps with a static key/value cache "
+                        "(transformers 4.x; implies --exporter torchscript)")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
+    if args.static_cache:
+        args.exporter = "torchscript"
     hf.BATCH, hf.SEQ = args.batch, args.seq
     import torch
     import transformers
     names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
     os.makedirs(args.work, exist_ok=True)
-    if args.gpu:
+    if args.static_cache:
+        print(f"{'model':14} {'export':7} {'prompt':7} {'tp=2':7} {'step':7} "
+              f"collectives at tp=2; note")
+    elif args.gpu:
         print(f"{'model':14} {'export':7} {'cuda':7} {'kernels':8} {'GEMMs':6} "
               f"{'on CPU':7}")
     else:
@@ -199,19 +235,36 @@ def main():
                 model, inputs, input_names = build(name, transformers, torch)
                 model.eval()
                 hf.randomize(model, torch)
-                if args.exporter == "torchscript" and not name.endswith("-decode"):
+                output_names, axes = None, None
+                if args.static_cache:
+                    if name in IMAGES or not getattr(model, "_supports_static_cache",
+                                                     False):
+                        # (stdout is the exporter's log here)
+                        print(f"{name:14} {'-':7} {'-':7} {'-':7} {'-':7} - ; no "
+                              "static cache in transformers for it",
+                              file=sys.__stdout__, flush=True)
+                        continue
+                    model.config.use_cache = True
+                    model, inputs, input_names, output_names = hf.static_cache_export(
+                        model, torch)
+                    axes = hf.STATIC_CACHE_AXES
+                elif args.exporter == "torchscript" and not name.endswith("-decode"):
                     model = hf.by_name(model, input_names, torch)
                 torch.onnx.export(model, inputs, path, input_names=input_names,
-                                  output_names=None, opset_version=args.opset,
+                                  output_names=output_names, opset_version=args.opset,
                                   dynamo=args.exporter == "dynamo",
                                   external_data=False,
                                   **({} if args.exporter == "dynamo"
-                                     else dict(do_constant_folding=True)))
+                                     else dict(do_constant_folding=True,
+                                               dynamic_axes=axes)))
         except Exception as e:  # the exporter's failures are findings too
             message = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
             first = message.splitlines()[0] if message else ""
             print(f"{name:14} {'FAILED':7} {'-':7} {'-':7} - ; {type(e).__name__}: "
                   f"{first[:80]}", flush=True)
+            continue
+        if args.static_cache:
+            check_static_cache(name, path, args)
             continue
         shapes = [f"{n}={'x'.join(str(d) for d in t.shape)}"
                   for n, t in zip(input_names, inputs)]
