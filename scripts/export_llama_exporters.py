@@ -11,8 +11,13 @@ input_ids and attention_mask, 1 x 256 tokens.
 - `--exporter torchscript`: the older exporter (dynamo=False) with dynamic
   batch and sequence axes, inputs passed by name, as Optimum exports
   (transformers 4.x, e.g. 4.46.3: 5.x's mask code does not trace).
+- `--exporter torchscript-static-cache`: the TorchScript exporter, the
+  model as a step with a static key/value cache of 512 positions
+  (export_hf_models.static_cache_export; transformers 4.x), the new tokens'
+  count dynamic (`sequence`).
 
-Usage: export_llama_exporters.py OUT.onnx --exporter dynamo|torchscript
+Usage: export_llama_exporters.py OUT.onnx
+         --exporter dynamo|torchscript|torchscript-static-cache
 """
 import argparse
 
@@ -22,7 +27,8 @@ import export_hf_models as hf
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--exporter", choices=["dynamo", "torchscript"], required=True)
+    parser.add_argument("--exporter", required=True,
+                        choices=["dynamo", "torchscript", "torchscript-static-cache"])
     args = parser.parse_args()
     import torch
     import transformers
@@ -35,7 +41,15 @@ def main():
     ids = torch.randint(0, hf.VOCAB, (1, 256))
     mask = torch.ones(1, 256, dtype=torch.long)
     names = ["input_ids", "attention_mask"]
-    if args.exporter == "torchscript":
+    if args.exporter == "torchscript-static-cache":
+        hf.BATCH, hf.CACHE_LENGTH = 1, 512
+        model.config.use_cache = True
+        step, inputs, names, outputs = hf.static_cache_export(model, torch)
+        torch.onnx.export(step, inputs, args.out, input_names=names,
+                          output_names=outputs, opset_version=18,
+                          dynamic_axes=hf.STATIC_CACHE_AXES, dynamo=False,
+                          do_constant_folding=True)
+    elif args.exporter == "torchscript":
         axes = {n: {0: "batch", 1: "sequence"} for n in names + ["logits"]}
         torch.onnx.export(hf.by_name(model, names, torch), (ids, mask), args.out,
                           input_names=names, output_names=["logits"],
