@@ -42,7 +42,9 @@ import numerics  # noqa: E402
 
 MODELS = os.path.join(ROOT, "test", "models")
 
-# name, model, input shapes, compile options, --precision (None: float32).
+# name, model, input shapes, compile options, --precision (None: float32)
+# and, optionally, inputs' values (check_model.py's --input-values: one
+# value fills the input); the other inputs are random.
 CASES = [
     ("gpt2", "gpt2-opset17.onnx", {"input_ids": [1, 16]}, [], None),
     ("gpt2-tp2", "gpt2-opset17.onnx", {"input_ids": [1, 16]},
@@ -76,6 +78,13 @@ CASES = [
           **{f"past_key_values.{layer}.{part}": [2, 2, 0, 16]
              for layer in range(2) for part in ("key", "value")}),
      ["--mesh=tp=2", "--shard-preset=megatron"], None),
+    # A decoding step with a static cache of 32 positions, written at
+    # cache_position (a scatter at run-time indices, its slot map a small
+    # reduction kernel), split over tp; the step at position 9.
+    ("hf-llama-static-cache-tp2", "hf-llama-static-cache.onnx",
+     {"input_ids": [2, 1], "cache_position": [1]},
+     ["--mesh=tp=2", "--shard-preset=megatron"], None,
+     {"cache_position": [9], "attention_mask": [1]}),
 ]
 
 # Libraries every Linux machine has; the CUDA ones come with the GPU machine.
@@ -155,7 +164,7 @@ def prepare(kit, target, prefill_layers):
     os.makedirs(kit, exist_ok=True)
     open(marker, "w").close()
     cases = []
-    for name, model_file, shapes, options, precision in CASES:
+    for name, model_file, shapes, options, precision, *values in CASES:
         print(f"gpu_kit: {name}", flush=True)
         model_path = os.path.join(MODELS, model_file)
         model = onnx.load(model_path)
@@ -165,7 +174,7 @@ def prepare(kit, target, prefill_layers):
                        [f"--target={target}"] + options + arithmetic)
         # References: ONNX Runtime (rounded GEMM operands for 16-bit cases,
         # and float32), and Cleave's CPU single-rank program.
-        inputs = make_inputs(model, shapes, 97)
+        inputs = make_inputs(model, shapes, 97, values=values[0] if values else None)
         os.makedirs(os.path.join(case, "inputs"))
         paths = {}
         for key, value in inputs.items():
