@@ -6,6 +6,8 @@
 // that sharding can split either), or linalg.batch_matmul. Gemm adds transposes
 // and the alpha/beta epilogue. Einsum becomes one linalg.generic whose loops are
 // the equation's letters: output letters parallel, the others reductions.
+// A MatMul of two constants (a rotary table's frequencies by constant
+// positions) is computed here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,56 @@ using namespace cleave::onnx_import;
 
 namespace {
 
+/// numpy's matmul of two constants of `shape` (the result's), products
+/// summed in double (in int64 for integers) and rounded once.
+ConstTensor foldMatMul(const ConstTensor &a, const ConstTensor &b,
+                       ArrayRef<int64_t> shape) {
+  // 1-D operands promoted: [K] as [1, K] on the left, [K, 1] on the right.
+  SmallVector<int64_t> sa(a.getShape()), sb(b.getShape());
+  if (sa.size() == 1)
+    sa.insert(sa.begin(), 1);
+  if (sb.size() == 1)
+    sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  ArrayRef<int64_t> batchA = ArrayRef<int64_t>(sa).drop_back(2);
+  ArrayRef<int64_t> batchB = ArrayRef<int64_t>(sb).drop_back(2);
+  SmallVector<int64_t> batch = *broadcastShapes(
+      {SmallVector<int64_t>(batchA), SmallVector<int64_t>(batchB)});
+  // The flat offset of batch position `at` in an operand of batch `sizes`,
+  // broadcast where a size is 1.
+  auto offset = [&](ArrayRef<int64_t> at, ArrayRef<int64_t> sizes,
+                    int64_t matrix) {
+    int64_t flat = 0, lead = at.size() - sizes.size();
+    for (auto [d, size] : llvm::enumerate(sizes))
+      flat = flat * size + (size == 1 ? 0 : at[lead + d]);
+    return flat * matrix;
+  };
+  bool isInt = !a.isFloat();
+  std::vector<double> floats;
+  std::vector<int64_t> ints;
+  forEachIndex(batch, [&](ArrayRef<int64_t> at) {
+    int64_t oa = offset(at, batchA, m * k), ob = offset(at, batchB, k * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        int64_t isum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          int64_t x = oa + i * k + l, y = ob + l * n + j;
+          if (isInt)
+            isum += a.getInt(x) * b.getInt(y);
+          else
+            sum += a.getDouble(x) * b.getDouble(y);
+        }
+        if (isInt)
+          ints.push_back(wrapToIntType(isum, a.getElementType()));
+        else
+          floats.push_back(sum);
+      }
+  });
+  return isInt ? ConstTensor::ints(a.getElementType(), shape, std::move(ints))
+               : ConstTensor::floats(a.getElementType(), shape, std::move(floats));
+}
+
 LogicalResult lowerMatMul(NodeContext &ctx) {
   if (ctx.inputElementType(0) != ctx.inputElementType(1))
     return ctx.fail("operands have different element types");
@@ -35,6 +87,20 @@ LogicalResult lowerMatMul(NodeContext &ctx) {
   SmallVector<int64_t> batchB(b.begin(), b.size() > 2 ? b.end() - 2 : b.begin());
   if (!broadcastShapes({batchA, batchB}))
     return ctx.fail("batch dimensions cannot be broadcast together");
+  const ConstTensor *ca = ctx.constantInput(0), *cb = ctx.constantInput(1);
+  if (ca && cb) {
+    // numpy's result: the batches broadcast, then M and N where the
+    // operands have them (a 1-D operand's promoted dimension dropped).
+    SmallVector<int64_t> shape = *broadcastShapes({batchA, batchB});
+    if (a.size() > 1)
+      shape.push_back(a[a.size() - 2]);
+    if (b.size() > 1)
+      shape.push_back(b.back());
+    if (ctx.shouldFold(shape)) {
+      ctx.setOutput(0, foldMatMul(*ca, *cb, shape));
+      return success();
+    }
+  }
   ctx.setOutput(0, matmul(ctx.builder(), ctx.loc(), ctx.input(0), ctx.input(1)));
   return success();
 }
