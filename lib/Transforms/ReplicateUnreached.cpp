@@ -3,7 +3,8 @@
 // See Passes.td. Sharding propagation follows operands; a value read only
 // inside another op's region (the table or hidden states a gather extracts
 // from) is no operand, so propagation never reaches the ops that compute it,
-// and shard-partition crashes on an op whose results have no sharding.
+// and shard-partition crashes on an op whose results have no sharding, or
+// builds it wrongly when only its users' annotations give one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +23,15 @@ using namespace mlir;
 
 namespace {
 
-/// Whether some user of `value` gives it a sharding.
+/// Whether `value` has its producer's sharding: a shard.shard of it that
+/// is not only its users' (annotate_for_users). A value only its users
+/// annotate (an unreached fill that a reached reduction takes as its init)
+/// still has none: partition would give its producer the users' split and
+/// leave the producer's own operands whole.
 bool isAnnotated(Value value) {
   return llvm::any_of(value.getUsers(), [&](Operation *user) {
     auto shard = dyn_cast<shard::ShardOp>(user);
-    return shard && shard.getSrc() == value;
+    return shard && shard.getSrc() == value && !shard.getAnnotateForUsers();
   });
 }
 

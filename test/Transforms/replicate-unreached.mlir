@@ -56,3 +56,34 @@ func.func @no_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %h : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a result only its users annotate (an unreached fill that a
+// reduction split by propagation takes as its init) gets its own replicated
+// annotation before theirs: partition then slices it for the reduction,
+// rather than building the fill split over a whole tensor.empty.
+// CHECK-LABEL: func.func @users_only
+// CHECK: %[[R:.*]] = shard.sharding @mesh split_axes = {{\[}}[]]
+// CHECK: %[[F:.*]] = linalg.fill
+// CHECK-NEXT: %[[A:.*]] = shard.shard %[[F]] to %[[R]] : tensor<2x4xf32>
+// CHECK: shard.shard %[[A]] to %{{.*}} annotate_for_users : tensor<2x4xf32>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#red = affine_map<(d0, d1, d2) -> (d0, d1)>
+shard.grid @mesh(shape = 2)
+func.func @users_only(%x: tensor<2x4x8xf32>) -> tensor<2x4xf32> {
+  %split = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %split annotate_for_users : tensor<2x4x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %fs = shard.shard %f to %split annotate_for_users : tensor<2x4xf32>
+  %r = linalg.generic {indexing_maps = [#id3, #red], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%xs : tensor<2x4x8xf32>) outs(%fs : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4xf32>
+  %rs = shard.shard %r to %split : tensor<2x4xf32>
+  return %rs : tensor<2x4xf32>
+}
