@@ -48,7 +48,10 @@ compiler serves one: the cache has a fixed length (CACHE_LENGTH) and the new
 tokens, however many, are written into it at `cache_position` (in place,
 which the exporter writes as ScatterElements at run-time indices); the
 attention mask covers the whole cache. One program serves the prompt and
-every step.
+every step. hf-llama-static-step.onnx is such a step (one new token) as
+the dynamo exporter writes it with transformers 5.x, whose cache is
+written where its count of tokens seen says (the first position given),
+with ScatterND.
 
 Every parameter is drawn at random (norm weights around 1): left at their
 initial zeros, the biases would all be one value, which the exporter stores
@@ -58,6 +61,7 @@ Needs torch, transformers and onnxscript (not in the README's test command;
 the models are committed). Usage: export_hf_models.py OUT_DIR [--torchscript]
 """
 import argparse
+import inspect
 import os
 
 BATCH, SEQ, VOCAB = 2, 16, 97
@@ -75,7 +79,7 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
            ("gptj", 18, ""), ("falcon", 18, ""), ("vit", 18, ""),
            ("clip", 18, ""), ("phi3", 18, ""), ("gpt-neox", 18, ""),
            ("llama-decode", 18, ""), ("gemma-decode", 18, ""),
-           ("falcon-decode", 18, ""))
+           ("falcon-decode", 18, ""), ("llama-static-step", 18, ""))
 # Written by the TorchScript exporter (--torchscript), in their own random
 # stream: (name for build(), opset, file name).
 TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),
@@ -130,10 +134,13 @@ def legacy_cache_step(model, layers, torch):
 
 def static_cache_step(model, layers, torch):
     """`model` writing its new tokens' keys and values into a static cache
-    of CACHE_LENGTH positions at `cache_position` (transformers 4.x's
-    StaticCache, whose tensors are the inputs, updated in place) and
-    returning the logits and the whole cache."""
+    of CACHE_LENGTH positions at `cache_position` (transformers' StaticCache,
+    whose tensors are the inputs, updated in place) and returning the logits
+    and the whole cache. transformers 4.x writes at `cache_position`; 5.x at
+    its count of the tokens seen (one a layer), here the first position, so
+    the positions must follow each other."""
     from transformers import StaticCache
+    legacy = "batch_size" in inspect.signature(StaticCache.__init__).parameters
 
     class Step(torch.nn.Module):
         def __init__(self):
@@ -141,20 +148,32 @@ def static_cache_step(model, layers, torch):
             self.model = model
 
         def forward(self, ids, mask, position, *cached):
-            cache = StaticCache(model.config, batch_size=ids.shape[0],
-                                max_cache_len=CACHE_LENGTH, device="cpu",
-                                dtype=torch.float32)
-            for layer in range(layers):
-                cache.key_cache[layer] = cached[2 * layer]
-                cache.value_cache[layer] = cached[2 * layer + 1]
+            if legacy:
+                cache = StaticCache(model.config, batch_size=ids.shape[0],
+                                    max_cache_len=CACHE_LENGTH, device="cpu",
+                                    dtype=torch.float32)
+                for layer in range(layers):
+                    cache.key_cache[layer] = cached[2 * layer]
+                    cache.value_cache[layer] = cached[2 * layer + 1]
+            else:
+                cache = StaticCache(config=model.config, max_cache_len=CACHE_LENGTH)
+                for layer, entry in enumerate(cache.layers[:layers]):
+                    keys, values = cached[2 * layer], cached[2 * layer + 1]
+                    entry.lazy_initialization(keys, values)
+                    entry.keys, entry.values = keys, values
+                    # Each layer counts on its own (a copy: it adds in place).
+                    entry.cumulative_length = position[0].clone()
             positions = position.unsqueeze(0).expand(ids.shape[0], -1)
             logits = self.model(input_ids=ids, attention_mask=mask,
                                 past_key_values=cache, cache_position=position,
                                 position_ids=positions, use_cache=True,
                                 return_dict=False)[0]
-            return (logits,) + tuple(t for layer in range(layers)
-                                     for t in (cache.key_cache[layer],
-                                               cache.value_cache[layer]))
+            if legacy:
+                tensors = [(cache.key_cache[layer], cache.value_cache[layer])
+                           for layer in range(layers)]
+            else:
+                tensors = [(entry.keys, entry.values) for entry in cache.layers[:layers]]
+            return (logits,) + tuple(t for pair in tensors for t in pair)
     return Step()
 
 
@@ -163,24 +182,33 @@ STATIC_CACHE_AXES = {"input_ids": {1: "sequence"}, "cache_position": {0: "sequen
                      "logits": {1: "sequence"}}
 
 
-def static_cache_export(model, torch):
+def static_cache_export(model, torch, tokens=4, first=5):
     """(module, example inputs, input names, output names) of `model` as a
-    step with a static cache (static_cache_step): four new tokens written at
-    positions 5 to 8, the attention mask over the whole cache, the cache's
-    tensors random. Export with STATIC_CACHE_AXES."""
+    step with a static cache (static_cache_step): `tokens` new tokens
+    written from position `first` on, the attention mask over the whole
+    cache, the cache's tensors random. With the TorchScript exporter,
+    export with STATIC_CACHE_AXES."""
     from transformers import StaticCache
-    layers = model.config.num_hidden_layers
-    # The cache's tensors as StaticCache makes them, for their shapes.
-    probe = StaticCache(model.config, batch_size=BATCH, max_cache_len=CACHE_LENGTH,
-                        device="cpu", dtype=torch.float32)
-    cached = [torch.randn(t.shape) for layer in range(layers)
-              for t in (probe.key_cache[layer], probe.value_cache[layer])]
+    config = model.config
+    layers = config.num_hidden_layers
+    if "batch_size" in inspect.signature(StaticCache.__init__).parameters:
+        # The cache's tensors as transformers 4.x makes them, for their shapes.
+        probe = StaticCache(config, batch_size=BATCH, max_cache_len=CACHE_LENGTH,
+                            device="cpu", dtype=torch.float32)
+        shapes = [t.shape for layer in range(layers)
+                  for t in (probe.key_cache[layer], probe.value_cache[layer])]
+    else:
+        # 5.x makes them on first use: [batch, key/value heads, length, head].
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head = getattr(config, "head_dim", None) or config.hidden_size // heads
+        shapes = [(BATCH, kv_heads, CACHE_LENGTH, head)] * (2 * layers)
+    cached = [torch.randn(shape) for shape in shapes]
     kv = [f"{layer}.{part}" for layer in range(layers) for part in ("key", "value")]
-    tokens = 4
     return (static_cache_step(model, layers, torch),
             (torch.randint(0, VOCAB, (BATCH, tokens)),
              torch.ones(BATCH, CACHE_LENGTH, dtype=torch.long),
-             torch.arange(5, 5 + tokens), *cached),
+             torch.arange(first, first + tokens), *cached),
             ["input_ids", "attention_mask", "cache_position"]
             + [f"past_key_values.{n}" for n in kv],
             ["logits"] + [f"present.{n}" for n in kv])
@@ -230,6 +258,13 @@ def build(name, transformers, torch):
                 (torch.randint(0, VOCAB, (BATCH, 1)), mask, *cached),
                 ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in kv],
                 ["logits"] + [f"present.{n}" for n in kv])
+    if name == "llama-static-step":
+        # One new token a sequence at position 9 (the dynamo exporter's
+        # shapes are static; the position is an input).
+        config = transformers.LlamaConfig(**dict(SIZES, use_cache=True),
+                                          num_key_value_heads=2)
+        return static_cache_export(transformers.LlamaForCausalLM(config), torch,
+                                   tokens=1, first=9)[:4]
     if name == "llama-static":
         config = transformers.LlamaConfig(**dict(SIZES, use_cache=True),
                                           num_key_value_heads=2)

@@ -17,12 +17,14 @@ With --gpu, instead of the two CPU checks: the CUDA target's bundle is built
 are counted, and the program with the very kernels the CUDA target builds,
 run on the CPU (--gpu-kernels-on-cpu), is checked against ONNX Runtime.
 
-With --static-cache (transformers 4.x, which the TorchScript exporter needs,
-so --exporter torchscript is implied): each causal LM that supports
-transformers' StaticCache is exported as a step with a static cache of
-export_hf_models.CACHE_LENGTH positions (export_hf_models.static_cache_export)
-and checked three times: a prompt of 5 tokens at positions 0 to 4 on one
-rank and at tp=2 against one rank, and one token at position 9.
+With --static-cache, each causal LM that supports transformers' StaticCache
+is exported as a step with a static cache of export_hf_models.CACHE_LENGTH
+positions (export_hf_models.static_cache_export) and checked three times.
+With --exporter torchscript (transformers 4.x), whose export leaves the
+number of new tokens open: a prompt of 5 tokens at positions 0 to 4 on one
+rank and at tp=2 against one rank, and one token at position 9. With the
+dynamo exporter (transformers 5.x; static shapes): one new token, at
+position 9 on one rank and at tp=2, and at position 31 with a random mask.
 
 Needs torch, transformers and onnxscript. Usage:
   sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--batch B] [--seq S]
@@ -165,21 +167,39 @@ def check_gpu(path, shapes, int_high, work, bin_dir):
     return built, kernels, gemms, emulated
 
 
+def supports_static_cache(model):
+    """Whether transformers says `model` takes a StaticCache: 4.x's flag, or
+    in 5.x (which dropped it) a causal LM that compiles whole."""
+    flag = getattr(model, "_supports_static_cache", None)
+    if flag is not None:
+        return flag
+    return (getattr(model, "_can_compile_fullgraph", False)
+            and type(model).__name__.endswith("ForCausalLM"))
+
+
 def check_static_cache(name, path, args):
-    """Prints the line of a step with a static cache: a prompt of 5 tokens
-    at positions 0-4 (one rank; tp=2 against one rank) and one token at
-    position 9, the mask over the whole cache all ones."""
-    def run(tag, tokens, positions, extra):
-        return check(path, [], VOCAB, os.path.join(args.work, f"{name}-{tag}"),
-                     args.bin, [f"--dim=sequence={tokens}",
-                                "--input-values=cache_position=" + positions,
-                                "--input-values=attention_mask=1"] + extra)
-    prompt = run("prompt", 5, "0,1,2,3,4", [])[0]
-    two, ranks, collectives, note = run(
-        "prompt-tp2", 5, "0,1,2,3,4",
-        ["--compile-arg=--mesh=tp=2", "--compile-arg=--shard-preset=megatron",
-         "--compare-single-rank"])
-    step, _, _, step_note = run("step", 1, "9", [])
+    """Prints the line of a step with a static cache. TorchScript exports: a
+    prompt of 5 tokens at positions 0-4 (one rank; tp=2 against one rank)
+    and one token at position 9, the mask over the whole cache all ones.
+    Dynamo exports (one token): at position 9 (one rank; tp=2), and at 31
+    with a random mask (0 and 1; the token ids then too)."""
+    def run(tag, tokens, positions, extra, mask="1"):
+        sizes = [f"--dim=sequence={tokens}"] if args.exporter == "torchscript" else []
+        values = ["--input-values=cache_position=" + positions]
+        values += [f"--input-values=attention_mask={mask}"] if mask else []
+        return check(path, [], VOCAB if mask else 2,
+                     os.path.join(args.work, f"{name}-{tag}"), args.bin,
+                     sizes + values + extra)
+    split = ["--compile-arg=--mesh=tp=2", "--compile-arg=--shard-preset=megatron",
+             "--compare-single-rank"]
+    if args.exporter == "torchscript":
+        prompt = run("prompt", 5, "0,1,2,3,4", [])[0]
+        two, ranks, collectives, note = run("prompt-tp2", 5, "0,1,2,3,4", split)
+        step, _, _, step_note = run("step", 1, "9", [])
+    else:
+        prompt = run("at9", 1, "9", [])[0]
+        two, ranks, collectives, note = run("at9-tp2", 1, "9", split)
+        step, _, _, step_note = run("at31", 1, "31", [], mask=None)
     ok = lambda b: "yes" if b else "NO"
     print(f"{name:14} {'yes':7} {ok(prompt):7} {ok(two and ranks):7} {ok(step):7} "
           f"{collectives}; {note or step_note}", flush=True)
@@ -204,20 +224,20 @@ def main():
     parser.add_argument("--opset", type=int, default=18,
                         help="the ONNX opset to export at (default %(default)s)")
     parser.add_argument("--static-cache", action="store_true",
-                        help="causal LMs as steps with a static key/value cache "
-                        "(transformers 4.x; implies --exporter torchscript)")
+                        help="causal LMs as steps with a static key/value cache")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
                                                       "build", "bin"))
     args = parser.parse_args()
-    if args.static_cache:
-        args.exporter = "torchscript"
     hf.BATCH, hf.SEQ = args.batch, args.seq
     import torch
     import transformers
     names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
     os.makedirs(args.work, exist_ok=True)
-    if args.static_cache:
+    if args.static_cache and args.exporter == "torchscript":
         print(f"{'model':14} {'export':7} {'prompt':7} {'tp=2':7} {'step':7} "
+              f"collectives at tp=2; note")
+    elif args.static_cache:
+        print(f"{'model':14} {'export':7} {'at 9':7} {'tp=2':7} {'at 31':7} "
               f"collectives at tp=2; note")
     elif args.gpu:
         print(f"{'model':14} {'export':7} {'cuda':7} {'kernels':8} {'GEMMs':6} "
@@ -237,18 +257,23 @@ def main():
                 hf.randomize(model, torch)
                 output_names, axes = None, None
                 if args.static_cache:
-                    if name in IMAGES or not getattr(model, "_supports_static_cache",
-                                                     False):
+                    if name in IMAGES or name.endswith(("-decode", "-step")) or \
+                            not supports_static_cache(model):
                         # (stdout is the exporter's log here)
                         print(f"{name:14} {'-':7} {'-':7} {'-':7} {'-':7} - ; no "
                               "static cache in transformers for it",
                               file=sys.__stdout__, flush=True)
                         continue
                     model.config.use_cache = True
-                    model, inputs, input_names, output_names = hf.static_cache_export(
-                        model, torch)
-                    axes = hf.STATIC_CACHE_AXES
-                elif args.exporter == "torchscript" and not name.endswith("-decode"):
+                    if args.exporter == "torchscript":
+                        model, inputs, input_names, output_names = (
+                            hf.static_cache_export(model, torch))
+                        axes = hf.STATIC_CACHE_AXES
+                    else:
+                        model, inputs, input_names, output_names = (
+                            hf.static_cache_export(model, torch, tokens=1, first=9))
+                elif args.exporter == "torchscript" and not name.endswith(
+                        ("-decode", "-step")):
                     model = hf.by_name(model, input_names, torch)
                 torch.onnx.export(model, inputs, path, input_names=input_names,
                                   output_names=output_names, opset_version=args.opset,
