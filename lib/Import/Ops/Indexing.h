@@ -35,6 +35,11 @@ mlir::FailureOr<std::vector<int64_t>>
 constantIndices(NodeContext &ctx, const ConstTensor &indices,
                 llvm::function_ref<int64_t(size_t)> sizeOf);
 
+/// Checks the operands of GatherElements and ScatterElements: integer
+/// indices of the data's rank, no longer than the data along any dimension
+/// but the `axis` attribute's; that axis, normalized.
+mlir::FailureOr<int64_t> checkElementIndices(NodeContext &ctx);
+
 } // namespace cleave::onnx_import
 
 #endif // CLEAVE_LIB_IMPORT_OPS_INDEXING_H

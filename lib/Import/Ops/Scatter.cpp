@@ -314,24 +314,14 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.inputShape(0);
   ArrayRef<int64_t> shape = ctx.inputShape(1);
   int64_t rank = data.size();
-  if (isFloat(ctx.inputElementType(1)))
-    return ctx.fail("indices must be integers");
-  if (static_cast<int64_t>(shape.size()) != rank)
-    return ctx.emitError() << "indices have rank " << shape.size()
-                           << " but the data has rank " << rank;
+  FailureOr<int64_t> axis = checkElementIndices(ctx);
+  if (failed(axis))
+    return failure();
   if (ctx.inputShape(2) != shape)
     return ctx.emitError() << "updates of shape "
                            << shapeText(ctx.inputShape(2))
                            << " do not match indices of shape "
                            << shapeText(shape);
-  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
-  if (failed(axis))
-    return failure();
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis && shape[d] > data[d])
-      return ctx.emitError() << "indices have " << shape[d] << " elements along "
-                             << "dimension " << d << ", the data only "
-                             << data[d];
   FailureOr<std::string> reduction = readReduction(ctx);
   if (failed(reduction))
     return failure();

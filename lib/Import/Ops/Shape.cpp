@@ -64,6 +64,32 @@ cleave::onnx_import::constantIndices(NodeContext &ctx, const ConstTensor &indice
   return values;
 }
 
+FailureOr<int64_t> cleave::onnx_import::checkElementIndices(NodeContext &ctx) {
+  ArrayRef<int64_t> data = ctx.inputShape(0);
+  ArrayRef<int64_t> shape = ctx.inputShape(1);
+  int64_t rank = data.size();
+  if (isFloat(ctx.inputElementType(1))) {
+    (void)ctx.fail("indices must be integers");
+    return failure();
+  }
+  if (static_cast<int64_t>(shape.size()) != rank) {
+    ctx.emitError() << "indices have rank " << shape.size()
+                    << " but the data has rank " << rank;
+    return failure();
+  }
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && shape[d] > data[d]) {
+      ctx.emitError() << "indices have " << shape[d] << " elements along "
+                      << "dimension " << d << ", the data only " << data[d];
+      return failure();
+    }
+  return axis;
+}
+
 namespace {
 
 /// Axes from operand `operandIndex` (newer opsets) or attribute `axes` (older
@@ -631,19 +657,9 @@ LogicalResult lowerGatherElements(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.inputShape(0);
   ArrayRef<int64_t> shape = ctx.inputShape(1);
   int64_t rank = data.size();
-  if (isFloat(ctx.inputElementType(1)))
-    return ctx.fail("indices must be integers");
-  if (static_cast<int64_t>(shape.size()) != rank)
-    return ctx.emitError() << "indices have rank " << shape.size()
-                           << " but the data has rank " << rank;
-  auto axis = ctx.normalizeAxis(ctx.intAttr("axis", 0), rank, "axis");
+  FailureOr<int64_t> axis = checkElementIndices(ctx);
   if (failed(axis))
     return failure();
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis && shape[d] > data[d])
-      return ctx.emitError() << "indices have " << shape[d] << " elements along "
-                             << "dimension " << d << ", the data only "
-                             << data[d];
   int64_t dim = data[*axis];
   if (const ConstTensor *c = ctx.constantInput(0)) {
     if (const ConstTensor *indices = ctx.constantInput(1)) {
