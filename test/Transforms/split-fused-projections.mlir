@@ -110,3 +110,28 @@ func.func @gap(%x: tensor<8x32xf32>, %w: tensor<32x96xf32>) -> (tensor<8x32xf32>
   %v = tensor.extract_slice %mm[0, 64] [8, 32] [1, 1] : tensor<8x96xf32> to tensor<8x32xf32>
   return %q, %v : tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// Tests one token's features: the projection's output [2, 96] reshaped to
+// [2, 1, 96] (a decoding step's) before it is cut keeps its last dimension,
+// so the parts are still taken from the (rank, part, column) order.
+// CHECK-LABEL: func.func @one_token
+// CHECK-SAME: tensor<32x96xf32> {cleave.column_groups = array<i64: 32, 32, 32>}
+// CHECK: %[[T:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2]] output_shape [2, 1, 96]
+// CHECK: %[[E:.*]] = tensor.expand_shape %[[T]] {{\[}}[0], [1], [2, 3]] output_shape [2, 1, 2, 48]
+// CHECK-COUNT-3: tensor.extract_slice %[[E]]
+shard.grid @mesh(shape = 2)
+func.func @one_token(%x: tensor<2x32xf32>, %w: tensor<32x96xf32>) -> (tensor<2x1x32xf32>, tensor<2x1x32xf32>, tensor<2x1x32xf32>) {
+  %s = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %s : tensor<32x96xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x96xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x96xf32>) -> tensor<2x96xf32>
+  %mm = linalg.matmul ins(%x, %ws : tensor<2x32xf32>, tensor<32x96xf32>) outs(%f : tensor<2x96xf32>) -> tensor<2x96xf32>
+  %t = tensor.expand_shape %mm [[0], [1, 2]] output_shape [2, 1, 96] : tensor<2x96xf32> into tensor<2x1x96xf32>
+  %q = tensor.extract_slice %t[0, 0, 0] [2, 1, 32] [1, 1, 1] : tensor<2x1x96xf32> to tensor<2x1x32xf32>
+  %k = tensor.extract_slice %t[0, 0, 32] [2, 1, 32] [1, 1, 1] : tensor<2x1x96xf32> to tensor<2x1x32xf32>
+  %v = tensor.extract_slice %t[0, 0, 64] [2, 1, 32] [1, 1, 1] : tensor<2x1x96xf32> to tensor<2x1x32xf32>
+  return %q, %k, %v : tensor<2x1x32xf32>, tensor<2x1x32xf32>, tensor<2x1x32xf32>
+}
