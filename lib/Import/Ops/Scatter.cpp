@@ -388,8 +388,16 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
     if (*reduction != "none")
       return refuseRuntimeReduction(ctx, *reduction);
     std::tie(runtimeIndices, kept) = beforeBroadcast(ctx.input(1));
-    if (!llvm::is_contained(kept, *axis))
-      return ctx.fail("indices broadcast along the axis are not supported");
+    // A broadcast that kept another dimension than the axis (all of them
+    // of size one), or one the indices do not cover: the map over them all.
+    bool usable = llvm::is_contained(kept, *axis) &&
+                  llvm::all_of(kept, [&](int64_t d) {
+                    return d == *axis || shape[d] == data[d];
+                  });
+    if (!usable) {
+      runtimeIndices = ctx.input(1);
+      kept = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    }
     for (int64_t d : kept)
       if (d != *axis && shape[d] != data[d])
         return ctx.emitError()
