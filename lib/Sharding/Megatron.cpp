@@ -39,6 +39,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
@@ -159,7 +160,8 @@ private:
     // gather reading a split table) are not followed.
     SmallVector<std::pair<unsigned, Track>> capturedLoops;
     auto generic = dyn_cast<linalg::GenericOp>(op);
-    llvm::DenseMap<Value, std::optional<unsigned>> readAlong;
+    // In the order the body reads them, so that the analysis is repeatable.
+    llvm::MapVector<Value, std::optional<unsigned>> readAlong;
     op->walk([&](Operation *nested) {
       if (nested == op)
         return;
