@@ -362,9 +362,6 @@ const ConstTensor *GraphImporter::evaluateConstant(StringRef name, int64_t limit
   }
   if (!result)
     return nullptr;
-  // Looked up again: the scratch scope may have moved the scopes, and
-  // `value` with them.
-  value = lookup(name);
   value->constant = result;
   return value->constant.get();
 }

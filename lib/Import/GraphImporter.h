@@ -15,6 +15,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <deque>
+
 namespace cleave::onnx_import {
 
 class GraphImporter {
@@ -85,7 +87,10 @@ private:
   std::string modelPath;
   std::string modelDirectory;
   mlir::OpBuilder opBuilder;
-  std::vector<llvm::StringMap<GraphValue>> scopes;
+  /// A deque: a scope pushed leaves the values of the others where they
+  /// are, so a GraphValue pointer taken before a nested import (a scratch
+  /// evaluation, a subgraph) stays valid.
+  std::deque<llvm::StringMap<GraphValue>> scopes;
   mlir::func::FuncOp mainFunc;
   /// Parameters added while importing nodes, named once @main's type is set.
   llvm::SmallVector<std::string> lateParams;
