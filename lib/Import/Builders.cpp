@@ -337,6 +337,21 @@ static Value reductionIdentity(OpBuilder &b, Location loc, Type type,
   return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
 }
 
+Value cleave::onnx_import::combineS(OpBuilder &b, Location loc, ReduceKind kind,
+                                    Value x, Value y) {
+  switch (kind) {
+  case ReduceKind::Sum:
+    return addS(b, loc, x, y);
+  case ReduceKind::Prod:
+    return mulS(b, loc, x, y);
+  case ReduceKind::Max:
+    return maxS(b, loc, x, y);
+  case ReduceKind::Min:
+    return minS(b, loc, x, y);
+  }
+  llvm_unreachable("unknown reduction");
+}
+
 Value cleave::onnx_import::reduce(OpBuilder &b, Location loc, Value value,
                                   ArrayRef<int64_t> axes, ReduceKind kind,
                                   bool keepDims) {
@@ -358,22 +373,8 @@ Value cleave::onnx_import::reduce(OpBuilder &b, Location loc, Value value,
     auto op = linalg::ReduceOp::create(
         b, loc, ValueRange{value}, ValueRange{init}, axes,
         [&](OpBuilder &nb, Location nl, ValueRange args) {
-          Value combined;
-          switch (kind) {
-          case ReduceKind::Sum:
-            combined = addS(nb, nl, args[0], args[1]);
-            break;
-          case ReduceKind::Prod:
-            combined = mulS(nb, nl, args[0], args[1]);
-            break;
-          case ReduceKind::Max:
-            combined = maxS(nb, nl, args[0], args[1]);
-            break;
-          case ReduceKind::Min:
-            combined = minS(nb, nl, args[0], args[1]);
-            break;
-          }
-          linalg::YieldOp::create(nb, nl, combined);
+          linalg::YieldOp::create(nb, nl,
+                                  combineS(nb, nl, kind, args[0], args[1]));
         });
     result = op.getResult(0);
   } else {

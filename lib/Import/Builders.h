@@ -66,6 +66,9 @@ mlir::Value reshapeThroughTranspose(mlir::OpBuilder &b, mlir::Location loc,
                                    llvm::ArrayRef<int64_t> shape);
 
 enum class ReduceKind { Sum, Max, Min, Prod };
+/// `x` and `y` combined by `kind`: a reduction's scalar step.
+mlir::Value combineS(mlir::OpBuilder &b, mlir::Location loc, ReduceKind kind,
+                     mlir::Value x, mlir::Value y);
 /// linalg.reduce over `axes` (sorted, unique), keeping them as size-1 dims if
 /// `keepDims`.
 mlir::Value reduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace cleave::onnx_import;
@@ -36,52 +37,64 @@ std::string shapeText(ArrayRef<int64_t> shape) {
   return text;
 }
 
+/// A scatter's `reduction` attribute: its name, for messages, and how a
+/// write combines with what it overwrites (none: it replaces it).
+struct Reduction {
+  std::string name;
+  std::optional<ReduceKind> kind;
+};
+
 /// The `reduction` attribute, checked against the element type.
-FailureOr<std::string> readReduction(NodeContext &ctx) {
-  std::string reduction = ctx.stringAttr("reduction", "none");
-  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
-      reduction != "max" && reduction != "min") {
-    (void)ctx.fail("unknown reduction '" + reduction + "'");
+FailureOr<Reduction> readReduction(NodeContext &ctx) {
+  Reduction reduction{ctx.stringAttr("reduction", "none"), std::nullopt};
+  reduction.kind = llvm::StringSwitch<std::optional<ReduceKind>>(reduction.name)
+                       .Case("add", ReduceKind::Sum)
+                       .Case("mul", ReduceKind::Prod)
+                       .Case("max", ReduceKind::Max)
+                       .Case("min", ReduceKind::Min)
+                       .Default(std::nullopt);
+  if (!reduction.kind && reduction.name != "none") {
+    (void)ctx.fail("unknown reduction '" + reduction.name + "'");
     return failure();
   }
-  if (reduction != "none" && ctx.inputElementType(0).isInteger(1)) {
-    (void)ctx.fail("reduction '" + reduction + "' on booleans is not supported");
+  if (reduction.kind && ctx.inputElementType(0).isInteger(1)) {
+    (void)ctx.fail("reduction '" + reduction.name +
+                   "' on booleans is not supported");
     return failure();
   }
   return reduction;
 }
 
-/// `old` combined with `update` by `reduction` ("none": replaced).
-Value combineScalars(OpBuilder &b, Location loc, StringRef reduction, Value old,
-                     Value update) {
-  if (reduction == "add")
-    return addS(b, loc, old, update);
-  if (reduction == "mul")
-    return mulS(b, loc, old, update);
-  if (reduction == "max")
-    return maxS(b, loc, old, update);
-  if (reduction == "min")
-    return minS(b, loc, old, update);
-  return update;
+/// `old` combined with `update` by `reduction` (none: replaced).
+Value combineScalars(OpBuilder &b, Location loc, const Reduction &reduction,
+                     Value old, Value update) {
+  return reduction.kind ? combineS(b, loc, *reduction.kind, old, update)
+                        : update;
 }
 
-double combineValues(StringRef reduction, double old, double update) {
-  if (reduction == "add")
+/// The same, on values known here.
+double combineValues(const Reduction &reduction, double old, double update) {
+  if (!reduction.kind)
+    return update;
+  switch (*reduction.kind) {
+  case ReduceKind::Sum:
     return old + update;
-  if (reduction == "mul")
+  case ReduceKind::Prod:
     return old * update;
-  if (reduction == "max")
+  case ReduceKind::Max:
     return std::max(old, update);
-  if (reduction == "min")
+  case ReduceKind::Min:
     return std::min(old, update);
-  return update;
+  }
+  llvm_unreachable("unknown reduction");
 }
 
 /// The error for a reduction whose positions are known only at run time:
 /// a position written twice would have to combine both writes, which one
 /// read per position cannot.
-LogicalResult refuseRuntimeReduction(NodeContext &ctx, StringRef reduction) {
-  return ctx.fail("reduction '" + reduction +
+LogicalResult refuseRuntimeReduction(NodeContext &ctx,
+                                     const Reduction &reduction) {
+  return ctx.fail("reduction '" + reduction.name +
                   "' with indices known only at run time is not supported");
 }
 
@@ -124,7 +137,8 @@ Value runtimeSlotMap(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
 /// map holds a slot, the update element at `updateAt(slot)` replaces the
 /// data's (or combines with it under `reduction`).
 Value applySlotMap(OpBuilder &b, Location loc, Value data, Value map,
-                   AffineMap mapMap, Value updates, StringRef reduction,
+                   AffineMap mapMap, Value updates,
+                   const Reduction &reduction,
                    function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
                        updateAt) {
   RankedTensorType type = tensorTypeOf(data);
@@ -177,7 +191,7 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
                            << shapeText(indicesShape) << " into data of shape "
                            << shapeText(data) << " (expected "
                            << shapeText(expected) << ")";
-  FailureOr<std::string> reduction = readReduction(ctx);
+  FailureOr<Reduction> reduction = readReduction(ctx);
   if (failed(reduction))
     return failure();
   Type element = ctx.inputElementType(0);
@@ -204,17 +218,17 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
       int64_t at = 0;
       for (int64_t d = 0; d < depth; ++d)
         at += (*values)[t * depth + d] * prefixStrides[d];
-      if (source[at] >= 0 && *reduction != "none")
+      if (source[at] >= 0 && reduction->kind)
         return ctx.fail("index tuples " + Twine(source[at]) + " and " +
                         Twine(t) + " name the same position; reduction '" +
-                        *reduction +
+                        reduction->name +
                         "' over repeated positions is not supported");
       source[at] = t;
     }
 
     // Every slice replaced by the update slice of its own position (the
     // mask written over whole, at full length): the updates are the result.
-    bool inOrder = *reduction == "none" &&
+    bool inOrder = !reduction->kind &&
                    tuples == static_cast<int64_t>(source.size());
     for (int64_t k = 0; inOrder && k < tuples; ++k)
       inOrder = source[k] == k;
@@ -232,7 +246,7 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
         int64_t from = t * inner + flat % inner;
         if (t < 0)
           out.copy(*c, flat);
-        else if (*reduction == "none")
+        else if (!reduction->kind)
           out.copy(*u, from);
         else
           out.append(
@@ -243,7 +257,7 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
     }
     map = ctx.materialize(ConstTensor::ints(b.getI64Type(), prefix, source));
   } else {
-    if (*reduction != "none")
+    if (reduction->kind)
       return refuseRuntimeReduction(ctx, *reduction);
     // Each element of the tuples an operand of its own ([tuples]), read at
     // the slot loop; a slot names a slice when all of them match its
@@ -322,7 +336,7 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
                            << shapeText(ctx.inputShape(2))
                            << " do not match indices of shape "
                            << shapeText(shape);
-  FailureOr<std::string> reduction = readReduction(ctx);
+  FailureOr<Reduction> reduction = readReduction(ctx);
   if (failed(reduction))
     return failure();
   int64_t dim = data[*axis];
@@ -385,7 +399,7 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
         kept.push_back(d);
     }
   } else {
-    if (*reduction != "none")
+    if (reduction->kind)
       return refuseRuntimeReduction(ctx, *reduction);
     std::tie(runtimeIndices, kept) = beforeBroadcast(ctx.input(1));
     // A broadcast that kept another dimension than the axis (all of them
@@ -434,9 +448,10 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
       repeated = repeated || source[at] >= 0;
       source[at] = position[*axis];
     });
-    if (repeated && *reduction != "none")
+    if (repeated && reduction->kind)
       return ctx.fail("two updates name the same position; reduction '" +
-                      *reduction + "' over repeated positions is not supported");
+                      reduction->name +
+                      "' over repeated positions is not supported");
     map = ctx.materialize(ConstTensor::ints(b.getI64Type(), mapShape, source));
   } else {
     // Read the indices at the slot loop along the axis.
