@@ -132,6 +132,14 @@ def legacy_cache_step(model, layers, torch):
     return Step()
 
 
+def static_cache_4x():
+    """Whether transformers' StaticCache is 4.x's (sized by batch at
+    construction, tensors in key_cache and value_cache) rather than 5.x's
+    (layers made on first use)."""
+    from transformers import StaticCache
+    return "batch_size" in inspect.signature(StaticCache.__init__).parameters
+
+
 def static_cache_step(model, layers, torch):
     """`model` writing its new tokens' keys and values into a static cache
     of CACHE_LENGTH positions at `cache_position` (transformers' StaticCache,
@@ -140,7 +148,7 @@ def static_cache_step(model, layers, torch):
     its count of the tokens seen (one a layer), here the first position, so
     the positions must follow each other."""
     from transformers import StaticCache
-    legacy = "batch_size" in inspect.signature(StaticCache.__init__).parameters
+    legacy = static_cache_4x()
 
     class Step(torch.nn.Module):
         def __init__(self):
@@ -191,7 +199,7 @@ def static_cache_export(model, torch, tokens=4, first=5):
     from transformers import StaticCache
     config = model.config
     layers = config.num_hidden_layers
-    if "batch_size" in inspect.signature(StaticCache.__init__).parameters:
+    if static_cache_4x():
         # The cache's tensors as transformers 4.x makes them, for their shapes.
         probe = StaticCache(config, batch_size=BATCH, max_cache_len=CACHE_LENGTH,
                             device="cpu", dtype=torch.float32)
