@@ -149,16 +149,12 @@ private:
   }
   SplitBlock &blockOf(Operation *root) { return blocks[leader(root)]; }
 
-  void visit(Operation *op) {
-    SmallVector<std::pair<unsigned, Track>> inputs;
-    for (OpOperand &operand : op->getOpOperands())
-      if (auto it = tracked.find(operand.get()); it != tracked.end())
-        inputs.push_back({operand.getOperandNumber(), it->second});
-    // Splits read inside a generic's body at the position of one of its
-    // parallel loops (a scatter's updates, read at the same head as the
-    // element written) move with that loop; other uses inside regions (a
-    // gather reading a split table) are not followed.
-    SmallVector<std::pair<unsigned, Track>> capturedLoops;
+  /// The splits `op`'s regions read that move with one of its loops, with
+  /// that loop: in a generic's body, read only at the position of a
+  /// parallel loop (a scatter's updates, read at the head of the element
+  /// written). Any other split read in a region (a gather's split table)
+  /// fails its block.
+  SmallVector<std::pair<unsigned, Track>> readInBody(Operation *op) {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     // In the order the body reads them, so that the analysis is repeatable.
     llvm::MapVector<Value, std::optional<unsigned>> readAlong;
@@ -172,17 +168,28 @@ private:
         std::optional<unsigned> loop =
             generic ? loopReading(generic, nested, v, it->second.dim)
                     : std::nullopt;
-        auto [entry, first] = readAlong.try_emplace(v, loop);
-        if (!loop || entry->second != loop)
+        auto entry = readAlong.try_emplace(v, loop).first;
+        if (entry->second != loop)
           entry->second = std::nullopt;
       }
     });
+    SmallVector<std::pair<unsigned, Track>> captured;
     for (auto &[v, loop] : readAlong) {
       if (loop)
-        capturedLoops.push_back({*loop, tracked[v]});
+        captured.push_back({*loop, tracked[v]});
       else
         fail(tracked[v].root);
     }
+    return captured;
+  }
+
+  void visit(Operation *op) {
+    SmallVector<std::pair<unsigned, Track>> inputs;
+    for (OpOperand &operand : op->getOpOperands())
+      if (auto it = tracked.find(operand.get()); it != tracked.end())
+        inputs.push_back({operand.getOperandNumber(), it->second});
+    SmallVector<std::pair<unsigned, Track>> capturedLoops = readInBody(op);
+    auto generic = dyn_cast<linalg::GenericOp>(op);
 
     if (auto matmul = dyn_cast<linalg::MatmulOp>(op)) {
       BlockArgument weight =
