@@ -45,7 +45,7 @@ bool keepsLastDim(AffineMap map, unsigned lastLoop) {
 /// finer side), keeps the last dimension as it is: the group is that
 /// dimension alone, or with unit dimensions before it (one token's features
 /// [batch, n] as [batch, 1, n]).
-bool keepsLastDim(ArrayRef<int64_t> group, RankedTensorType expanded) {
+bool reshapeKeepsLastDim(ArrayRef<int64_t> group, RankedTensorType expanded) {
   return llvm::all_of(group.drop_back(),
                       [&](int64_t d) { return expanded.getDimSize(d) == 1; });
 }
@@ -82,15 +82,15 @@ struct SplitFusedProjectionsPass
     while (value.hasOneUse()) {
       Operation *user = *value.getUsers().begin();
       if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
-        if (!keepsLastDim(expand.getReassociationIndices().back(),
-                          expand.getResultType()))
+        if (!reshapeKeepsLastDim(expand.getReassociationIndices().back(),
+                                 expand.getResultType()))
           return;
         value = expand.getResult();
         continue;
       }
       if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
-        if (!keepsLastDim(collapse.getReassociationIndices().back(),
-                          collapse.getSrcType()))
+        if (!reshapeKeepsLastDim(collapse.getReassociationIndices().back(),
+                                 collapse.getSrcType()))
           return;
         value = collapse.getResult();
         continue;
