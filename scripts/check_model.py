@@ -242,8 +242,11 @@ def main():
         dims[name] = int(size)
     values = {}
     for text in args.input_values:
-        name, numbers = text.split("=")
-        values[name] = [float(v) for v in numbers.split(",")]
+        name, _, numbers = text.partition("=")
+        try:
+            values[name] = [float(v) for v in numbers.split(",")]
+        except ValueError:
+            parser.error(f"--input-values {text}: expected NAME=V[,V...] with numbers")
     model = onnx.load(args.model)
     unknown = set(values) - {i.name for i in model.graph.input}
     if unknown:
