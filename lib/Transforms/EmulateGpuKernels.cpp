@@ -29,20 +29,31 @@ using cleave::gpu_kernel::index;
 
 namespace {
 
-/// `kind` applied to two floats.
+/// `kind` applied to two floats or two integers.
 Value combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
               Value x, Value y) {
+  using Kind = gpu::AllReduceOperation;
+  bool isFloat = isa<FloatType>(x.getType());
   switch (kind) {
-  case gpu::AllReduceOperation::ADD:
-    return arith::AddFOp::create(b, loc, x, y);
-  case gpu::AllReduceOperation::MAXIMUMF:
+  case Kind::ADD:
+    return isFloat ? Value(arith::AddFOp::create(b, loc, x, y))
+                   : Value(arith::AddIOp::create(b, loc, x, y));
+  case Kind::MAXIMUMF:
     return arith::MaximumFOp::create(b, loc, x, y);
-  case gpu::AllReduceOperation::MINIMUMF:
+  case Kind::MINIMUMF:
     return arith::MinimumFOp::create(b, loc, x, y);
-  case gpu::AllReduceOperation::MAXNUMF:
+  case Kind::MAXNUMF:
     return arith::MaxNumFOp::create(b, loc, x, y);
-  case gpu::AllReduceOperation::MINNUMF:
+  case Kind::MINNUMF:
     return arith::MinNumFOp::create(b, loc, x, y);
+  case Kind::MAXSI:
+    return arith::MaxSIOp::create(b, loc, x, y);
+  case Kind::MINSI:
+    return arith::MinSIOp::create(b, loc, x, y);
+  case Kind::MAXUI:
+    return arith::MaxUIOp::create(b, loc, x, y);
+  case Kind::MINUI:
+    return arith::MinUIOp::create(b, loc, x, y);
   default:
     return Value();
   }
@@ -88,11 +99,11 @@ struct EmulateGpuKernelsPass
       }
       if (auto reduce = dyn_cast<gpu::AllReduceOp>(op)) {
         Operation *def = reduce.getValue().getDefiningOp();
-        if (!reduce.getOp() || !isa<FloatType>(reduce.getType()) || !def ||
+        if (!reduce.getOp() || !reduce.getType().isIntOrFloat() || !def ||
             def->getBlock() != &body)
           return reduce.emitOpError(
-              "cannot be emulated: only float all-reduces by a named operation "
-              "of a value the kernel computes");
+              "cannot be emulated: only all-reduces by a named operation of a "
+              "float or integer the kernel computes");
         phases.push_back({&op});
         phases.emplace_back();
         continue;

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
 
@@ -71,31 +72,50 @@ std::optional<Combiner> findCombiner(linalg::GenericOp op) {
   Combiner c;
   c.op = def;
   c.partial = def->getOperand(0) == out ? def->getOperand(1) : def->getOperand(0);
-  if (c.partial == out || !isa<FloatType>(c.partial.getType()))
+  if (c.partial == out)
     return std::nullopt;
-  if (isa<arith::AddFOp>(def))
-    c.kind = gpu::AllReduceOperation::ADD;
-  else if (isa<arith::MaximumFOp>(def))
-    c.kind = gpu::AllReduceOperation::MAXIMUMF;
-  else if (isa<arith::MinimumFOp>(def))
-    c.kind = gpu::AllReduceOperation::MINIMUMF;
-  else if (isa<arith::MaxNumFOp>(def))
-    c.kind = gpu::AllReduceOperation::MAXNUMF;
-  else if (isa<arith::MinNumFOp>(def))
-    c.kind = gpu::AllReduceOperation::MINNUMF;
-  else
+  using Kind = gpu::AllReduceOperation;
+  std::optional<Kind> kind;
+  if (isa<FloatType>(c.partial.getType()))
+    kind = llvm::TypeSwitch<Operation *, std::optional<Kind>>(def)
+               .Case([](arith::AddFOp) { return Kind::ADD; })
+               .Case([](arith::MaximumFOp) { return Kind::MAXIMUMF; })
+               .Case([](arith::MinimumFOp) { return Kind::MINIMUMF; })
+               .Case([](arith::MaxNumFOp) { return Kind::MAXNUMF; })
+               .Case([](arith::MinNumFOp) { return Kind::MINNUMF; })
+               .Default(std::nullopt);
+  else if (isa<IntegerType>(c.partial.getType()))
+    kind = llvm::TypeSwitch<Operation *, std::optional<Kind>>(def)
+               .Case([](arith::AddIOp) { return Kind::ADD; })
+               .Case([](arith::MaxSIOp) { return Kind::MAXSI; })
+               .Case([](arith::MinSIOp) { return Kind::MINSI; })
+               .Case([](arith::MaxUIOp) { return Kind::MAXUI; })
+               .Case([](arith::MinUIOp) { return Kind::MINUI; })
+               .Default(std::nullopt);
+  if (!kind)
     return std::nullopt;
+  c.kind = *kind;
   return c;
 }
 
 Value identity(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
-               FloatType type) {
+               Type type) {
+  using Kind = gpu::AllReduceOperation;
+  if (auto intType = dyn_cast<IntegerType>(type)) {
+    unsigned width = intType.getWidth();
+    APInt v = APInt::getZero(width); // ADD, MAXUI
+    if (kind == Kind::MAXSI)
+      v = APInt::getSignedMinValue(width);
+    else if (kind == Kind::MINSI)
+      v = APInt::getSignedMaxValue(width);
+    else if (kind == Kind::MINUI)
+      v = APInt::getMaxValue(width);
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
+  }
   double v = 0;
-  if (kind == gpu::AllReduceOperation::MAXIMUMF ||
-      kind == gpu::AllReduceOperation::MAXNUMF)
+  if (kind == Kind::MAXIMUMF || kind == Kind::MAXNUMF)
     v = -std::numeric_limits<double>::infinity();
-  else if (kind == gpu::AllReduceOperation::MINIMUMF ||
-           kind == gpu::AllReduceOperation::MINNUMF)
+  else if (kind == Kind::MINIMUMF || kind == Kind::MINNUMF)
     v = std::numeric_limits<double>::infinity();
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, v));
 }
@@ -165,7 +185,7 @@ Value reduceAcrossBlock(
     Value thread, int64_t threads, int64_t count,
     function_ref<SmallVector<Value>(OpBuilder &, Value r)> pointAt,
     const Memory &memory) {
-  auto type = cast<FloatType>(c.partial.getType());
+  Type type = c.partial.getType();
   auto loop = scf::ForOp::create(
       b, loc, thread, index(b, loc, count), index(b, loc, threads),
       ValueRange{identity(b, loc, c.kind, type)},

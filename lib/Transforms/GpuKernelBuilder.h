@@ -58,12 +58,13 @@ struct Combiner {
 };
 
 /// The combiner of a one-output reduction whose body combines by addf,
-/// maximumf, minimumf, maxnumf or minnumf on floats, if it has one.
+/// maximumf, minimumf, maxnumf or minnumf on floats, or by addi, maxsi,
+/// minsi, maxui or minui on integers, if it has one.
 std::optional<Combiner> findCombiner(mlir::linalg::GenericOp op);
 
-/// The value `kind` leaves unchanged, of float type `type`.
+/// The value `kind` leaves unchanged, of (float or integer) type `type`.
 mlir::Value identity(mlir::OpBuilder &b, mlir::Location loc,
-                     mlir::gpu::AllReduceOperation kind, mlir::FloatType type);
+                     mlir::gpu::AllReduceOperation kind, mlir::Type type);
 
 /// `c`'s combiner applied to `acc` and `x`.
 mlir::Value combine(mlir::OpBuilder &b, const Combiner &c, mlir::Value acc,

@@ -89,3 +89,30 @@ func.func @nested_barrier(%x: memref<8xf32>) {
   }
   return
 }
+
+// -----
+
+// Tests that an integer all-reduce folds its slots with its own operation.
+// CHECK-LABEL: func.func @row_min
+// CHECK: %[[PART:.*]] = memref.alloca() : memref<8xi32>
+// CHECK: %[[FIRST:.*]] = memref.load %[[PART]][%{{.*}}] : memref<8xi32>
+// CHECK: scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[FIRST]]) -> (i32)
+// CHECK: arith.minui %[[ACC]]
+// CHECK-NOT: gpu.
+func.func @row_min(%x: memref<4x8xi32>, %out: memref<4xi32>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %c0 = arith.constant 0 : index
+  gpu.launch blocks(%b, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+             threads(%t, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    %v = memref.load %x[%b, %t] : memref<4x8xi32>
+    %low = gpu.all_reduce minui %v uniform {} : (i32) -> i32
+    %first = arith.cmpi eq, %t, %c0 : index
+    scf.if %first {
+      memref.store %low, %out[%b] : memref<4xi32>
+    }
+    gpu.terminator
+  }
+  return
+}

@@ -3,7 +3,8 @@
 // maximum becomes one block per row whose threads stride over the row and
 // combine with gpu.all_reduce, thread 0 folding in the output's old value; a
 // reduction with two outputs (sum and sum of squares) falls back to a thread
-// per row, with a remark.
+// per row, with a remark; an integer maximum (a scatter's slot map) shares
+// its block like a float one, from the least i64.
 // RUN: cleave-opt %s --cleave-map-to-gpu 2>&1 | FileCheck %s
 
 // CHECK: remark: reduction without a recognised combiner: one GPU thread per output element (ONNX node '?')
@@ -61,6 +62,24 @@ func.func @f(%a: memref<64x128xf32>, %b: memref<64x128xf32>, %m: memref<64xf32>,
     %u = arith.mulf %x, %x : f32
     %v = arith.addf %p, %u : f32
     linalg.yield %t, %v : f32, f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @int_max
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c32{{.*}}) threads(%[[T:[a-z0-9]+]], {{.*}}) in ({{.*}} = %c16
+// CHECK: %[[LEAST:.*]] = arith.constant -9223372036854775808 : i64
+// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[T]] to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[LEAST]]) -> (i64)
+// CHECK: arith.maxsi %[[ACC]]
+// CHECK: %[[ALL:.*]] = gpu.all_reduce maxsi %[[PART]] uniform
+// CHECK: %[[OLD:.*]] = memref.load %arg1
+// CHECK: arith.maxsi %[[OLD]], %[[ALL]] : i64
+func.func @int_max(%a: memref<32x16xi64>, %m: memref<32xi64>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%a : memref<32x16xi64>) outs(%m : memref<32xi64>) {
+  ^bb0(%x: i64, %o: i64):
+    %t = arith.maxsi %o, %x : i64
+    linalg.yield %t : i64
   }
   return
 }
