@@ -25,6 +25,7 @@ number of new tokens open: a prompt of 5 tokens at positions 0 to 4 on one
 rank and at tp=2 against one rank, and one token at position 9. With the
 dynamo exporter (transformers 5.x; static shapes): one new token, at
 position 9 on one rank and at tp=2, and at position 31 with a random mask.
+With --gpu too: one token at position 9 on the CUDA target, as --gpu checks.
 
 Needs torch, transformers and onnxscript. Usage:
   sweep_hf_models.py WORK_DIR [--only NAME ...] [--gpu] [--batch B] [--seq S]
@@ -146,25 +147,41 @@ def check(path, shapes, int_high, work, bin_dir, extra):
             warning.group(1)[:100] if warning else (error.group(1)[:100] if error else ""))
 
 
-def check_gpu(path, shapes, int_high, work, bin_dir):
+def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=()):
     """The CUDA target without a GPU: (bundle built, kernels, GEMM calls,
     the GPU kernels run on the CPU match ONNX Runtime). The bundle is built
     to the end (ptxas, link) in one compile that also keeps the lowered
     module, where the kernels and cuBLASLt calls are counted (as
-    test/GPU/kernels.test does)."""
+    test/GPU/kernels.test does). `dims` (NAME=N) size named dimensions,
+    `values` (NAME=V,...) choose inputs (check_model.py --input-values)."""
     os.makedirs(work, exist_ok=True)
     dumps = os.path.join(work, "phases")
     built = subprocess.run([os.path.join(bin_dir, "cleave-compile"), path,
                             "--target", "cuda", "--quiet", "--dump-dir", dumps,
-                            "-o", os.path.join(work, "bundle")],
+                            "-o", os.path.join(work, "bundle")]
+                           + [f"--dim={d}" for d in dims],
                            capture_output=True).returncode == 0
     kernels = gemms = "-"
     lowered = os.path.join(dumps, "05-lower.mlir")
     if os.path.exists(lowered):
         _, kernels, gemms, _, _ = count_kernels.counts(lowered, path)
+    extra = ["--compile-arg=--gpu-kernels-on-cpu"]
+    extra += [f"--dim={d}" for d in dims] + [f"--input-values={v}" for v in values]
     emulated, _, _, _ = check(path, shapes, int_high, os.path.join(work, "emulated"),
-                              bin_dir, ["--compile-arg=--gpu-kernels-on-cpu"])
+                              bin_dir, extra)
     return built, kernels, gemms, emulated
+
+
+def check_static_cache_gpu(name, path, args):
+    """Prints the line of a static-cache step on the CUDA target: one token
+    at position 9, the mask all ones (--gpu with --static-cache)."""
+    dims = ["sequence=1"] if args.exporter == "torchscript" else []
+    built, kernels, gemms, emulated = check_gpu(
+        path, [], VOCAB, os.path.join(args.work, name + "-cuda"), args.bin, dims,
+        ["cache_position=9", "attention_mask=1"])
+    ok = lambda b: "yes" if b else "NO"
+    print(f"{name:14} {'yes':7} {ok(built):7} {kernels:<8} {gemms:<6} "
+          f"{ok(emulated):7}", flush=True)
 
 
 def supports_static_cache(model):
@@ -233,15 +250,15 @@ def main():
     import transformers
     names = args.only or (COMMITTED + list(ARCHITECTURES) + list(IMAGES))
     os.makedirs(args.work, exist_ok=True)
-    if args.static_cache and args.exporter == "torchscript":
+    if args.gpu:
+        print(f"{'model':14} {'export':7} {'cuda':7} {'kernels':8} {'GEMMs':6} "
+              f"{'on CPU':7}")
+    elif args.static_cache and args.exporter == "torchscript":
         print(f"{'model':14} {'export':7} {'prompt':7} {'tp=2':7} {'step':7} "
               f"collectives at tp=2; note")
     elif args.static_cache:
         print(f"{'model':14} {'export':7} {'at 9':7} {'tp=2':7} {'at 31':7} "
               f"collectives at tp=2; note")
-    elif args.gpu:
-        print(f"{'model':14} {'export':7} {'cuda':7} {'kernels':8} {'GEMMs':6} "
-              f"{'on CPU':7}")
     else:
         print(f"{'model':14} {'export':7} {'1 rank':7} {'tp=2':7} "
               f"collectives at tp=2; note")
@@ -289,7 +306,8 @@ def main():
                   f"{first[:80]}", flush=True)
             continue
         if args.static_cache:
-            check_static_cache(name, path, args)
+            (check_static_cache_gpu if args.gpu else check_static_cache)(
+                name, path, args)
             continue
         shapes = [f"{n}={'x'.join(str(d) for d in t.shape)}"
                   for n, t in zip(input_names, inputs)]

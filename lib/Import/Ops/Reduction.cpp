@@ -212,11 +212,13 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
         Value i = linalg::IndexOp::create(nested, nestedLoc, axisLoop);
         Value j = linalg::IndexOp::create(nested, nestedLoc, rank);
         Value take = arith::CmpIOp::create(nested, nestedLoc, predicate, j, i);
-        Value added = addS(nested, nestedLoc, args[1], args[0]);
-        linalg::YieldOp::create(
-            nested, nestedLoc,
-            arith::SelectOp::create(nested, nestedLoc, take, added, args[1])
-                .getResult());
+        // The addend is chosen, not the sum: out + x is then the body's
+        // last op, a combiner the GPU kernels reduce across a block.
+        Value addend = arith::SelectOp::create(
+            nested, nestedLoc, take, args[0],
+            scalarConstant(nested, nestedLoc, type, 0.0));
+        linalg::YieldOp::create(nested, nestedLoc,
+                                addS(nested, nestedLoc, args[1], addend));
       });
   ctx.setOutput(0, sum.getResult(0));
   return success();
