@@ -73,15 +73,16 @@ func.func @shared_row(%x: memref<4x8xf32>, %out: memref<4x8xf32>) {
 
 // -----
 
-// Tests that a barrier inside nested control flow is refused: a loop per
-// phase cannot express it.
+// Tests that a barrier inside a branch is refused: threads that skip it
+// would not wait at it (a loop's barriers are emulated:
+// emulate-warp-ops.mlir).
 func.func @nested_barrier(%x: memref<8xf32>) {
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
   %true = arith.constant true
   gpu.launch blocks(%b, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%t, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
-    // expected-error @+1 {{'scf.if' op cannot be emulated: a barrier or all-reduce inside nested control flow}}
+    // expected-error @+1 {{'scf.if' op cannot be emulated: a barrier, all-reduce, shuffle or MMA inside control flow other than a loop}}
     scf.if %true {
       gpu.barrier
     }

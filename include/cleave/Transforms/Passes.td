@@ -959,21 +959,31 @@ def CleaveEmulateGpuKernels
     Runtime (`cleave-compile --gpu-kernels-on-cpu`). It checks the kernels'
     index arithmetic, guards, row chains and reductions, not NVVM or ptxas.
 
-    The launch becomes a loop over its blocks. The body is cut at its
-    top-level `gpu.barrier`s and `gpu.all_reduce`s into phases; each phase is
-    a loop over the block's threads, so every thread finishes a phase before
-    any starts the next, as a barrier guarantees. A value one phase computes
-    and a later one reads is kept per thread in a `memref.alloca` slot. An
-    all-reduce folds its operand's slots in thread order and gives every
-    thread the total. Workgroup (shared) memory is one CPU buffer that each
-    block uses in turn.
+    The launch becomes a loop over its blocks. The body is cut into steps
+    at the ops that need the block's threads (or a warp's) together:
+    `gpu.barrier`, `gpu.all_reduce`, `gpu.shuffle` and `nvvm.mma.sync`. A
+    run of other ops is a loop over the block's threads, so every thread
+    finishes it before any starts the next step, as a barrier guarantees.
+    An `scf.for` whose body holds such ops is one loop for all threads (its
+    bounds as thread 0 has them: a kernel's loops around barriers are
+    uniform), its body cut into steps again, its carried values per thread.
+    A value one step computes and another reads is kept per thread in a
+    `memref.alloca` slot. An all-reduce folds its operand's slots in thread
+    order and gives every thread the total; a butterfly shuffle reads the
+    slot of the thread whose lane differs by the offset; a warp's MMA
+    (m16n8k16, bf16 or f16 pairs, f32 accumulators) unpacks its lanes'
+    registers by PTX's fragment layout into the warp's matrices and gives
+    each lane its four sums. Workgroup (shared) memory is one CPU buffer
+    that each block uses in turn.
 
     Only synchronous one-dimensional launches with a constant block size,
-    float all-reduces by a named operation, and no barrier inside nested
-    control flow: what Cleave's kernels use. Anything else is an error.
+    all-reduces by a named operation, xor shuffles, warp ops in blocks of
+    whole warps, and no sync op inside a branch: what Cleave's kernels use.
+    Anything else is an error.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect"];
+                           "mlir::memref::MemRefDialect",
+                           "mlir::vector::VectorDialect"];
 }
 
 def CleaveMapRowsToGpu
