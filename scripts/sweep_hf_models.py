@@ -164,7 +164,7 @@ def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=()):
     kernels = gemms = "-"
     lowered = os.path.join(dumps, "05-lower.mlir")
     if os.path.exists(lowered):
-        _, kernels, gemms, _, _ = count_kernels.counts(lowered, path)
+        _, kernels, gemms, _, _, _ = count_kernels.counts(lowered, path)
     extra = ["--compile-arg=--gpu-kernels-on-cpu"]
     extra += [f"--dim={d}" for d in dims] + [f"--input-values={v}" for v in values]
     emulated, _, _, _ = check(path, shapes, int_high, os.path.join(work, "emulated"),

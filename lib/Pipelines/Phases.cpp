@@ -106,6 +106,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
   case Phase::Lower: {
     // The CUDA target's kernels, built alike for the GPU and, with
     // --gpu-kernels-on-cpu, for the CPU to run them and check their numerics.
+    // Attention as one tensor-core kernel, before its GEMMs go to cuBLASLt.
+    const char *attention =
+        options.fuseAttention ? ", cleave-attention-to-gpu" : "";
     const char *gpuKernels =
         "linalg-generalize-named-ops, cleave-join-copies, "
         "cleave-map-rows-to-gpu, cleave-map-to-gpu, canonicalize";
@@ -116,7 +119,7 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
       // ptxas to one cubin per kernel; host code to LLVM.
       return llvm::formatv(
                  "func.func(cleave-copies-to-linalg, "
-                 "cleave-write-transposed), "
+                 "cleave-write-transposed{3}), "
                  "cleave-linalg-to-blas{{target=cuda}, "
                  "func.func(cleave-approximate-math, {2}), "
                  "cleave-allocs-to-gpu, "
@@ -129,10 +132,11 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "canonicalize, cse, reconcile-unrealized-casts), gpu-to-llvm, "
                  "finalize-memref-to-llvm, convert-func-to-llvm, "
                  "reconcile-unrealized-casts, gpu-module-to-binary{{format=bin}",
-                 options.gpuArch, options.libdevice, gpuKernels)
+                 options.gpuArch, options.libdevice, gpuKernels, attention)
           .str();
     return std::string("func.func(cleave-copies-to-linalg, "
-                       "cleave-write-transposed), ") +
+                       "cleave-write-transposed") +
+           (options.gpuKernelsOnCpu ? attention : "") + "), " +
            (options.cpuGemm == "blas" ? "cleave-linalg-to-blas, " : "") +
            "func.func(cleave-approximate-math, " +
            (options.gpuKernelsOnCpu

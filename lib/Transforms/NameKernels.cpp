@@ -8,6 +8,8 @@
 
 #include "cleave/Support/OnnxNode.h"
 
+#include "GpuKernelBuilder.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -53,9 +55,13 @@ std::string kernelName(gpu::LaunchOp launch) {
     if (!part.empty() && !llvm::is_contained(parts, part))
       parts.push_back(part);
   }
+  // A kernel of a kind a pass marked (cleave.kernel) says so first.
+  std::string kind;
+  if (auto attr = launch->getAttrOfType<StringAttr>(cleave::gpu_kernel::kKernelKindAttr))
+    kind = sanitize(attr.getValue()) + "_";
   if (parts.empty())
-    return "kernel";
-  std::string name = parts.front();
+    return kind + "kernel";
+  std::string name = kind + parts.front();
   for (size_t i = 1; i < std::min(parts.size(), kNamedNodes); ++i)
     name += "__" + parts[i];
   if (parts.size() > kNamedNodes)

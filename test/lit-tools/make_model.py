@@ -27,6 +27,10 @@ Kinds:
              the same on x[4,8,32], but with batch and heads merged into one
              dimension for the two products (Reshape to [16,8,8] and 3-D
              MatMuls), as older exporters write attention
+  attention-core
+             attention alone on inputs q, k [2,3,40,32], v [2,3,40,24]: scaled
+             QK^T, a causal mask of -inf, Softmax with its NaNs zeroed
+             (IsNaN, Where), times V
   attention-merged-1
              the same on x[1,8,32]: heads alone merged with the batch of one
              ([4,8,8]), and the products' result reshaped to [1,4,8,8], as
@@ -295,6 +299,43 @@ def attention_mqa(out, layers=1):
               out)
 
 
+def attention_core(out):
+    """Attention alone on inputs q, k [2, 3, 40, 32] and v [2, 3, 40, 24]:
+    Q K^T / sqrt(32) plus a causal mask of -inf (a Constant), Softmax, its
+    NaNs replaced by 0 (IsNaN and Where, as PyTorch's exporter writes
+    scaled_dot_product_attention), times V. 40 queries and keys: neither a
+    whole number of 64-query blocks nor of 16-key steps."""
+    batch, heads, seq, depth, width = 2, 3, 40, 32, 24
+    mask = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)[None, None]
+    nodes = [
+        helper.make_node("Constant", [], ["mask"],
+                         value=numpy_helper.from_array(mask, "mask")),
+        helper.make_node("Constant", [], ["scale"],
+                         value=numpy_helper.from_array(
+                             np.array(1 / np.sqrt(depth), np.float32), "scale")),
+        helper.make_node("Constant", [], ["zero"],
+                         value=numpy_helper.from_array(np.array(0, np.float32),
+                                                       "zero")),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["qk"], name="/attn/MatMul"),
+        helper.make_node("Mul", ["qk", "scale"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("IsNaN", ["p"], ["nan"]),
+        helper.make_node("Where", ["nan", "zero", "p"], ["pz"]),
+        helper.make_node("MatMul", ["pz", "v"], ["o"], name="/attn/MatMul_1"),
+    ]
+    shape = [batch, heads, seq]
+    graph = helper.make_graph(
+        nodes, "attention_core",
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, shape + [depth]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, shape + [depth]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, shape + [width])],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, shape + [width])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              out)
+
+
 def embedding(out):
     rng = np.random.default_rng(2)
     graph = helper.make_graph(
@@ -337,7 +378,8 @@ if __name__ == "__main__":
              "attention-merged": lambda out: attention(out, merged=True),
              "attention-merged-1": lambda out: attention(out, merged=True, batch=1),
              "attention-position-bias": lambda out: attention(out, position_bias=True),
-             "attention-static-cache": lambda out: attention(out, static_cache=True)}
+             "attention-static-cache": lambda out: attention(out, static_cache=True),
+             "attention-core": attention_core}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

@@ -141,6 +141,12 @@ cl::opt<std::string> cpuGemm(
     cl::desc("float32 GEMMs on the CPU: 'blas' (OpenBLAS, default) or 'loops' "
              "(compiled like every other op; for comparison)"),
     cl::value_desc("blas|loops"), cl::init("blas"), cl::cat(category));
+cl::opt<std::string> gpuAttention(
+    "gpu-attention",
+    cl::desc("Attention on bf16 operands on the GPU: 'fused' (default: one "
+             "tensor-core kernel each, the scores kept on chip) or 'gemms' "
+             "(two cuBLASLt GEMMs around a softmax kernel; for comparison)"),
+    cl::value_desc("fused|gemms"), cl::init("fused"), cl::cat(category));
 cl::opt<bool> gpuKernelsOnCpu(
     "gpu-kernels-on-cpu",
     cl::desc("With --target cpu: build the CUDA target's kernels but run each "
@@ -297,6 +303,9 @@ int main(int argc, char **argv) {
 
   if (cpuGemm != "blas" && cpuGemm != "loops")
     return fail("--cpu-gemm must be 'blas' or 'loops', not '" + cpuGemm + "'");
+  if (gpuAttention != "fused" && gpuAttention != "gemms")
+    return fail("--gpu-attention must be 'fused' or 'gemms', not '" +
+                gpuAttention + "'");
   if (target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target + "' (targets: cpu, cuda)");
   if (gpuKernelsOnCpu && target != "cpu")
@@ -402,6 +411,7 @@ int main(int argc, char **argv) {
   pipelineOptions.gpuArch = gpuArch;
   pipelineOptions.precision = precision;
   pipelineOptions.gpuKernelsOnCpu = gpuKernelsOnCpu;
+  pipelineOptions.fuseAttention = gpuAttention == "fused";
   std::string cudaRoot;
   if (target == "cuda") {
     const char *root = std::getenv("CUDA_HOME");

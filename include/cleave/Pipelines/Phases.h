@@ -59,6 +59,9 @@ struct PipelineOptions {
   std::string gpuArch = "sm_90";
   /// GEMM operand type: "f32", or "bf16" / "f16" (float32 results).
   std::string precision = "f32";
+  /// For "cuda" (and gpuKernelsOnCpu): attention on bf16 operands as one
+  /// tensor-core kernel (cleave-attention-to-gpu), or as two GEMMs.
+  bool fuseAttention = true;
   /// For "cpu": the CUDA target's kernels, run on the CPU a thread at a time
   /// (cleave-emulate-gpu-kernels), to check them without a GPU.
   bool gpuKernelsOnCpu = false;

@@ -986,6 +986,46 @@ def CleaveEmulateGpuKernels
                            "mlir::vector::VectorDialect"];
 }
 
+def CleaveAttentionToGpu
+    : Pass<"cleave-attention-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Attention on bf16 operands becomes one tensor-core kernel "
+                "that keeps the scores on chip";
+  let description = [{
+    For the CUDA target (and `--gpu-kernels-on-cpu`), before
+    `cleave-linalg-to-blas`. Attention reaches the lower phase as the scores
+    GEMM (Q by K transposed, bf16 operands, float32 result), elementwise
+    ops on the scores (scale, mask), softmax over the keys as four generics
+    (a row maximum, the exponential of each score minus it, the row sum,
+    each divided by it and rounded to bf16), and the GEMM of those
+    probabilities by V. Where every one of them runs over the same points
+    (batch and heads, queries, keys) and their buffers serve nothing else,
+    they become one `gpu.launch` as FlashAttention computes it: a block per
+    64 queries of one batch entry and head, a warp per 16 queries, the keys
+    taken 16 at a time. For each step the warp computes its scores with
+    `nvvm.mma.sync` (m16n8k16, bf16, float32 accumulators) over the head
+    dimension, applies the elementwise ops to them in registers, updates each
+    row's running maximum (the row's four lanes meet by `gpu.shuffle xor`)
+    and running sum, rescales its output, and adds the step's
+    probabilities (rounded to bf16) times V with another MMA. At the end
+    each row is divided by its sum and stored, rounded to bf16 where an
+    elementwise rounding was the GEMM's one reader. The scores, the
+    probabilities and the row statistics never reach global memory.
+
+    The probabilities are rounded to bf16 before the division by the sum,
+    not after it (FlashAttention's order): within bf16's rounding of
+    softmax's values. Head dimensions must be multiples of 16 (V's of 8)
+    up to 256, with at least 16 queries; keys may be any number (the last
+    step's missing keys count as -infinity). Not matched: float32 or f16
+    operands, attention whose softmax runs over other points than its
+    GEMMs (grouped-query attention's K and V read per group), and decoding
+    steps (one query).
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def CleaveMapRowsToGpu
     : Pass<"cleave-map-rows-to-gpu", "mlir::func::FuncOp"> {
   let summary = "A chain of row-wise generics around a row reduction becomes "

@@ -1,0 +1,901 @@
+//===- AttentionToGpu.cpp - Attention as one tensor-core kernel -----------===//
+//
+// See Passes.td. Finds attention on 16-bit operands as the fuse phase leaves
+// it (the scores GEMM, elementwise ops on the scores, softmax as a maximum,
+// an exponential, a sum and a division rounded to 16 bits, the GEMM of the
+// probabilities by V) and makes it one gpu.launch in the manner of
+// FlashAttention: a block per 64 queries of one batch entry and head, a
+// warp per 16 queries, the keys visited 16 at a time with a running maximum
+// and sum, both GEMMs on tensor cores (mma.sync m16n8k16), so that the
+// scores never reach global memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Passes.h"
+
+#include "BufferViews.h"
+#include "Gemms.h"
+#include "GpuKernelBuilder.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <limits>
+
+namespace cleave {
+#define GEN_PASS_DEF_CLEAVEATTENTIONTOGPU
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave::gpu_kernel;
+
+namespace {
+
+constexpr int64_t kWarps = 4;       // a block's warps
+constexpr int64_t kRowsPerWarp = 16; // an MMA's M
+constexpr int64_t kKeys = 16;        // keys a step (an MMA's K for P x V)
+
+/// The readers and writers of `root` (through its views) that are not
+/// views or deallocations.
+SmallVector<Operation *> usersOf(Value root) {
+  SmallVector<Operation *> users;
+  for (Value view : cleave::viewsOf(root))
+    for (Operation *user : view.getUsers())
+      if (!cleave::viewSource(user) && !isa<memref::DeallocOp>(user))
+        users.push_back(user);
+  return users;
+}
+
+/// The op of `kind` among `users` other than `except`, if exactly one.
+template <typename OpTy>
+OpTy onlyOther(ArrayRef<Operation *> users, ArrayRef<Operation *> except) {
+  OpTy found;
+  for (Operation *user : users) {
+    if (llvm::is_contained(except, user) || isa<linalg::FillOp>(user))
+      continue;
+    auto op = dyn_cast<OpTy>(user);
+    if (!op || found)
+      return OpTy();
+    found = op;
+  }
+  return found;
+}
+
+/// (d0, ..., d(n-2)) of n loops: a row's value, the last loop reduced.
+AffineMap leading(unsigned n, MLIRContext *ctx) {
+  SmallVector<AffineExpr> dims;
+  for (unsigned d = 0; d + 1 < n; ++d)
+    dims.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(n, 0, dims, ctx);
+}
+
+bool isIdentityOn(AffineMap map, unsigned loops) {
+  return map.isIdentity() && map.getNumDims() == loops;
+}
+
+/// Whether `op`'s body is `yield(f(in0, in1))` for ops `Ops...` in order,
+/// the first reading in0 and in1, each next one the previous result.
+bool bodyIs(linalg::GenericOp op, ArrayRef<StringRef> names) {
+  Block &body = op.getRegion().front();
+  auto ops = body.without_terminator();
+  if (static_cast<size_t>(std::distance(ops.begin(), ops.end())) != names.size())
+    return false;
+  Value last;
+  for (auto [inner, name] : llvm::zip(ops, names)) {
+    if (inner.getName().getStringRef() != name || inner.getNumResults() != 1)
+      return false;
+    if (!last) {
+      if (inner.getNumOperands() != 2 ||
+          inner.getOperand(0) != body.getArgument(0) ||
+          inner.getOperand(1) != body.getArgument(1))
+        return false;
+    } else if (inner.getOperand(0) != last) {
+      return false;
+    }
+    last = inner.getResult(0);
+  }
+  return body.getTerminator()->getOperand(0) == last;
+}
+
+/// One attention, matched.
+struct Attention {
+  linalg::LinalgOp scores, values; // the two GEMMs
+  cleave::GemmLoops q, v;          // their loops
+  SmallVector<linalg::GenericOp> prelude; // elementwise ops on the scores
+  linalg::GenericOp max, exp, sum, normalize;
+  linalg::GenericOp rounding; // an elementwise rounding of the output, or null
+  SmallVector<int64_t> batch; // the rows' leading loops (batch, heads)
+  int64_t queries = 0, keys = 0, depth = 0, width = 0;
+  SmallVector<Value> internal; // buffers only the attention touches
+  SmallVector<Operation *> fills;
+  FloatType half;
+
+  SmallVector<Operation *> members() const {
+    SmallVector<Operation *> all = {scores};
+    for (linalg::GenericOp op : prelude)
+      all.push_back(op);
+    all.append({max, exp, sum, normalize, values});
+    if (rounding)
+      all.push_back(rounding);
+    return all;
+  }
+};
+
+/// The element type both of a GEMM's inputs have, when it is 16-bit, and
+/// its output float32.
+FloatType halfInputs(linalg::LinalgOp op) {
+  auto in0 = dyn_cast<MemRefType>(op.getDpsInputOperand(0)->get().getType());
+  auto in1 = dyn_cast<MemRefType>(op.getDpsInputOperand(1)->get().getType());
+  auto out = dyn_cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
+  if (!in0 || !in1 || !out || in0.getElementType() != in1.getElementType() ||
+      !out.getElementType().isF32() || !in0.getElementType().isBF16())
+    return FloatType();
+  return cast<FloatType>(in0.getElementType());
+}
+
+/// Whether `op`'s output is read only by `reader` through the same memref
+/// type (the same view of the same buffer), as every loop of `reader`'s
+/// first loops in order.
+bool readsOutput(linalg::LinalgOp op, linalg::GenericOp reader,
+                 OpOperand &in) {
+  Value out = op.getDpsInitOperand(0)->get();
+  return cleave::viewedBuffer(in.get()) == cleave::viewedBuffer(out) &&
+         in.get().getType() == out.getType() &&
+         isIdentityOn(reader.getMatchingIndexingMap(&in), reader.getNumLoops());
+}
+
+/// The GEMM output map's results as loops: (rows..., m, n) in C's order.
+std::optional<SmallVector<unsigned>> outputLoops(linalg::LinalgOp op,
+                                                 const cleave::GemmLoops &g) {
+  AffineMap c = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  SmallVector<unsigned> loops;
+  for (AffineExpr e : c.getResults())
+    loops.push_back(cast<AffineDimExpr>(e).getPosition());
+  if (loops.size() != g.batch.size() + 2 || loops[loops.size() - 2] != g.m ||
+      loops.back() != g.n)
+    return std::nullopt;
+  return loops;
+}
+
+class Matcher {
+public:
+  explicit Matcher(linalg::LinalgOp scores) { a.scores = scores; }
+
+  std::optional<Attention> match() {
+    linalg::LinalgOp g1 = a.scores;
+    std::optional<cleave::GemmLoops> q = cleave::gemmLoops(g1);
+    if (!q || !(a.half = halfInputs(g1)))
+      return std::nullopt;
+    a.q = *q;
+    std::optional<SmallVector<unsigned>> rowLoops = outputLoops(g1, *q);
+    if (!rowLoops)
+      return std::nullopt;
+    SmallVector<int64_t> ranges = g1.getStaticLoopRanges();
+    for (unsigned loop : ArrayRef(*rowLoops).drop_back(2))
+      a.batch.push_back(ranges[loop]);
+    a.queries = ranges[q->m];
+    a.keys = ranges[q->n];
+    a.depth = ranges[q->k];
+    SmallVector<int64_t> chainRanges(a.batch);
+    chainRanges.append({a.queries, a.keys});
+
+    // Elementwise ops on the scores, then the softmax.
+    linalg::LinalgOp producer = g1;
+    Value scoresRoot = cleave::viewedBuffer(g1.getDpsInitOperand(0)->get());
+    a.internal.push_back(scoresRoot);
+    while (true) {
+      Value root = cleave::viewedBuffer(producer.getDpsInitOperand(0)->get());
+      auto reader = onlyOther<linalg::GenericOp>(usersOf(root), {producer});
+      if (reader) { // one reader: an elementwise op on the scores
+        if (!elementwise(reader, producer, chainRanges))
+          return std::nullopt;
+        a.prelude.push_back(reader);
+        producer = reader;
+        a.internal.push_back(cleave::viewedBuffer(reader.getDpsInits()[0]));
+        continue;
+      }
+      if (!softmax(producer, chainRanges))
+        return std::nullopt;
+      break;
+    }
+    if (!valuesGemm() || !collectFills() || !safeBetween())
+      return std::nullopt;
+    return a;
+  }
+
+private:
+  Attention a;
+
+  /// An all-parallel generic over the scores' points that reads
+  /// `producer`'s output there, nowhere else, and writes one output there.
+  bool elementwise(linalg::GenericOp op, linalg::LinalgOp producer,
+                   ArrayRef<int64_t> ranges) {
+    if (op.getNumParallelLoops() != op.getNumLoops() ||
+        op.getStaticLoopRanges() != ranges || op.getNumDpsInits() != 1 ||
+        !isIdentityOn(op.getIndexingMapsArray().back(), op.getNumLoops()) ||
+        !isa<MemRefType>(op.getDpsInits()[0].getType()) ||
+        !cast<MemRefType>(op.getDpsInits()[0].getType())
+             .getElementType()
+             .isF32() ||
+        !op.getMatchingBlockArgument(op.getDpsInitOperand(0)).use_empty())
+      return false;
+    int reads = 0;
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (isa<MemRefType>(in->get().getType()) &&
+          cleave::viewedBuffer(in->get()) ==
+              cleave::viewedBuffer(producer.getDpsInitOperand(0)->get())) {
+        if (!readsOutput(producer, op, *in))
+          return false;
+        ++reads;
+      }
+    return reads == 1;
+  }
+
+  /// Softmax over the keys of `producer`'s output: its maximum, the
+  /// exponential of each minus it, their sum, each divided by it and
+  /// rounded to 16 bits.
+  bool softmax(linalg::LinalgOp producer, ArrayRef<int64_t> ranges) {
+    Value x = cleave::viewedBuffer(producer.getDpsInitOperand(0)->get());
+    SmallVector<linalg::GenericOp> readers;
+    for (Operation *user : usersOf(x))
+      if (user != producer.getOperation()) {
+        auto g = dyn_cast<linalg::GenericOp>(user);
+        if (!g)
+          return false;
+        readers.push_back(g);
+      }
+    if (readers.size() != 2)
+      return false;
+    // The maximum first, then the exponential (block order).
+    if (readers[1]->isBeforeInBlock(readers[0]))
+      std::swap(readers[0], readers[1]);
+    a.max = readers[0];
+    a.exp = readers[1];
+    auto rowReduction = [&](linalg::GenericOp op, Value in,
+                            ArrayRef<StringRef> combiners) {
+      std::optional<Combiner> c = findCombiner(op);
+      unsigned n = ranges.size();
+      return c && op.getStaticLoopRanges() == ranges &&
+             op.getNumReductionLoops() == 1 &&
+             op.getIteratorTypesArray().back() ==
+                 utils::IteratorType::reduction &&
+             op.getNumDpsInputs() == 1 &&
+             cleave::viewedBuffer(op.getDpsInputs()[0]) ==
+                 cleave::viewedBuffer(in) &&
+             isIdentityOn(op.getIndexingMapsArray()[0], n) &&
+             op.getIndexingMapsArray()[1] ==
+                 leading(n, op.getContext()) &&
+             c->partial == op.getRegion().front().getArgument(0) &&
+             llvm::is_contained(combiners, c->op->getName().getStringRef());
+    };
+    // An elementwise op of the scores' points and their rows' values, with
+    // `body` (any body that does not read its output, when empty).
+    auto rowBroadcast = [&](linalg::GenericOp op, Value in, Value row,
+                            ArrayRef<StringRef> body) {
+      unsigned n = ranges.size();
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      return op.getNumParallelLoops() == n &&
+             op.getStaticLoopRanges() == ranges && op.getNumDpsInputs() == 2 &&
+             cleave::viewedBuffer(op.getDpsInputs()[0]) ==
+                 cleave::viewedBuffer(in) &&
+             cleave::viewedBuffer(op.getDpsInputs()[1]) ==
+                 cleave::viewedBuffer(row) &&
+             isIdentityOn(maps[0], n) && isIdentityOn(maps[2], n) &&
+             maps[1] == leading(n, op.getContext()) &&
+             (body.empty() ? op.getMatchingBlockArgument(op.getDpsInitOperand(0))
+                                 .use_empty()
+                           : bodyIs(op, body));
+    };
+    Value m = a.max.getDpsInits()[0];
+    if (!rowReduction(a.max, x, {"arith.maximumf", "arith.maxnumf"}) ||
+        !rowBroadcast(a.exp, x, m, {"arith.subf", "math.exp"}))
+      return false;
+    Value e = a.exp.getDpsInits()[0];
+    SmallVector<Operation *> eReaders = usersOf(cleave::viewedBuffer(e));
+    llvm::erase(eReaders, a.exp.getOperation());
+    if (eReaders.size() != 2)
+      return false;
+    a.sum = dyn_cast<linalg::GenericOp>(eReaders[0]);
+    a.normalize = dyn_cast<linalg::GenericOp>(eReaders[1]);
+    if (!a.sum || !a.normalize)
+      return false;
+    if (a.normalize->isBeforeInBlock(a.sum))
+      std::swap(a.sum, a.normalize);
+    Value l = a.sum.getDpsInits()[0];
+    if (!rowReduction(a.sum, e, {"arith.addf"}) ||
+        !rowBroadcast(a.normalize, e, l, {}) ||
+        !a.normalize.getRegion().getOps<linalg::IndexOp>().empty() ||
+        cast<MemRefType>(a.normalize.getDpsInits()[0].getType())
+                .getElementType() != a.half)
+      return false;
+    for (Value buffer : {m, e, l, a.normalize.getDpsInits()[0]})
+      a.internal.push_back(cleave::viewedBuffer(buffer));
+    // The maximum and the sum read nothing else of their rows' buffers.
+    for (Value root : {cleave::viewedBuffer(m), cleave::viewedBuffer(l)})
+      for (Operation *user : usersOf(root))
+        if (!isa<linalg::FillOp>(user) && user != a.max && user != a.exp &&
+            user != a.sum && user != a.normalize)
+          return false;
+    return true;
+  }
+
+  /// The GEMM of the probabilities by V, and an elementwise rounding of its
+  /// result when that is all that reads it.
+  bool valuesGemm() {
+    Value p = cleave::viewedBuffer(a.normalize.getDpsInits()[0]);
+    auto g2 = onlyOther<linalg::LinalgOp>(usersOf(p), {a.normalize});
+    if (!g2)
+      return false;
+    std::optional<cleave::GemmLoops> v = cleave::gemmLoops(g2);
+    if (!v || halfInputs(g2) != a.half)
+      return false;
+    a.values = g2;
+    a.v = *v;
+    std::optional<SmallVector<unsigned>> rowLoops = outputLoops(g2, *v);
+    SmallVector<int64_t> ranges = g2.getStaticLoopRanges();
+    if (!rowLoops || ranges[v->m] != a.queries || ranges[v->k] != a.keys)
+      return false;
+    // Its batch, in order, is the softmax's, possibly with dimensions
+    // merged (a batched GEMM over batch x heads): the same linear index.
+    int64_t entries = 1, chainEntries = 1;
+    for (unsigned loop : ArrayRef(*rowLoops).drop_back(2))
+      entries *= ranges[loop];
+    for (int64_t s : a.batch)
+      chainEntries *= s;
+    a.width = ranges[v->n];
+    // P is read as the normalization wrote it, through a reshape that
+    // merges only batch dimensions: (batch..., m, k), both row-major.
+    OpOperand *pIn = probabilities();
+    auto pType = pIn ? dyn_cast<MemRefType>(pIn->get().getType()) : nullptr;
+    auto written = cast<MemRefType>(a.normalize.getDpsInits()[0].getType());
+    if (entries != chainEntries || !pType ||
+        !memref::isStaticShapeAndContiguousRowMajor(pType) ||
+        !memref::isStaticShapeAndContiguousRowMajor(written) ||
+        pType.getShape().take_back(2) != written.getShape().take_back(2))
+      return false;
+    SmallVector<AffineExpr> expected;
+    for (unsigned loop : ArrayRef(*rowLoops).drop_back(1))
+      expected.push_back(getAffineDimExpr(loop, g2.getContext()));
+    expected.push_back(getAffineDimExpr(v->k, g2.getContext()));
+    if (g2.getMatchingIndexingMap(pIn).getResults() != ArrayRef(expected))
+      return false;
+    // A rounding of the output, if it is the output's one reader.
+    Value out = g2.getDpsInitOperand(0)->get();
+    auto reader = onlyOther<linalg::GenericOp>(usersOf(cleave::viewedBuffer(out)),
+                                               {g2});
+    if (reader && reader.getNumDpsInputs() == 1 && reader.getNumDpsInits() == 1 &&
+        reader.getNumParallelLoops() == reader.getNumLoops() &&
+        readsOutput(g2, reader, *reader.getDpsInputOperand(0)) &&
+        cast<MemRefType>(reader.getDpsInits()[0].getType()).getElementType() ==
+            a.half) {
+      Block &body = reader.getRegion().front();
+      auto trunc = body.getTerminator()->getOperand(0).getDefiningOp<arith::TruncFOp>();
+      if (trunc && trunc.getIn() == body.getArgument(0) &&
+          body.getOperations().size() == 2) {
+        a.rounding = reader;
+        a.internal.push_back(cleave::viewedBuffer(out));
+      }
+    }
+    return a.depth % 16 == 0 && a.width % 8 == 0 && a.depth <= 256 &&
+           a.width <= 256 && a.queries >= kRowsPerWarp;
+  }
+
+  OpOperand *probabilities() {
+    Value p = cleave::viewedBuffer(a.normalize.getDpsInits()[0]);
+    for (OpOperand *in : a.values.getDpsInputOperands())
+      if (cleave::viewedBuffer(in->get()) == p)
+        return in;
+    return nullptr;
+  }
+
+  /// The fills of the internal buffers (and of the output, which the kernel
+  /// writes whole), which go with the attention; none of them may be read
+  /// by anything else.
+  bool collectFills() {
+    SmallVector<Operation *> members = a.members();
+    SmallVector<Value> roots(a.internal);
+    roots.push_back(cleave::viewedBuffer(a.values.getDpsInitOperand(0)->get()));
+    for (Value root : roots)
+      for (Operation *user : usersOf(root)) {
+        bool isOutput = root == roots.back();
+        if (isa<linalg::FillOp>(user)) {
+          // The output's fills after the GEMM are another use of its buffer.
+          if (!llvm::is_contained(a.fills, user) &&
+              !(isOutput && a.values->isBeforeInBlock(user)))
+            a.fills.push_back(user);
+          continue;
+        }
+        if (!llvm::is_contained(members, user) && !isOutput)
+          return false;
+      }
+    // The output's fill must be the last write before the GEMM (its zeros).
+    for (Operation *fill : a.fills)
+      if (cleave::viewedBuffer(cast<linalg::FillOp>(fill).getDpsInits()[0]) ==
+              roots.back() &&
+          !cleave::isZeroFill(fill))
+        return false;
+    return true;
+  }
+
+  /// Whether the kernel, placed at the second GEMM, reads what the ops it
+  /// replaces read: nothing between the first GEMM and the last member
+  /// writes their inputs, and every member and fill is in one block.
+  bool safeBetween() {
+    SmallVector<Operation *> members = a.members();
+    Operation *first = a.scores;
+    Operation *last = members.back();
+    for (Operation *op : llvm::concat<Operation *const>(members, a.fills))
+      if (op->getBlock() != first->getBlock())
+        return false;
+    for (Operation *op : members)
+      if (op->isBeforeInBlock(first) || last->isBeforeInBlock(op))
+        return false;
+    DenseSet<Value> inputs;
+    for (Operation *op : members)
+      for (OpOperand *in : cast<linalg::LinalgOp>(op).getDpsInputOperands())
+        if (isa<MemRefType>(in->get().getType()))
+          inputs.insert(cleave::viewedBuffer(in->get()));
+    for (Operation *op = first->getNextNode(); op && op != last;
+         op = op->getNextNode()) {
+      if (llvm::is_contained(members, op) || llvm::is_contained(a.fills, op) ||
+          isa<memref::AllocOp, memref::DeallocOp>(op) ||
+          cleave::viewSource(op) || isMemoryEffectFree(op))
+        continue;
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+      if (!linalgOp)
+        return false;
+      for (Value out : linalgOp.getDpsInits())
+        if (inputs.contains(cleave::viewedBuffer(out)))
+          return false;
+    }
+    return true;
+  }
+};
+
+/// The kernel for one matched attention.
+class KernelBuilder {
+public:
+  KernelBuilder(Attention a, OpBuilder &b, Location loc)
+      : a(std::move(a)), b(b), loc(loc) {}
+
+  void build() {
+    int64_t rows = 1;
+    for (int64_t s : a.batch)
+      rows *= s;
+    int64_t tile = kWarps * kRowsPerWarp;
+    int64_t tiles = (a.queries + tile - 1) / tile;
+    gpu::LaunchOp kernel =
+        launch(b, loc, rows * tiles, kWarps * 32,
+               [&](OpBuilder &kb, Value block, Value thread) {
+                 OpBuilder::InsertionGuard guard(b);
+                 b.setInsertionPoint(kb.getInsertionBlock(),
+                                     kb.getInsertionPoint());
+                 body(block, thread, tiles);
+               });
+    kernel->setAttr(kKernelKindAttr, b.getStringAttr("attention"));
+  }
+
+private:
+  Attention a;
+  OpBuilder &b;
+  Location loc;
+  Value batchLinear;            // the block's batch entry, linear
+  SmallVector<Value> batchIdx; // the same as the softmax's loops
+  Value g, q; // the lane's group (lane / 4) and place in it (lane % 4)
+
+  Value c(int64_t v) { return index(b, loc, v); }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value add(Value x, int64_t v) { return arith::AddIOp::create(b, loc, x, c(v)); }
+  Value clamp(Value x, int64_t size) {
+    return arith::MinUIOp::create(b, loc, x, c(size - 1));
+  }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+
+  /// Two 16-bit floats as one i32, `lo` in the low half (PTX's order for a
+  /// register pair).
+  Value pack(Value lo, Value hi) {
+    auto bits = [&](Value x) {
+      if (x.getType() != a.half)
+        x = arith::TruncFOp::create(b, loc, a.half, x);
+      Value i = arith::BitcastOp::create(b, loc, b.getI16Type(), x);
+      return arith::ExtUIOp::create(b, loc, b.getI32Type(), i).getResult();
+    };
+    Value high = arith::ShLIOp::create(b, loc, bits(hi), i32(16));
+    return arith::OrIOp::create(b, loc, high, bits(lo));
+  }
+
+  /// An operand of `op` at the loop point whose loops `at` sets.
+  Value load(linalg::LinalgOp op, OpOperand *operand,
+             ArrayRef<std::pair<unsigned, Value>> at) {
+    SmallVector<Value> point(op.getNumLoops(), c(0));
+    for (auto [loop, v] : at)
+      point[loop] = v;
+    return memref::LoadOp::create(
+        b, loc, operand->get(),
+        operandIndices(b, loc, op.getMatchingIndexingMap(operand), point));
+  }
+
+  /// A GEMM's batch loops (its output's leading dimensions, in order) at
+  /// the block's batch entry: its linear index, delinearized by the GEMM's
+  /// own batch sizes (the values GEMM may have merged batch and heads).
+  SmallVector<std::pair<unsigned, Value>> batchLoops(linalg::LinalgOp op) {
+    AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges(), sizes;
+    SmallVector<unsigned> loops;
+    for (AffineExpr e : out.getResults().drop_back(2)) {
+      loops.push_back(cast<AffineDimExpr>(e).getPosition());
+      sizes.push_back(ranges[loops.back()]);
+    }
+    SmallVector<std::pair<unsigned, Value>> at;
+    for (auto [loop, v] : llvm::zip(loops, delinearize(b, loc, batchLinear, sizes)))
+      at.push_back({loop, v});
+    return at;
+  }
+
+  /// The input of a GEMM whose map uses `loop`.
+  OpOperand *inputUsing(linalg::LinalgOp op, unsigned loop) {
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (op.getMatchingIndexingMap(in).isFunctionOfDim(loop))
+        return in;
+    return nullptr;
+  }
+
+  Value mma(ValueRange aRegs, ValueRange bRegs, ValueRange acc,
+            SmallVectorImpl<Value> &out) {
+    Type f32 = b.getF32Type();
+    auto structType = LLVM::LLVMStructType::getLiteral(
+        b.getContext(), {f32, f32, f32, f32});
+    auto op = NVVM::MmaOp::create(
+        b, loc, structType, aRegs, bRegs, acc, ArrayRef<int64_t>{16, 8, 16},
+        std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                      NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    out.clear();
+    for (int64_t i = 0; i < 4; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, loc, op, i));
+    return op;
+  }
+
+  Value shuffleXor(Value x, int64_t offset) {
+    return gpu::ShuffleOp::create(b, loc, x, i32(offset), i32(32),
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+
+  /// Reads of some buffers answered with values the kernel holds in
+  /// registers (their values at the point being computed).
+  struct Known : Memory {
+    DenseMap<Value, Value> values; // buffer -> its value at the point
+    Value load(OpBuilder &b, Location loc, Value memref,
+               ValueRange indices) const override {
+      if (Value v = values.lookup(cleave::viewedBuffer(memref)))
+        return v;
+      return Memory::load(b, loc, memref, indices);
+    }
+  };
+
+  /// The softmax's last op (the division by the sum, and whatever the
+  /// export does with it before rounding) at (batch, row, some key), given
+  /// the exponential there and the row's sum. The key is not read: the
+  /// body reads only those two.
+  Value normalize(Value e, Value l, Value row) {
+    SmallVector<Value> point(batchIdx);
+    point.append({row, c(0)});
+    Known known;
+    known.values[cleave::viewedBuffer(a.normalize.getDpsInputs()[0])] = e;
+    known.values[cleave::viewedBuffer(a.normalize.getDpsInputs()[1])] = l;
+    return emitBody(b, loc, a.normalize, point, nullptr, Value(), {}, known)[0];
+  }
+
+  /// The elementwise ops on the scores at (batch, row, key), given the
+  /// score there.
+  Value prelude(Value score, Value row, Value key) {
+    SmallVector<Value> point(batchIdx);
+    point.append({row, key});
+    Known known;
+    known.values[cleave::viewedBuffer(a.scores.getDpsInitOperand(0)->get())] =
+        score;
+    Value x = score;
+    for (linalg::GenericOp op : a.prelude) {
+      x = emitBody(b, loc, op, point, nullptr, Value(), {}, known)[0];
+      known.values[cleave::viewedBuffer(op.getDpsInits()[0])] = x;
+    }
+    return x;
+  }
+
+  void body(Value block, Value thread, int64_t tiles) {
+    Value tile = arith::RemUIOp::create(b, loc, block, c(tiles));
+    batchLinear = arith::DivUIOp::create(b, loc, block, c(tiles));
+    batchIdx = delinearize(b, loc, batchLinear, a.batch);
+    Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
+    Value lane = arith::RemUIOp::create(b, loc, thread, c(32));
+    g = arith::DivUIOp::create(b, loc, lane, c(4));
+    q = arith::RemUIOp::create(b, loc, lane, c(4));
+    Value q2 = arith::MulIOp::create(b, loc, q, c(2));
+    Value rowBase = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, tile, c(kWarps * kRowsPerWarp)),
+        arith::MulIOp::create(b, loc, warp, c(kRowsPerWarp)));
+    // The lane's two rows (g and g + 8 of its warp's 16), and the same
+    // clamped into the queries for reading.
+    Value rows[2] = {arith::AddIOp::create(b, loc, rowBase, g), Value()};
+    rows[1] = add(rows[0], 8);
+    Value readRows[2] = {clamp(rows[0], a.queries), clamp(rows[1], a.queries)};
+
+    // Q's fragments, for each 16 of the depth.
+    linalg::LinalgOp g1 = a.scores, g2 = a.values;
+    OpOperand *qIn = inputUsing(g1, a.q.m), *kIn = inputUsing(g1, a.q.n);
+    OpOperand *vIn = inputUsing(g2, a.v.n);
+    SmallVector<std::pair<unsigned, Value>> g1Batch = batchLoops(g1),
+                                            g2Batch = batchLoops(g2);
+    auto qAt = [&](Value row, Value col) {
+      SmallVector<std::pair<unsigned, Value>> at(g1Batch);
+      at.append({{a.q.m, row}, {a.q.k, col}});
+      return load(g1, qIn, at);
+    };
+    auto kAt = [&](Value key, Value col) {
+      SmallVector<std::pair<unsigned, Value>> at(g1Batch);
+      at.append({{a.q.n, key}, {a.q.k, col}});
+      return load(g1, kIn, at);
+    };
+    auto vAt = [&](Value key, Value col) {
+      SmallVector<std::pair<unsigned, Value>> at(g2Batch);
+      at.append({{a.v.k, key}, {a.v.n, col}});
+      return load(g2, vIn, at);
+    };
+    SmallVector<SmallVector<Value, 4>> qRegs;
+    for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
+      SmallVector<Value, 4> regs;
+      for (int64_t r = 0; r < 4; ++r) {
+        Value col = add(q2, kk * 16 + 8 * (r / 2));
+        regs.push_back(pack(qAt(readRows[r % 2], col),
+                            qAt(readRows[r % 2], add(col, 1))));
+      }
+      qRegs.push_back(regs);
+    }
+
+    // First pass over the keys: each of the lane's two rows' maximum and
+    // sum (the sum's part over the lane's keys, rescaled as the maximum
+    // grows).
+    double negInf = -std::numeric_limits<double>::infinity();
+    int64_t outTiles = a.width / 8;
+    int64_t steps = (a.keys + kKeys - 1) / kKeys;
+    auto keyLoop = [&](ValueRange inits,
+                       function_ref<SmallVector<Value>(Value, ValueRange)> step) {
+      return scf::ForOp::create(
+          b, loc, c(0), c(steps * kKeys), c(kKeys), inits,
+          [&](OpBuilder &lb, Location, Value j0, ValueRange carried) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(lb.getInsertionBlock(), lb.getInsertionPoint());
+            scf::YieldOp::create(b, loc, step(j0, carried));
+          });
+    };
+    auto stats = keyLoop(
+        {f32(negInf), f32(negInf), f32(0), f32(0)},
+        [&](Value j0, ValueRange carried) {
+          Scores x = scores(j0, readRows, qRegs, kAt, q2);
+          SmallVector<Value> next;
+          for (int64_t h = 0; h < 2; ++h) {
+            Value m = arith::MaximumFOp::create(b, loc, carried[h],
+                                                rowMax(x, h));
+            Value l = arith::MulFOp::create(
+                b, loc, carried[2 + h],
+                math::ExpOp::create(b, loc,
+                                    arith::SubFOp::create(b, loc, carried[h],
+                                                          offset(m))));
+            for (int64_t nt = 0; nt < 2; ++nt)
+              for (int64_t i = 2 * h; i < 2 * h + 2; ++i)
+                l = arith::AddFOp::create(b, loc, l, exp(x.v[nt][i], m));
+            next.push_back(m);
+            next.push_back(l);
+          }
+          return SmallVector<Value>{next[0], next[2], next[1], next[3]};
+        });
+    Value maxima[2], sums[2];
+    for (int64_t h = 0; h < 2; ++h) {
+      maxima[h] = stats.getResult(h);
+      Value l = stats.getResult(2 + h);
+      l = arith::AddFOp::create(b, loc, l, shuffleXor(l, 1));
+      sums[h] = arith::AddFOp::create(b, loc, l, shuffleXor(l, 2));
+    }
+
+    // Second pass: the scores again, each probability divided by its row's
+    // sum and rounded as the IR rounds it, times V.
+    auto out = keyLoop(
+        SmallVector<Value>(outTiles * 4, f32(0)),
+        [&](Value j0, ValueRange carried) {
+          Scores x = scores(j0, readRows, qRegs, kAt, q2);
+          Value p[2][4];
+          for (int64_t nt = 0; nt < 2; ++nt)
+            for (int64_t i = 0; i < 4; ++i)
+              p[nt][i] = normalize(exp(x.v[nt][i], maxima[i / 2]), sums[i / 2],
+                                   readRows[i / 2]);
+          // P (16 rows by 16 keys) as the A fragment: the scores' fragments
+          // of keys 0-7 and 8-15 side by side.
+          SmallVector<Value, 4> pRegs = {
+              pack(p[0][0], p[0][1]), pack(p[0][2], p[0][3]),
+              pack(p[1][0], p[1][1]), pack(p[1][2], p[1][3])};
+          SmallVector<Value> next;
+          for (int64_t dt = 0; dt < outTiles; ++dt) {
+            Value col = add(g, dt * 8);
+            SmallVector<Value, 2> regs;
+            for (int64_t r = 0; r < 2; ++r) {
+              Value key = add(arith::AddIOp::create(b, loc, j0, q2), 8 * r);
+              regs.push_back(pack(vAt(clamp(key, a.keys), col),
+                                  vAt(clamp(add(key, 1), a.keys), col)));
+            }
+            SmallVector<Value> sum;
+            mma(pRegs, regs, carried.slice(dt * 4, 4), sum);
+            next.append(sum);
+          }
+          return next;
+        });
+
+    for (int64_t dt = 0; dt < outTiles; ++dt)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value value = out.getResult(dt * 4 + i);
+        Value row = rows[i / 2];
+        Value col = add(q2, dt * 8 + i % 2);
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             row, c(a.queries));
+        auto guard = scf::IfOp::create(b, loc, inside, false);
+        OpBuilder::InsertionGuard ig(b);
+        b.setInsertionPointToStart(guard.thenBlock());
+        store(value, row, col);
+      }
+  }
+
+  /// The output at (batch, row, col): the values GEMM's output, or its
+  /// rounding's where that reads it.
+  void store(Value value, Value row, Value col) {
+    linalg::LinalgOp op = a.values;
+    SmallVector<Value> at(op.getNumLoops(), c(0));
+    for (auto [loop, v] : batchLoops(op))
+      at[loop] = v;
+    at[a.v.m] = row;
+    at[a.v.n] = col;
+    OpOperand *out = op.getDpsInitOperand(0);
+    SmallVector<Value> indices =
+        operandIndices(b, loc, op.getMatchingIndexingMap(out), at);
+    if (!a.rounding) {
+      memref::StoreOp::create(b, loc, value, out->get(), indices);
+      return;
+    }
+    // The rounding reads the output where the GEMM wrote it: its loops are
+    // those indices.
+    value = arith::TruncFOp::create(b, loc, a.half, value);
+    OpOperand *rounded = a.rounding.getDpsInitOperand(0);
+    memref::StoreOp::create(
+        b, loc, value, rounded->get(),
+        operandIndices(b, loc, a.rounding.getMatchingIndexingMap(rounded),
+                       indices));
+  }
+
+  /// A lane's scores for 16 keys from `j0`, after the elementwise ops:
+  /// v[nt][i] at row g + 8 (i / 2) of the warp's, key j0 + 8 nt + 2q + i % 2
+  /// (-infinity past the last key).
+  struct Scores {
+    Value v[2][4];
+  };
+
+  template <typename KAt>
+  Scores scores(Value j0, Value readRows[2],
+                ArrayRef<SmallVector<Value, 4>> qRegs, KAt kAt, Value q2) {
+    Value negInf = f32(-std::numeric_limits<double>::infinity());
+    Scores x;
+    for (int64_t nt = 0; nt < 2; ++nt) {
+      Value key = clamp(add(arith::AddIOp::create(b, loc, j0, g), nt * 8),
+                        a.keys);
+      SmallVector<Value> acc(4, f32(0)), out;
+      for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
+        SmallVector<Value, 2> regs;
+        for (int64_t r = 0; r < 2; ++r) {
+          Value col = add(q2, kk * 16 + 8 * r);
+          regs.push_back(pack(kAt(key, col), kAt(key, add(col, 1))));
+        }
+        mma(qRegs[kk], regs, acc, out);
+        acc = out;
+      }
+      for (int64_t i = 0; i < 4; ++i) {
+        Value keyAt =
+            add(arith::AddIOp::create(b, loc, j0, q2), nt * 8 + i % 2);
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             keyAt, c(a.keys));
+        Value s = prelude(acc[i], readRows[i / 2], clamp(keyAt, a.keys));
+        x.v[nt][i] = arith::SelectOp::create(b, loc, inside, s, negInf);
+      }
+    }
+    return x;
+  }
+
+  /// The maximum of row half `h`'s scores over its four lanes.
+  Value rowMax(const Scores &x, int64_t h) {
+    Value t = x.v[0][2 * h];
+    for (Value y : {x.v[0][2 * h + 1], x.v[1][2 * h], x.v[1][2 * h + 1]})
+      t = arith::MaximumFOp::create(b, loc, t, y);
+    t = arith::MaximumFOp::create(b, loc, t, shuffleXor(t, 1));
+    return arith::MaximumFOp::create(b, loc, t, shuffleXor(t, 2));
+  }
+
+  /// What a row subtracts from its scores: its maximum, or 0 while it has
+  /// no finite score (so that -infinity minus it stays -infinity).
+  Value offset(Value m) {
+    Value none = arith::CmpFOp::create(
+        b, loc, arith::CmpFPredicate::OEQ, m,
+        f32(-std::numeric_limits<double>::infinity()));
+    return arith::SelectOp::create(b, loc, none, f32(0), m);
+  }
+
+  /// exp(x - m), as softmax's exponential computes it.
+  Value exp(Value x, Value m) {
+    return math::ExpOp::create(b, loc,
+                               arith::SubFOp::create(b, loc, x, offset(m)));
+  }
+};
+
+/// Erases `root` when nothing but views and deallocations use it.
+void eraseIfDead(Value root) {
+  auto alloc = root.getDefiningOp<memref::AllocOp>();
+  if (!alloc || !usersOf(root).empty())
+    return;
+  SmallVector<Value> views = cleave::viewsOf(root);
+  for (Value view : llvm::reverse(views))
+    for (Operation *user : llvm::make_early_inc_range(view.getUsers()))
+      if (isa<memref::DeallocOp>(user))
+        user->erase();
+  for (Value view : llvm::reverse(views))
+    if (view != root && view.use_empty())
+      view.getDefiningOp()->erase();
+  if (root.use_empty())
+    alloc->erase();
+}
+
+struct AttentionToGpuPass
+    : cleave::impl::CleaveAttentionToGpuBase<AttentionToGpuPass> {
+  void runOnOperation() override {
+    SmallVector<linalg::LinalgOp> gemms;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (cleave::isGemm(op))
+        gemms.push_back(op);
+    });
+    DenseSet<Operation *> taken;
+    for (linalg::LinalgOp g1 : gemms) {
+      if (taken.contains(g1))
+        continue;
+      std::optional<Attention> a = Matcher(g1).match();
+      if (!a)
+        continue;
+      SmallVector<Operation *> members = a->members();
+      taken.insert(members.begin(), members.end());
+      // The kernel stands where the last member was, so buffers freed
+      // since the first (Q and K after the scores, V after its GEMM) are
+      // freed after it; the members, their fills and the buffers only they
+      // used go.
+      for (Operation *op = a->scores->getNextNode(); op != members.back();) {
+        Operation *next = op->getNextNode();
+        if (isa<memref::DeallocOp>(op))
+          op->moveAfter(members.back());
+        op = next;
+      }
+      OpBuilder b(members.back());
+      KernelBuilder(*a, b, a->values.getLoc()).build();
+      for (Operation *op : llvm::reverse(members))
+        op->erase();
+      for (Operation *fill : a->fills)
+        fill->erase();
+      for (Value root : a->internal)
+        eraseIfDead(root);
+    }
+  }
+};
+
+} // namespace
