@@ -14,11 +14,16 @@ FLOPs (projections, MLP, and attention's two products over the full
 sequence, as both programs compute them) over the latency, and for bf16 the
 fraction of the GPU's dense bf16 peak where the GPU is one whose peak is
 known here (the issue's target for a GEMM-heavy layer: 60 % or more).
+When the kit has it, the bf16 stack compiled with --gpu-attention=gemms
+(attention as two cuBLASLt GEMMs around a softmax kernel) runs too: the
+attention kernel's speed against it, and the two programs' outputs, which
+must agree within 2e-2 of the largest value (one kernel computing the wrong
+rows or keys would not).
 
 With --profile-dir DIR, each Cleave program runs again (5 runs, after the
 timed ones) with --profile, and PyTorch eager's bf16 stack once under
 torch.profiler: where each one's time goes, kernel by kernel, into
-DIR/profile-<f32|bf16>.txt and DIR/profile-eager-bf16.txt.
+DIR/profile-<f32|bf16|bf16-gemms>.txt and DIR/profile-eager-bf16.txt.
 
 Usage: bench_gpu_prefill.py KIT [--runs N] [--device cuda|cpu]
                             [--profile-dir DIR]
@@ -164,7 +169,11 @@ def main():
     flops = prefill_flops(layers, batch, seq, d)
 
     results = {}
-    for precision in ("f32", "bf16"):
+    # bf16-gemms: attention as two cuBLASLt GEMMs around a softmax kernel
+    # (--gpu-attention=gemms), the bf16 program's attention kernel's peer.
+    programs = [p for p in ("f32", "bf16", "bf16-gemms")
+                if os.path.isdir(os.path.join(args.kit, f"prefill-{p}"))]
+    for precision in programs:
         out = os.path.join(work, precision)
         results[precision] = time_cleave(args.kit,
                                          os.path.join(args.kit, f"prefill-{precision}"),
@@ -173,9 +182,24 @@ def main():
         print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens}); "
               f"{tflops(flops, results[precision]):.3g} TFLOP/s of GEMM work",
               flush=True)
+    status = 0
+    if "bf16-gemms" in results:
+        # The attention kernel against cuBLASLt's GEMMs: speed, and outputs
+        # that must agree to bf16's rounding (a wrong fragment layout gives
+        # values of the wrong rows and keys, far outside it).
+        fused = np.load(os.path.join(work, "bf16", "out.npy")).astype(np.float64)
+        gemms = np.load(os.path.join(work, "bf16-gemms", "out.npy")).astype(np.float64)
+        diff = np.abs(fused - gemms).max() / max(np.abs(gemms).max(), 1e-30)
+        print(f"bf16 attention as one kernel: {results['bf16']:.3f} ms, as two "
+              f"GEMMs: {results['bf16-gemms']:.3f} ms "
+              f"({results['bf16'] / results['bf16-gemms']:.2f}x); outputs max "
+              f"|diff| {diff:.3g} of the largest |value| (at most 2e-2: "
+              f"{'yes' if diff <= 2e-2 else 'NO'})", flush=True)
+        if not diff <= 2e-2:
+            status = 1
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
-        for precision in ("f32", "bf16"):
+        for precision in programs:
             profile_cleave(args.kit, os.path.join(args.kit, f"prefill-{precision}"),
                            os.path.join(work, "hidden.npy"),
                            os.path.join(work, precision + "-profiled"),
@@ -200,7 +224,6 @@ def main():
             print(f"Cleave bf16: {100 * tflops(flops, results['bf16']) / peak:.0f}% "
                   f"of the bf16 peak over whole layers (target for a GEMM-heavy "
                   f"layer: 60%)")
-    status = 0
     with torch.no_grad():
         for precision, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
             w = {k: torch.from_numpy(v).to(args.device, dtype) for k, v in weights.items()}

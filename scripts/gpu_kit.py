@@ -210,10 +210,15 @@ def prepare(kit, target, prefill_layers):
         make_stack(model_path, prefill["layers"], prefill["batch"], prefill["seq"],
                    external=True, seed=prefill["seed"], shape="medium",
                    tile=prefill["tile"])
-        for precision in ("f32", "bf16"):
-            print(f"gpu_kit: prefill bundle, {precision}", flush=True)
-            compile_bundle(model_path, os.path.join(kit, f"prefill-{precision}"), {},
-                           [f"--target={target}", f"--precision={precision}"])
+        # bf16-gemms: attention as two cuBLASLt GEMMs around a softmax
+        # kernel, not one tensor-core kernel (the same run compares them).
+        for name, flags in (("f32", ["--precision=f32"]),
+                            ("bf16", ["--precision=bf16"]),
+                            ("bf16-gemms", ["--precision=bf16",
+                                            "--gpu-attention=gemms"])):
+            print(f"gpu_kit: prefill bundle, {name}", flush=True)
+            compile_bundle(model_path, os.path.join(kit, f"prefill-{name}"), {},
+                           [f"--target={target}"] + flags)
     with open(os.path.join(kit, "prefill.json"), "w") as f:
         json.dump(prefill, f, indent=1)
 
