@@ -139,11 +139,29 @@ FloatType halfInputs(linalg::LinalgOp op) {
 /// Whether `op`'s output is read only by `reader` through the same memref
 /// type (the same view of the same buffer), as every loop of `reader`'s
 /// first loops in order.
+/// Whether `read` and `written` view one buffer's elements in the same
+/// order, rows of the same (queries, keys) or (queries, columns) in the
+/// last two dimensions: the same view, or both row-major reshapes of it
+/// that differ only in how the leading dimensions split (batch x heads
+/// merged; grouped-query attention's (key/value heads, group) as heads).
+bool sameRows(Value read, Value written) {
+  if (cleave::viewedBuffer(read) != cleave::viewedBuffer(written))
+    return false;
+  if (read.getType() == written.getType())
+    return true;
+  auto r = dyn_cast<MemRefType>(read.getType());
+  auto w = dyn_cast<MemRefType>(written.getType());
+  return r && w && r.getRank() >= 2 && w.getRank() >= 2 &&
+         memref::isStaticShapeAndContiguousRowMajor(r) &&
+         memref::isStaticShapeAndContiguousRowMajor(w) &&
+         r.getNumElements() == w.getNumElements() &&
+         r.getShape().take_back(2) == w.getShape().take_back(2);
+}
+
+/// Whether `reader` reads `op`'s output at its own point, in its rows.
 bool readsOutput(linalg::LinalgOp op, linalg::GenericOp reader,
                  OpOperand &in) {
-  Value out = op.getDpsInitOperand(0)->get();
-  return cleave::viewedBuffer(in.get()) == cleave::viewedBuffer(out) &&
-         in.get().getType() == out.getType() &&
+  return sameRows(in.get(), op.getDpsInitOperand(0)->get()) &&
          isIdentityOn(reader.getMatchingIndexingMap(&in), reader.getNumLoops());
 }
 
@@ -174,13 +192,36 @@ public:
     if (!rowLoops)
       return std::nullopt;
     SmallVector<int64_t> ranges = g1.getStaticLoopRanges();
+    int64_t entries = 1; // (batch, head) entries: the GEMM's batch
     for (unsigned loop : ArrayRef(*rowLoops).drop_back(2))
-      a.batch.push_back(ranges[loop]);
+      entries *= ranges[loop];
     a.queries = ranges[q->m];
     a.keys = ranges[q->n];
     a.depth = ranges[q->k];
-    SmallVector<int64_t> chainRanges(a.batch);
-    chainRanges.append({a.queries, a.keys});
+    // The softmax's loops: (batch..., queries, keys), its batch the GEMM's
+    // in order, perhaps split otherwise (grouped-query attention's scores
+    // GEMM runs over key/value heads and their groups, the softmax over
+    // query heads).
+    Value scores = g1.getDpsInitOperand(0)->get();
+    auto first = onlyOther<linalg::GenericOp>(
+        usersOf(cleave::viewedBuffer(scores)), {g1});
+    if (!first)
+      for (Operation *user : usersOf(cleave::viewedBuffer(scores)))
+        if (auto g = dyn_cast<linalg::GenericOp>(user))
+          if (!first || g->isBeforeInBlock(first))
+            first = g;
+    if (!first)
+      return std::nullopt;
+    SmallVector<int64_t> chainRanges = first.getStaticLoopRanges();
+    if (chainRanges.size() < 3 ||
+        ArrayRef(chainRanges).take_back(2) != ArrayRef({a.queries, a.keys}))
+      return std::nullopt;
+    a.batch.assign(chainRanges.begin(), chainRanges.end() - 2);
+    int64_t chainEntries = 1;
+    for (int64_t size : a.batch)
+      chainEntries *= size;
+    if (chainEntries != entries)
+      return std::nullopt;
 
     // Elementwise ops on the scores, then the softmax.
     linalg::LinalgOp producer = g1;
@@ -262,9 +303,7 @@ private:
              op.getNumReductionLoops() == 1 &&
              op.getIteratorTypesArray().back() ==
                  utils::IteratorType::reduction &&
-             op.getNumDpsInputs() == 1 &&
-             cleave::viewedBuffer(op.getDpsInputs()[0]) ==
-                 cleave::viewedBuffer(in) &&
+             op.getNumDpsInputs() == 1 && sameRows(op.getDpsInputs()[0], in) &&
              isIdentityOn(op.getIndexingMapsArray()[0], n) &&
              op.getIndexingMapsArray()[1] ==
                  leading(n, op.getContext()) &&
@@ -279,19 +318,18 @@ private:
       SmallVector<AffineMap> maps = op.getIndexingMapsArray();
       return op.getNumParallelLoops() == n &&
              op.getStaticLoopRanges() == ranges && op.getNumDpsInputs() == 2 &&
-             cleave::viewedBuffer(op.getDpsInputs()[0]) ==
-                 cleave::viewedBuffer(in) &&
-             cleave::viewedBuffer(op.getDpsInputs()[1]) ==
-                 cleave::viewedBuffer(row) &&
+             sameRows(op.getDpsInputs()[0], in) &&
+             op.getDpsInputs()[1] == row &&
              isIdentityOn(maps[0], n) && isIdentityOn(maps[2], n) &&
              maps[1] == leading(n, op.getContext()) &&
              (body.empty() ? op.getMatchingBlockArgument(op.getDpsInitOperand(0))
                                  .use_empty()
                            : bodyIs(op, body));
     };
+    Value xView = producer.getDpsInitOperand(0)->get();
     Value m = a.max.getDpsInits()[0];
-    if (!rowReduction(a.max, x, {"arith.maximumf", "arith.maxnumf"}) ||
-        !rowBroadcast(a.exp, x, m, {"arith.subf", "math.exp"}))
+    if (!rowReduction(a.max, xView, {"arith.maximumf", "arith.maxnumf"}) ||
+        !rowBroadcast(a.exp, xView, m, {"arith.subf", "math.exp"}))
       return false;
     Value e = a.exp.getDpsInits()[0];
     SmallVector<Operation *> eReaders = usersOf(cleave::viewedBuffer(e));
@@ -770,14 +808,19 @@ private:
       memref::StoreOp::create(b, loc, value, out->get(), indices);
       return;
     }
-    // The rounding reads the output where the GEMM wrote it: its loops are
-    // those indices.
+    // The rounding reads the output at its own point, through a view with
+    // the same rows (sameRows): its loops are the batch entry in its own
+    // leading sizes, the row and the column.
     value = arith::TruncFOp::create(b, loc, a.half, value);
+    auto read = cast<MemRefType>(a.rounding.getDpsInputs()[0].getType());
+    SmallVector<Value> point =
+        delinearize(b, loc, batchLinear, read.getShape().drop_back(2));
+    point.append({row, col});
     OpOperand *rounded = a.rounding.getDpsInitOperand(0);
     memref::StoreOp::create(
         b, loc, value, rounded->get(),
         operandIndices(b, loc, a.rounding.getMatchingIndexingMap(rounded),
-                       indices));
+                       point));
   }
 
   /// A lane's scores for 16 keys from `j0`, after the elementwise ops:

@@ -996,28 +996,29 @@ def CleaveAttentionToGpu
     GEMM (Q by K transposed, bf16 operands, float32 result), elementwise
     ops on the scores (scale, mask), softmax over the keys as four generics
     (a row maximum, the exponential of each score minus it, the row sum,
-    each divided by it and rounded to bf16), and the GEMM of those
-    probabilities by V. Where every one of them runs over the same points
-    (batch and heads, queries, keys) and their buffers serve nothing else,
-    they become one `gpu.launch` as FlashAttention computes it: a block per
+    and an elementwise op of the two that yields bf16: the division, and
+    whatever the export adds), and the GEMM of those probabilities by V.
+    Where the softmax's generics run over one set of points (batch and
+    heads, queries, keys), the GEMMs over the same elements in the same
+    order (their batch loops may split or merge the softmax's: grouped-query
+    attention's key/value heads and groups, batch x heads), and their
+    buffers serve nothing else, they become one `gpu.launch`: a block per
     64 queries of one batch entry and head, a warp per 16 queries, the keys
-    taken 16 at a time. For each step the warp computes its scores with
+    taken 16 at a time. In each step the warp computes its scores with
     `nvvm.mma.sync` (m16n8k16, bf16, float32 accumulators) over the head
-    dimension, applies the elementwise ops to them in registers, updates each
-    row's running maximum (the row's four lanes meet by `gpu.shuffle xor`)
-    and running sum, rescales its output, and adds the step's
-    probabilities (rounded to bf16) times V with another MMA. At the end
-    each row is divided by its sum and stored, rounded to bf16 where an
-    elementwise rounding was the GEMM's one reader. The scores, the
-    probabilities and the row statistics never reach global memory.
+    dimension and applies the elementwise ops to them in registers. A first
+    pass over the keys finds each row's maximum (the row's four lanes meet
+    by `gpu.shuffle xor`) and sum; a second computes each probability as
+    the IR does (exponential, the softmax's last op, rounded to bf16) and
+    adds the step's probabilities times V with another MMA. The output is
+    stored, rounded to bf16 where an elementwise rounding was its one
+    reader (the head merge). The scores, the probabilities and the row
+    statistics never reach global memory. Deallocations between the first
+    member and the kernel move after it.
 
-    The probabilities are rounded to bf16 before the division by the sum,
-    not after it (FlashAttention's order): within bf16's rounding of
-    softmax's values. Head dimensions must be multiples of 16 (V's of 8)
-    up to 256, with at least 16 queries; keys may be any number (the last
-    step's missing keys count as -infinity). Not matched: float32 or f16
-    operands, attention whose softmax runs over other points than its
-    GEMMs (grouped-query attention's K and V read per group), and decoding
+    Head dimensions must be multiples of 16 (V's of 8) up to 256, with at
+    least 16 queries; keys may be any number (the last step's missing keys
+    count as -infinity). Not matched: float32 or f16 operands, and decoding
     steps (one query).
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
