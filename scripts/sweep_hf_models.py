@@ -138,7 +138,8 @@ def check(path, shapes, int_high, work, bin_dir, extra):
     command += [f"--input-shape={s}" for s in shapes] + extra
     result = subprocess.run(command, capture_output=True, text=True)
     text = result.stdout + result.stderr
-    ort = "outputs match ONNX Runtime: yes" in text
+    ort = re.search(r"outputs match ONNX Runtime(?: with \w+ GEMM operands)?: yes",
+                    text) is not None
     ranks = ("outputs match the single-rank program: yes" in text) if extra else None
     collectives = re.search(r"Collectives per run: ([^;]*);", text)
     warning = re.search(r"warning: preset megatron: (.*)", text)
@@ -147,18 +148,22 @@ def check(path, shapes, int_high, work, bin_dir, extra):
             warning.group(1)[:100] if warning else (error.group(1)[:100] if error else ""))
 
 
-def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=()):
+def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=(),
+              precision="f32"):
     """The CUDA target without a GPU: (bundle built, kernels, GEMM calls,
     the GPU kernels run on the CPU match ONNX Runtime). The bundle is built
     to the end (ptxas, link) in one compile that also keeps the lowered
     module, where the kernels and cuBLASLt calls are counted (as
     test/GPU/kernels.test does). `dims` (NAME=N) size named dimensions,
-    `values` (NAME=V,...) choose inputs (check_model.py --input-values)."""
+    `values` (NAME=V,...) choose inputs (check_model.py --input-values).
+    With a 16-bit `precision` both compile with it and the check takes
+    check_model.py's rounded-operand reference."""
     os.makedirs(work, exist_ok=True)
     dumps = os.path.join(work, "phases")
     built = subprocess.run([os.path.join(bin_dir, "cleave-compile"), path,
                             "--target", "cuda", "--quiet", "--dump-dir", dumps,
-                            "-o", os.path.join(work, "bundle")]
+                            "-o", os.path.join(work, "bundle"),
+                            f"--precision={precision}"]
                            + [f"--dim={d}" for d in dims],
                            capture_output=True).returncode == 0
     kernels = gemms = "-"
@@ -166,6 +171,9 @@ def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=()):
     if os.path.exists(lowered):
         _, kernels, gemms, _, _, _ = count_kernels.counts(lowered, path)
     extra = ["--compile-arg=--gpu-kernels-on-cpu"]
+    if precision != "f32":
+        extra += [f"--compile-arg=--precision={precision}",
+                  f"--reference-precision={precision}"]
     extra += [f"--dim={d}" for d in dims] + [f"--input-values={v}" for v in values]
     emulated, _, _, _ = check(path, shapes, int_high, os.path.join(work, "emulated"),
                               bin_dir, extra)
@@ -240,6 +248,10 @@ def main():
                         "Optimum and most ONNX files on the Hub were written with")
     parser.add_argument("--opset", type=int, default=18,
                         help="the ONNX opset to export at (default %(default)s)")
+    parser.add_argument("--precision", choices=["f32", "bf16", "f16"],
+                        default="f32",
+                        help="with --gpu: GEMM operands (check_model.py's "
+                        "rounded-operand reference for 16-bit ones)")
     parser.add_argument("--static-cache", action="store_true",
                         help="causal LMs as steps with a static key/value cache")
     parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..",
@@ -317,7 +329,7 @@ def main():
         if args.gpu:
             built, kernels, gemms, emulated = check_gpu(
                 path, shapes, int_high, os.path.join(args.work, name + "-cuda"),
-                args.bin)
+                args.bin, precision=args.precision)
             ok = lambda b: "yes" if b else "NO"
             print(f"{name:14} {'yes':7} {ok(built):7} {kernels:<8} {gemms:<6} "
                   f"{ok(emulated):7}", flush=True)
