@@ -10,7 +10,7 @@ the medians are printed (the ratio's over the rounds' ratios).
 
 With --reference-precision bf16|f16 (for programs compiled with --precision)
 the reference is ONNX Runtime on a copy of the model in which every float input
-of MatMul and Gemm is first rounded to that type (Cast to it and back to
+of MatMul, Gemm and Conv is first rounded to that type (Cast to it and back to
 float32): the arithmetic of Cleave's 16-bit GEMMs, products of rounded operands
 summed in float32. Attention nodes are first expanded into the operator's ONNX
 definition, whose two GEMMs are MatMuls. Element-wise tolerances do not fit it:
@@ -164,8 +164,10 @@ def expand_attention(model):
 
 
 def round_gemm_operands(model, precision):
-    """A copy of `model` whose MatMul and Gemm nodes read their float inputs
-    rounded to `precision` ('bf16' or 'f16') and widened back to float32.
+    """A copy of `model` whose MatMul, Gemm and Conv nodes read their float
+    inputs (data and weight; not a bias) rounded to `precision` ('bf16' or
+    'f16') and widened back to float32. Cleave computes a Conv as a GEMM of
+    the input's patches by the weight, whose operands --precision rounds.
     Attention nodes are expanded first: Cleave rounds their GEMMs' operands
     too."""
     to = {"bf16": onnx.TensorProto.BFLOAT16, "f16": onnx.TensorProto.FLOAT16}[precision]
@@ -174,8 +176,9 @@ def round_gemm_operands(model, precision):
     nodes = []
     done = set()
     for node in graph.node:
-        if node.op_type in ("MatMul", "Gemm"):
-            # Gemm's bias (input 2) is added in float32, as Cleave adds it.
+        if node.op_type in ("MatMul", "Gemm", "Conv"):
+            # Gemm's and Conv's bias (input 2) is added in float32, as
+            # Cleave adds it.
             for i in range(min(2, len(node.input))):
                 name = node.input[i]
                 narrow, wide = f"{name}__{precision}", f"{name}__{precision}_f32"
