@@ -207,9 +207,10 @@ public:
         usersOf(cleave::viewedBuffer(scores)), {g1});
     if (!first)
       for (Operation *user : usersOf(cleave::viewedBuffer(scores)))
-        if (auto g = dyn_cast<linalg::GenericOp>(user))
-          if (!first || g->isBeforeInBlock(first))
-            first = g;
+        if (auto g = dyn_cast<linalg::GenericOp>(user);
+            g && user != g1.getOperation() &&
+            (!first || g->isBeforeInBlock(first)))
+          first = g;
     if (!first)
       return std::nullopt;
     SmallVector<int64_t> chainRanges = first.getStaticLoopRanges();
@@ -282,7 +283,7 @@ private:
     Value x = cleave::viewedBuffer(producer.getDpsInitOperand(0)->get());
     SmallVector<linalg::GenericOp> readers;
     for (Operation *user : usersOf(x))
-      if (user != producer.getOperation()) {
+      if (user != producer.getOperation() && !isa<linalg::FillOp>(user)) {
         auto g = dyn_cast<linalg::GenericOp>(user);
         if (!g)
           return false;
