@@ -63,6 +63,9 @@ CASES = [
     ("hf-gpt2", "hf-gpt2.onnx", {"input_ids": [2, 16]}, [], None),
     ("hf-llama-attention", "hf-llama-attention.onnx", {"input_ids": [2, 16]},
      [], None),
+    # Attention as one tensor-core kernel (bf16; grouped-query: 4 query
+    # heads on 2 key/value heads): mma.sync's fragment layouts on hardware.
+    ("hf-llama-bf16", "hf-llama.onnx", {"input_ids": [2, 16]}, [], "bf16"),
     # Q and K normalized per head in row kernels that write them transposed;
     # heads split over tp at a batch of 2.
     ("hf-qwen3-tp2", "hf-qwen3.onnx", {"input_ids": [2, 16]},
