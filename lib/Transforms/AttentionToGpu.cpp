@@ -49,7 +49,8 @@ SmallVector<Operation *> usersOf(Value root) {
   return users;
 }
 
-/// The op of `kind` among `users` other than `except`, if exactly one.
+/// The one op of type OpTy among `users`, fills and `except` aside; null if
+/// there is none, more than one, or another kind of op.
 template <typename OpTy>
 OpTy onlyOther(ArrayRef<Operation *> users, ArrayRef<Operation *> except) {
   OpTy found;
@@ -72,12 +73,14 @@ AffineMap leading(unsigned n, MLIRContext *ctx) {
   return AffineMap::get(n, 0, dims, ctx);
 }
 
+/// Whether `map` is the identity on `loops` loops.
 bool isIdentityOn(AffineMap map, unsigned loops) {
   return map.isIdentity() && map.getNumDims() == loops;
 }
 
-/// Whether `op`'s body is `yield(f(in0, in1))` for ops `Ops...` in order,
-/// the first reading in0 and in1, each next one the previous result.
+/// Whether `op`'s body is the ops `names` in order and their last result
+/// yielded: the first reading (in0, in1), each next one the previous
+/// result (as its first operand).
 bool bodyIs(linalg::GenericOp op, ArrayRef<StringRef> names) {
   Block &body = op.getRegion().front();
   auto ops = body.without_terminator();
