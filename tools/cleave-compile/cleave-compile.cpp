@@ -143,9 +143,10 @@ cl::opt<std::string> cpuGemm(
     cl::value_desc("blas|loops"), cl::init("blas"), cl::cat(category));
 cl::opt<std::string> gpuAttention(
     "gpu-attention",
-    cl::desc("Attention on bf16 operands on the GPU: 'fused' (default: one "
-             "tensor-core kernel each, the scores kept on chip) or 'gemms' "
-             "(two cuBLASLt GEMMs around a softmax kernel; for comparison)"),
+    cl::desc("With --target cuda (or --gpu-kernels-on-cpu) and --precision "
+             "bf16, attention: 'fused' (default: one tensor-core kernel each, "
+             "the scores kept on chip) or 'gemms' (two cuBLASLt GEMMs around "
+             "a softmax kernel; for comparison)"),
     cl::value_desc("fused|gemms"), cl::init("fused"), cl::cat(category));
 cl::opt<bool> gpuKernelsOnCpu(
     "gpu-kernels-on-cpu",
