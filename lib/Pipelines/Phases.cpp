@@ -150,7 +150,9 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
            "cleave-outline-segments, "
            "convert-scf-to-openmp, func.func(cleave-inline-alloca-scopes), "
            "convert-scf-to-cf, expand-strided-metadata, lower-affine, "
-           "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, "
+           "convert-math-to-funcs, convert-math-to-llvm, convert-math-to-libm, " +
+           // The CUDA target's kernels pair f16 MMA operands in vectors.
+           (options.gpuKernelsOnCpu ? "convert-vector-to-llvm, " : "") +
            "finalize-memref-to-llvm, cleave-expand-arith, "
            "convert-arith-to-llvm, "
            "convert-index-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "

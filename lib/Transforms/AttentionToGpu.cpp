@@ -134,7 +134,8 @@ FloatType halfInputs(linalg::LinalgOp op) {
   auto in1 = dyn_cast<MemRefType>(op.getDpsInputOperand(1)->get().getType());
   auto out = dyn_cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
   if (!in0 || !in1 || !out || in0.getElementType() != in1.getElementType() ||
-      !out.getElementType().isF32() || !in0.getElementType().isBF16())
+      !out.getElementType().isF32() ||
+      !(in0.getElementType().isBF16() || in0.getElementType().isF16()))
     return FloatType();
   return cast<FloatType>(in0.getElementType());
 }
@@ -540,13 +541,21 @@ private:
     return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
   }
 
-  /// Two 16-bit floats as one i32, `lo` in the low half (PTX's order for a
-  /// register pair).
+  /// Two 16-bit floats as one MMA register, `lo` first (PTX's order for a
+  /// register pair): bf16 in an i32 (its low half), f16 as vector<2xf16>,
+  /// as NVVM's mma.sync takes them.
   Value pack(Value lo, Value hi) {
+    auto narrow = [&](Value x) {
+      return x.getType() == a.half
+                 ? x
+                 : arith::TruncFOp::create(b, loc, a.half, x).getResult();
+    };
+    if (a.half.isF16())
+      return vector::FromElementsOp::create(
+          b, loc, VectorType::get({2}, a.half),
+          ValueRange{narrow(lo), narrow(hi)});
     auto bits = [&](Value x) {
-      if (x.getType() != a.half)
-        x = arith::TruncFOp::create(b, loc, a.half, x);
-      Value i = arith::BitcastOp::create(b, loc, b.getI16Type(), x);
+      Value i = arith::BitcastOp::create(b, loc, b.getI16Type(), narrow(x));
       return arith::ExtUIOp::create(b, loc, b.getI32Type(), i).getResult();
     };
     Value high = arith::ShLIOp::create(b, loc, bits(hi), i32(16));
@@ -594,11 +603,15 @@ private:
     Type f32 = b.getF32Type();
     auto structType = LLVM::LLVMStructType::getLiteral(
         b.getContext(), {f32, f32, f32, f32});
+    // bf16 pairs travel in i32s, so the PTX type is said; f16 pairs are
+    // vector<2xf16>, whose type NVVM infers.
+    std::optional<std::array<NVVM::MMATypes, 2>> types;
+    if (a.half.isBF16())
+      types = std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                            NVVM::MMATypes::bf16};
     auto op = NVVM::MmaOp::create(
         b, loc, structType, aRegs, bRegs, acc, ArrayRef<int64_t>{16, 8, 16},
-        std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                      NVVM::MMATypes::bf16},
+        std::nullopt, std::nullopt, types,
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                        NVVM::MMALayout::col});
     out.clear();

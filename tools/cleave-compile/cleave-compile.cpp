@@ -144,7 +144,7 @@ cl::opt<std::string> cpuGemm(
 cl::opt<std::string> gpuAttention(
     "gpu-attention",
     cl::desc("With --target cuda (or --gpu-kernels-on-cpu) and --precision "
-             "bf16, attention: 'fused' (default: one tensor-core kernel each, "
+             "bf16 or f16, attention: 'fused' (default: one tensor-core kernel each, "
              "the scores kept on chip) or 'gemms' (two cuBLASLt GEMMs around "
              "a softmax kernel; for comparison)"),
     cl::value_desc("fused|gemms"), cl::init("fused"), cl::cat(category));

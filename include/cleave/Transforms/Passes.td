@@ -988,12 +988,12 @@ def CleaveEmulateGpuKernels
 
 def CleaveAttentionToGpu
     : Pass<"cleave-attention-to-gpu", "mlir::func::FuncOp"> {
-  let summary = "Attention on bf16 operands becomes one tensor-core kernel "
-                "that keeps the scores on chip";
+  let summary = "Attention on bf16 or f16 operands becomes one tensor-core "
+                "kernel that keeps the scores on chip";
   let description = [{
     For the CUDA target (and `--gpu-kernels-on-cpu`), before
     `cleave-linalg-to-blas`. Attention reaches the lower phase as the scores
-    GEMM (Q by K transposed, bf16 operands, float32 result), elementwise
+    GEMM (Q by K transposed, bf16 or f16 operands, float32 result), elementwise
     ops on the scores (scale, mask), softmax over the keys as four generics
     (a row maximum, the exponential of each score minus it, the row sum,
     and an elementwise op of the two that yields bf16: the division, and
@@ -1005,21 +1005,22 @@ def CleaveAttentionToGpu
     buffers serve nothing else, they become one `gpu.launch`: a block per
     64 queries of one batch entry and head, a warp per 16 queries, the keys
     taken 16 at a time. In each step the warp computes its scores with
-    `nvvm.mma.sync` (m16n8k16, bf16, float32 accumulators) over the head
+    `nvvm.mma.sync` (m16n8k16, bf16 pairs in an i32 or f16 pairs in a
+    vector<2xf16>, float32 accumulators) over the head
     dimension and applies the elementwise ops to them in registers. A first
     pass over the keys finds each row's maximum (the row's four lanes meet
     by `gpu.shuffle xor`) and sum; a second computes each probability as
-    the IR does (exponential, the softmax's last op, rounded to bf16) and
+    the IR does (exponential, the softmax's last op, rounded to 16 bits) and
     adds the step's probabilities times V with another MMA. The output is
-    stored, rounded to bf16 where an elementwise rounding was its one
+    stored, rounded to 16 bits where an elementwise rounding was its one
     reader (the head merge). The scores, the probabilities and the row
     statistics never reach global memory. Deallocations between the first
     member and the kernel move after it.
 
     Head dimensions must be multiples of 16 (V's of 8) up to 256, with at
     least 16 queries; keys may be any number (the last step's missing keys
-    count as -infinity). Not matched: float32 or f16 operands, and decoding
-    steps (one query).
+    count as -infinity). Not matched: float32 operands, and decoding steps
+    (one query).
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
