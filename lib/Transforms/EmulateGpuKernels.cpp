@@ -140,6 +140,8 @@ private:
   /// floats its users extract, memref<4 x threads x f32>.
   DenseMap<Value, Value> slots;
   SmallVector<Operation *> syncOps;
+  /// The loops that are steps of their own (their bodies cut into steps).
+  DenseSet<Operation *> loopSteps;
 
   /// The steps of `block`, its terminator aside.
   FailureOr<std::vector<Step>> cut(Block &block) {
@@ -167,6 +169,7 @@ private:
               "inside control flow other than a loop");
         Step &step = newStep(Step::Loop);
         step.ops.push_back(&op);
+        loopSteps.insert(&op);
         stepOf[&op] = stepCount - 1;
         FailureOr<std::vector<Step>> body = cut(*loop.getBody());
         if (failed(body))
@@ -262,10 +265,7 @@ private:
             b, loc, MemRefType::get({4, threads}, b.getF32Type()));
         return;
       }
-      if (auto loop = dyn_cast<scf::ForOp>(op);
-          loop && stepOf.count(loop) &&
-          llvm::any_of(loop.getBody()->getOperations(),
-                       [&](Operation &inner) { return stepOf.count(&inner); })) {
+      if (auto loop = dyn_cast<scf::ForOp>(op); loop && loopSteps.contains(loop)) {
         for (auto [arg, result] :
              llvm::zip(loop.getRegionIterArgs(), loop.getResults())) {
           Value slot = memref::AllocaOp::create(b, loc, slotType(arg.getType()));
