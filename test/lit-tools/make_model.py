@@ -31,6 +31,8 @@ Kinds:
              attention alone on inputs q, k [2,3,40,32], v [2,3,40,24]: scaled
              QK^T, a causal mask of -inf, Softmax with its NaNs zeroed
              (IsNaN, Where), times V
+  attention-core-uneven
+             the same with 70 queries, 5 keys, heads of 48, V of 16
   attention-merged-1
              the same on x[1,8,32]: heads alone merged with the batch of one
              ([4,8,8]), and the products' result reshaped to [1,4,8,8], as
@@ -299,14 +301,15 @@ def attention_mqa(out, layers=1):
               out)
 
 
-def attention_core(out):
-    """Attention alone on inputs q, k [2, 3, 40, 32] and v [2, 3, 40, 24]:
-    Q K^T / sqrt(32) plus a causal mask of -inf (a Constant), Softmax, its
-    NaNs replaced by 0 (IsNaN and Where, as PyTorch's exporter writes
-    scaled_dot_product_attention), times V. 40 queries and keys: neither a
-    whole number of 64-query blocks nor of 16-key steps."""
-    batch, heads, seq, depth, width = 2, 3, 40, 32, 24
-    mask = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)[None, None]
+def attention_core(out, queries=40, keys=40, depth=32, width=24):
+    """Attention alone on inputs q [2, 3, queries, depth], k [2, 3, keys,
+    depth] and v [2, 3, keys, width]: Q K^T / sqrt(depth) plus a mask of
+    -inf above the diagonal (a Constant), Softmax, its NaNs replaced by 0
+    (IsNaN and Where, as PyTorch's exporter writes
+    scaled_dot_product_attention), times V. By default 40 queries and keys:
+    neither a whole number of 64-query blocks nor of 16-key steps."""
+    batch, heads = 2, 3
+    mask = np.triu(np.full((queries, keys), -np.inf, np.float32), 1)[None, None]
     nodes = [
         helper.make_node("Constant", [], ["mask"],
                          value=numpy_helper.from_array(mask, "mask")),
@@ -325,13 +328,13 @@ def attention_core(out):
         helper.make_node("Where", ["nan", "zero", "p"], ["pz"]),
         helper.make_node("MatMul", ["pz", "v"], ["o"], name="/attn/MatMul_1"),
     ]
-    shape = [batch, heads, seq]
+    value = lambda name, rows, cols: helper.make_tensor_value_info(  # noqa: E731
+        name, TensorProto.FLOAT, [batch, heads, rows, cols])
     graph = helper.make_graph(
         nodes, "attention_core",
-        [helper.make_tensor_value_info("q", TensorProto.FLOAT, shape + [depth]),
-         helper.make_tensor_value_info("k", TensorProto.FLOAT, shape + [depth]),
-         helper.make_tensor_value_info("v", TensorProto.FLOAT, shape + [width])],
-        [helper.make_tensor_value_info("o", TensorProto.FLOAT, shape + [width])])
+        [value("q", queries, depth), value("k", keys, depth),
+         value("v", keys, width)],
+        [value("o", queries, width)])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
               out)
 
@@ -379,7 +382,9 @@ if __name__ == "__main__":
              "attention-merged-1": lambda out: attention(out, merged=True, batch=1),
              "attention-position-bias": lambda out: attention(out, position_bias=True),
              "attention-static-cache": lambda out: attention(out, static_cache=True),
-             "attention-core": attention_core}
+             "attention-core": attention_core,
+             "attention-core-uneven": lambda out: attention_core(
+                 out, queries=70, keys=5, depth=48, width=16)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
