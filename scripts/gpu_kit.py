@@ -66,6 +66,10 @@ CASES = [
     # Attention as one tensor-core kernel (bf16; grouped-query: 4 query
     # heads on 2 key/value heads): mma.sync's fragment layouts on hardware.
     ("hf-llama-bf16", "hf-llama.onnx", {"input_ids": [2, 16]}, [], "bf16"),
+    # The same kernel alone, on uneven shapes (70 queries, 5 keys, heads of
+    # 48; make_model.py attention-core-uneven, made at prepare): if it
+    # fails where the GEMMs path's cases pass, the kernel is at fault.
+    ("attention-uneven-bf16", "make_model:attention-core-uneven", {}, [], "bf16"),
     # Q and K normalized per head in row kernels that write them transposed;
     # heads split over tp at a batch of 2.
     ("hf-qwen3-tp2", "hf-qwen3.onnx", {"input_ids": [2, 16]},
@@ -167,9 +171,16 @@ def prepare(kit, target, prefill_layers):
     os.makedirs(kit, exist_ok=True)
     open(marker, "w").close()
     cases = []
+    made = tempfile.mkdtemp(prefix="gpu-kit-models-")
     for name, model_file, shapes, options, precision, *values in CASES:
         print(f"gpu_kit: {name}", flush=True)
         model_path = os.path.join(MODELS, model_file)
+        if model_file.startswith("make_model:"):
+            # A model the lit tests' make_model.py writes.
+            model_path = os.path.join(made, name + ".onnx")
+            subprocess.run([sys.executable,
+                            os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
+                            model_file.split(":", 1)[1], model_path], check=True)
         model = onnx.load(model_path)
         case = os.path.join(kit, "cases", name)
         arithmetic = [f"--precision={precision}"] if precision else []
@@ -200,6 +211,7 @@ def prepare(kit, target, prefill_layers):
                 sys.exit(f"gpu_kit: the CPU program of {name} failed:\n{result.stderr}")
         cases.append({"name": name, "inputs": paths, "precision": precision,
                       "outputs": [output_file_name(o.name) for o in model.graph.output]})
+    shutil.rmtree(made)
     with open(os.path.join(kit, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 
