@@ -573,6 +573,52 @@ private:
         operandIndices(b, loc, op.getMatchingIndexingMap(operand), point));
   }
 
+  /// Whether `operand` of `op` holds each pair (col, col + 1) of `loop`
+  /// side by side, 4-byte aligned for an even col: `loop` is its innermost
+  /// index, of stride 1, and every other stride and the offset are even
+  /// (the buffers themselves are 64-byte aligned, cudaMalloc's 256).
+  bool pairsContiguous(linalg::LinalgOp op, OpOperand *operand, unsigned loop) {
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    auto type = cast<MemRefType>(operand->get().getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (map.getNumResults() == 0 ||
+        map.getResults().back() != getAffineDimExpr(loop, b.getContext()) ||
+        failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1 || ShapedType::isDynamic(offset) || offset % 2)
+      return false;
+    return llvm::all_of(ArrayRef(strides).drop_back(), [](int64_t s) {
+      return !ShapedType::isDynamic(s) && s % 2 == 0;
+    });
+  }
+
+  /// The MMA register of `operand`'s elements (col, col + 1) along `loop`,
+  /// its other loops as `at` sets them: one 32-bit load where the pair lies
+  /// side by side (pairsContiguous), else two 16-bit ones.
+  Value pairAt(linalg::LinalgOp op, OpOperand *operand,
+               SmallVector<std::pair<unsigned, Value>> at, unsigned loop,
+               Value col) {
+    if (!pairsContiguous(op, operand, loop)) {
+      auto at1 = at;
+      at.push_back({loop, col});
+      at1.push_back({loop, add(col, 1)});
+      return pack(load(op, operand, at), load(op, operand, at1));
+    }
+    SmallVector<Value> point(op.getNumLoops(), c(0));
+    for (auto [l, v] : at)
+      point[l] = v;
+    point[loop] = col;
+    Value pair = vector::LoadOp::create(
+        b, loc, VectorType::get({2}, a.half), operand->get(),
+        operandIndices(b, loc, op.getMatchingIndexingMap(operand), point),
+        /*nontemporal=*/false, llvm::MaybeAlign(4));
+    if (a.half.isF16())
+      return pair; // f16 pairs are MMA registers as they are
+    Value word = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
+  }
+
   /// A GEMM's batch loops (its output's leading dimensions, in order) at
   /// the block's batch entry: its linear index, delinearized by the GEMM's
   /// own batch sizes (the values GEMM may have merged batch and heads).
@@ -692,15 +738,16 @@ private:
     OpOperand *vIn = inputUsing(g2, a.v.n);
     SmallVector<std::pair<unsigned, Value>> g1Batch = batchLoops(g1),
                                             g2Batch = batchLoops(g2);
-    auto qAt = [&](Value row, Value col) {
+    // Q's and K's registers: elements (col, col + 1) of the depth.
+    auto qPair = [&](Value row, Value col) {
       SmallVector<std::pair<unsigned, Value>> at(g1Batch);
-      at.append({{a.q.m, row}, {a.q.k, col}});
-      return load(g1, qIn, at);
+      at.push_back({a.q.m, row});
+      return pairAt(g1, qIn, at, a.q.k, col);
     };
-    auto kAt = [&](Value key, Value col) {
+    auto kPair = [&](Value key, Value col) {
       SmallVector<std::pair<unsigned, Value>> at(g1Batch);
-      at.append({{a.q.n, key}, {a.q.k, col}});
-      return load(g1, kIn, at);
+      at.push_back({a.q.n, key});
+      return pairAt(g1, kIn, at, a.q.k, col);
     };
     auto vAt = [&](Value key, Value col) {
       SmallVector<std::pair<unsigned, Value>> at(g2Batch);
@@ -712,8 +759,7 @@ private:
       SmallVector<Value, 4> regs;
       for (int64_t r = 0; r < 4; ++r) {
         Value col = add(q2, kk * 16 + 8 * (r / 2));
-        regs.push_back(pack(qAt(readRows[r % 2], col),
-                            qAt(readRows[r % 2], add(col, 1))));
+        regs.push_back(qPair(readRows[r % 2], col));
       }
       qRegs.push_back(regs);
     }
@@ -737,7 +783,7 @@ private:
     auto stats = keyLoop(
         {f32(negInf), f32(negInf), f32(0), f32(0)},
         [&](Value j0, ValueRange carried) {
-          Scores x = scores(j0, readRows, qRegs, kAt, q2);
+          Scores x = scores(j0, readRows, qRegs, kPair, q2);
           SmallVector<Value> next;
           for (int64_t h = 0; h < 2; ++h) {
             Value m = arith::MaximumFOp::create(b, loc, carried[h],
@@ -768,7 +814,7 @@ private:
     auto out = keyLoop(
         SmallVector<Value>(outTiles * 4, f32(0)),
         [&](Value j0, ValueRange carried) {
-          Scores x = scores(j0, readRows, qRegs, kAt, q2);
+          Scores x = scores(j0, readRows, qRegs, kPair, q2);
           Value p[2][4];
           for (int64_t nt = 0; nt < 2; ++nt)
             for (int64_t i = 0; i < 4; ++i)
@@ -847,9 +893,9 @@ private:
     Value v[2][4];
   };
 
-  template <typename KAt>
+  template <typename KPair>
   Scores scores(Value j0, Value readRows[2],
-                ArrayRef<SmallVector<Value, 4>> qRegs, KAt kAt, Value q2) {
+                ArrayRef<SmallVector<Value, 4>> qRegs, KPair kPair, Value q2) {
     Value negInf = f32(-std::numeric_limits<double>::infinity());
     Scores x;
     for (int64_t nt = 0; nt < 2; ++nt) {
@@ -860,7 +906,7 @@ private:
         SmallVector<Value, 2> regs;
         for (int64_t r = 0; r < 2; ++r) {
           Value col = add(q2, kk * 16 + 8 * r);
-          regs.push_back(pack(kAt(key, col), kAt(key, add(col, 1))));
+          regs.push_back(kPair(key, col));
         }
         mma(qRegs[kk], regs, acc, out);
         acc = out;
