@@ -140,9 +140,6 @@ FloatType halfInputs(linalg::LinalgOp op) {
   return cast<FloatType>(in0.getElementType());
 }
 
-/// Whether `op`'s output is read only by `reader` through the same memref
-/// type (the same view of the same buffer), as every loop of `reader`'s
-/// first loops in order.
 /// Whether `read` and `written` view one buffer's elements in the same
 /// order, rows of the same (queries, keys) or (queries, columns) in the
 /// last two dimensions: the same view, or both row-major reshapes of it
@@ -207,14 +204,12 @@ public:
     // GEMM runs over key/value heads and their groups, the softmax over
     // query heads).
     Value scores = g1.getDpsInitOperand(0)->get();
-    auto first = onlyOther<linalg::GenericOp>(
-        usersOf(cleave::viewedBuffer(scores)), {g1});
-    if (!first)
-      for (Operation *user : usersOf(cleave::viewedBuffer(scores)))
-        if (auto g = dyn_cast<linalg::GenericOp>(user);
-            g && user != g1.getOperation() &&
-            (!first || g->isBeforeInBlock(first)))
-          first = g;
+    linalg::GenericOp first; // the scores' first reader
+    for (Operation *user : usersOf(cleave::viewedBuffer(scores)))
+      if (auto g = dyn_cast<linalg::GenericOp>(user);
+          g && user != g1.getOperation() &&
+          (!first || g->isBeforeInBlock(first)))
+        first = g;
     if (!first)
       return std::nullopt;
     SmallVector<int64_t> chainRanges = first.getStaticLoopRanges();
@@ -354,14 +349,9 @@ private:
         cast<MemRefType>(a.normalize.getDpsInits()[0].getType())
                 .getElementType() != a.half)
       return false;
+    // collectFills checks that nothing else touches them.
     for (Value buffer : {m, e, l, a.normalize.getDpsInits()[0]})
       a.internal.push_back(cleave::viewedBuffer(buffer));
-    // The maximum and the sum read nothing else of their rows' buffers.
-    for (Value root : {cleave::viewedBuffer(m), cleave::viewedBuffer(l)})
-      for (Operation *user : usersOf(root))
-        if (!isa<linalg::FillOp>(user) && user != a.max && user != a.exp &&
-            user != a.sum && user != a.normalize)
-          return false;
     return true;
   }
 
@@ -381,23 +371,12 @@ private:
     SmallVector<int64_t> ranges = g2.getStaticLoopRanges();
     if (!rowLoops || ranges[v->m] != a.queries || ranges[v->k] != a.keys)
       return false;
-    // Its batch, in order, is the softmax's, possibly with dimensions
-    // merged (a batched GEMM over batch x heads): the same linear index.
-    int64_t entries = 1, chainEntries = 1;
-    for (unsigned loop : ArrayRef(*rowLoops).drop_back(2))
-      entries *= ranges[loop];
-    for (int64_t s : a.batch)
-      chainEntries *= s;
     a.width = ranges[v->n];
-    // P is read as the normalization wrote it, through a reshape that
-    // merges only batch dimensions: (batch..., m, k), both row-major.
+    // P is read as the normalization wrote it, with the same rows (its batch
+    // possibly merged or split otherwise: the same linear batch entry), at
+    // (batch..., m, k).
     OpOperand *pIn = probabilities();
-    auto pType = pIn ? dyn_cast<MemRefType>(pIn->get().getType()) : nullptr;
-    auto written = cast<MemRefType>(a.normalize.getDpsInits()[0].getType());
-    if (entries != chainEntries || !pType ||
-        !memref::isStaticShapeAndContiguousRowMajor(pType) ||
-        !memref::isStaticShapeAndContiguousRowMajor(written) ||
-        pType.getShape().take_back(2) != written.getShape().take_back(2))
+    if (!pIn || !sameRows(pIn->get(), a.normalize.getDpsInits()[0]))
       return false;
     SmallVector<AffineExpr> expected;
     for (unsigned loop : ArrayRef(*rowLoops).drop_back(1))
@@ -562,15 +541,22 @@ private:
     return arith::OrIOp::create(b, loc, high, bits(lo));
   }
 
-  /// An operand of `op` at the loop point whose loops `at` sets.
-  Value load(linalg::LinalgOp op, OpOperand *operand,
-             ArrayRef<std::pair<unsigned, Value>> at) {
+  /// `op`'s loop point whose loops `at` sets (the others 0).
+  SmallVector<Value> pointOf(linalg::LinalgOp op,
+                             ArrayRef<std::pair<unsigned, Value>> at) {
     SmallVector<Value> point(op.getNumLoops(), c(0));
     for (auto [loop, v] : at)
       point[loop] = v;
+    return point;
+  }
+
+  /// An operand of `op` at the loop point whose loops `at` sets.
+  Value load(linalg::LinalgOp op, OpOperand *operand,
+             ArrayRef<std::pair<unsigned, Value>> at) {
     return memref::LoadOp::create(
         b, loc, operand->get(),
-        operandIndices(b, loc, op.getMatchingIndexingMap(operand), point));
+        operandIndices(b, loc, op.getMatchingIndexingMap(operand),
+                       pointOf(op, at)));
   }
 
   /// Whether `operand` of `op` holds each pair (col, col + 1) of `loop`
@@ -604,10 +590,8 @@ private:
       at1.push_back({loop, add(col, 1)});
       return pack(load(op, operand, at), load(op, operand, at1));
     }
-    SmallVector<Value> point(op.getNumLoops(), c(0));
-    for (auto [l, v] : at)
-      point[l] = v;
-    point[loop] = col;
+    at.push_back({loop, col});
+    SmallVector<Value> point = pointOf(op, at);
     Value pair = vector::LoadOp::create(
         b, loc, VectorType::get({2}, a.half), operand->get(),
         operandIndices(b, loc, op.getMatchingIndexingMap(operand), point),
@@ -859,14 +843,11 @@ private:
   /// rounding's where that reads it.
   void store(Value value, Value row, Value col) {
     linalg::LinalgOp op = a.values;
-    SmallVector<Value> at(op.getNumLoops(), c(0));
-    for (auto [loop, v] : batchLoops(op))
-      at[loop] = v;
-    at[a.v.m] = row;
-    at[a.v.n] = col;
+    SmallVector<std::pair<unsigned, Value>> at = batchLoops(op);
+    at.append({{a.v.m, row}, {a.v.n, col}});
     OpOperand *out = op.getDpsInitOperand(0);
     SmallVector<Value> indices =
-        operandIndices(b, loc, op.getMatchingIndexingMap(out), at);
+        operandIndices(b, loc, op.getMatchingIndexingMap(out), pointOf(op, at));
     if (!a.rounding) {
       memref::StoreOp::create(b, loc, value, out->get(), indices);
       return;
