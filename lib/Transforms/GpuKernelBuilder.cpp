@@ -72,26 +72,23 @@ std::optional<Combiner> findCombiner(linalg::GenericOp op) {
   Combiner c;
   c.op = def;
   c.partial = def->getOperand(0) == out ? def->getOperand(1) : def->getOperand(0);
-  if (c.partial == out)
+  // Floats or integers; not index, which gpu.all_reduce does not take.
+  if (c.partial == out || !c.partial.getType().isIntOrFloat())
     return std::nullopt;
   using Kind = gpu::AllReduceOperation;
-  std::optional<Kind> kind;
-  if (isa<FloatType>(c.partial.getType()))
-    kind = llvm::TypeSwitch<Operation *, std::optional<Kind>>(def)
-               .Case([](arith::AddFOp) { return Kind::ADD; })
-               .Case([](arith::MaximumFOp) { return Kind::MAXIMUMF; })
-               .Case([](arith::MinimumFOp) { return Kind::MINIMUMF; })
-               .Case([](arith::MaxNumFOp) { return Kind::MAXNUMF; })
-               .Case([](arith::MinNumFOp) { return Kind::MINNUMF; })
-               .Default(std::nullopt);
-  else if (isa<IntegerType>(c.partial.getType()))
-    kind = llvm::TypeSwitch<Operation *, std::optional<Kind>>(def)
-               .Case([](arith::AddIOp) { return Kind::ADD; })
-               .Case([](arith::MaxSIOp) { return Kind::MAXSI; })
-               .Case([](arith::MinSIOp) { return Kind::MINSI; })
-               .Case([](arith::MaxUIOp) { return Kind::MAXUI; })
-               .Case([](arith::MinUIOp) { return Kind::MINUI; })
-               .Default(std::nullopt);
+  std::optional<Kind> kind =
+      llvm::TypeSwitch<Operation *, std::optional<Kind>>(def)
+          .Case([](arith::AddFOp) { return Kind::ADD; })
+          .Case([](arith::MaximumFOp) { return Kind::MAXIMUMF; })
+          .Case([](arith::MinimumFOp) { return Kind::MINIMUMF; })
+          .Case([](arith::MaxNumFOp) { return Kind::MAXNUMF; })
+          .Case([](arith::MinNumFOp) { return Kind::MINNUMF; })
+          .Case([](arith::AddIOp) { return Kind::ADD; })
+          .Case([](arith::MaxSIOp) { return Kind::MAXSI; })
+          .Case([](arith::MinSIOp) { return Kind::MINSI; })
+          .Case([](arith::MaxUIOp) { return Kind::MAXUI; })
+          .Case([](arith::MinUIOp) { return Kind::MINUI; })
+          .Default(std::nullopt);
   if (!kind)
     return std::nullopt;
   c.kind = *kind;
