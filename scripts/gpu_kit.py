@@ -171,18 +171,18 @@ def prepare(kit, target, prefill_layers):
     os.makedirs(kit, exist_ok=True)
     open(marker, "w").close()
     cases = []
-    made = tempfile.mkdtemp(prefix="gpu-kit-models-")
     for name, model_file, shapes, options, precision, *values in CASES:
         print(f"gpu_kit: {name}", flush=True)
         model_path = os.path.join(MODELS, model_file)
+        case = os.path.join(kit, "cases", name)
         if model_file.startswith("make_model:"):
-            # A model the lit tests' make_model.py writes.
-            model_path = os.path.join(made, name + ".onnx")
+            # A model the lit tests' make_model.py writes, kept in the case.
+            os.makedirs(case)
+            model_path = os.path.join(case, "model.onnx")
             subprocess.run([sys.executable,
                             os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
                             model_file.split(":", 1)[1], model_path], check=True)
         model = onnx.load(model_path)
-        case = os.path.join(kit, "cases", name)
         arithmetic = [f"--precision={precision}"] if precision else []
         compile_bundle(model_path, os.path.join(case, "bundle"), shapes,
                        [f"--target={target}"] + options + arithmetic)
@@ -211,7 +211,6 @@ def prepare(kit, target, prefill_layers):
                 sys.exit(f"gpu_kit: the CPU program of {name} failed:\n{result.stderr}")
         cases.append({"name": name, "inputs": paths, "precision": precision,
                       "outputs": [output_file_name(o.name) for o in model.graph.output]})
-    shutil.rmtree(made)
     with open(os.path.join(kit, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 
