@@ -14,6 +14,7 @@
 #include "GpuKernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -368,7 +369,8 @@ private:
   }
 
   /// A loop whose body needs the threads together: the same iterations for
-  /// every thread (its bounds are read as thread 0 has them), its carried
+  /// every thread (its bounds are read as thread 0 has them, and the run
+  /// stops with an error where another thread's differ), its carried
   /// values in slots.
   void emitLoop(OpBuilder &b, scf::ForOp loop, ArrayRef<Step> body,
                 const IRMapping &uniform) {
@@ -379,6 +381,19 @@ private:
     forEachThread(b, [&](OpBuilder &tb, Value thread) {
       IRMapping map = uniform;
       map.map(launch.getThreadIds().x, thread);
+      Value same = arith::ConstantIntOp::create(tb, loc, tb.getI1Type(), 1);
+      Value bounds[] = {loop.getLowerBound(), loop.getUpperBound(),
+                        loop.getStep()};
+      Value atFirst[] = {lower, upper, stride};
+      for (auto [bound, first] : llvm::zip(bounds, atFirst))
+        same = arith::AndIOp::create(
+            tb, loc, same,
+            arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::eq,
+                                  valueAt(tb, bound, map, thread), first));
+      cf::AssertOp::create(tb, loc, same,
+                           "cleave-emulate-gpu-kernels: the threads of a "
+                           "block disagree on the bounds of a loop around "
+                           "barriers, shuffles or MMAs");
       for (auto [arg, init] : llvm::zip(loop.getRegionIterArgs(), loop.getInits()))
         store(tb, arg, valueAt(tb, init, map, thread), thread);
     });

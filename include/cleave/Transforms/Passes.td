@@ -966,7 +966,9 @@ def CleaveEmulateGpuKernels
     finishes it before any starts the next step, as a barrier guarantees.
     An `scf.for` whose body holds such ops is one loop for all threads (its
     bounds as thread 0 has them: a kernel's loops around barriers are
-    uniform), its body cut into steps again, its carried values per thread.
+    uniform, which the emulation checks: a thread whose bounds differ from
+    thread 0's stops the run with an error), its body cut into steps
+    again, its carried values per thread.
     A value one step computes and another reads is kept per thread in a
     `memref.alloca` slot. An all-reduce folds its operand's slots in thread
     order and gives every thread the total; a butterfly shuffle reads the
@@ -983,7 +985,8 @@ def CleaveEmulateGpuKernels
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect",
-                           "mlir::vector::VectorDialect"];
+                           "mlir::vector::VectorDialect",
+                           "mlir::cf::ControlFlowDialect"];
 }
 
 def CleaveAttentionToGpu
