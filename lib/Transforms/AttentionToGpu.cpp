@@ -754,20 +754,24 @@ private:
     double negInf = -std::numeric_limits<double>::infinity();
     int64_t outTiles = a.width / 8;
     int64_t steps = (a.keys + kKeys - 1) / kKeys;
-    auto keyLoop = [&](ValueRange inits,
+    auto keyLoop = [&](Value end, ValueRange inits,
                        function_ref<SmallVector<Value>(Value, ValueRange)> step) {
       return scf::ForOp::create(
-          b, loc, c(0), c(steps * kKeys), c(kKeys), inits,
+          b, loc, c(0), end, c(kKeys), inits,
           [&](OpBuilder &lb, Location, Value j0, ValueRange carried) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(lb.getInsertionBlock(), lb.getInsertionPoint());
             scf::YieldOp::create(b, loc, step(j0, carried));
           });
     };
+    // It also finds where the lane's live keys end: the end of the last
+    // step in which one of its exponentials is not 0. (One that is 0 stays
+    // 0 against the row's final maximum, which is no smaller.)
     auto stats = keyLoop(
-        {f32(negInf), f32(negInf), f32(0), f32(0)},
+        c(steps * kKeys), {f32(negInf), f32(negInf), f32(0), f32(0), i32(0)},
         [&](Value j0, ValueRange carried) {
           Scores x = scores(j0, readRows, qRegs, kPair, q2);
+          Value live = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
           SmallVector<Value> next;
           for (int64_t h = 0; h < 2; ++h) {
             Value m = arith::MaximumFOp::create(b, loc, carried[h],
@@ -778,12 +782,21 @@ private:
                                     arith::SubFOp::create(b, loc, carried[h],
                                                           offset(m))));
             for (int64_t nt = 0; nt < 2; ++nt)
-              for (int64_t i = 2 * h; i < 2 * h + 2; ++i)
-                l = arith::AddFOp::create(b, loc, l, exp(x.v[nt][i], m));
+              for (int64_t i = 2 * h; i < 2 * h + 2; ++i) {
+                Value e = exp(x.v[nt][i], m);
+                l = arith::AddFOp::create(b, loc, l, e);
+                live = arith::OrIOp::create(
+                    b, loc, live,
+                    arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, e,
+                                          f32(0)));
+              }
             next.push_back(m);
             next.push_back(l);
           }
-          return SmallVector<Value>{next[0], next[2], next[1], next[3]};
+          Value stepEnd = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                                     add(j0, kKeys));
+          Value end = arith::SelectOp::create(b, loc, live, stepEnd, carried[4]);
+          return SmallVector<Value>{next[0], next[2], next[1], next[3], end};
         });
     Value maxima[2], sums[2];
     for (int64_t h = 0; h < 2; ++h) {
@@ -794,9 +807,11 @@ private:
     }
 
     // Second pass: the scores again, each probability divided by its row's
-    // sum and rounded as the IR rounds it, times V.
+    // sum and rounded as the IR rounds it, times V; over the block's keys
+    // up to the end of its last live step (keysEnd).
+    Value end = keysEnd(stats.getResult(4), sums, readRows, steps);
     auto out = keyLoop(
-        SmallVector<Value>(outTiles * 4, f32(0)),
+        end, SmallVector<Value>(outTiles * 4, f32(0)),
         [&](Value j0, ValueRange carried) {
           Scores x = scores(j0, readRows, qRegs, kPair, q2);
           Value p[2][4];
@@ -837,6 +852,36 @@ private:
         b.setInsertionPointToStart(guard.thenBlock());
         store(value, row, col);
       }
+  }
+
+  /// Where the second pass may stop for the whole block: the largest of its
+  /// lanes' ends of live keys (`laneEnd`, from the first pass). Past it
+  /// every exponential of the block's rows is 0, so each probability there
+  /// is the normalization of 0 by its row's sum: where that is exactly 0
+  /// for each of the lane's rows, the keys past its end add nothing to the
+  /// output (0 x V, V finite) and are skipped; otherwise (a row whose sum
+  /// is 0, say) the lane keeps all the keys. Under a causal mask (of
+  /// -infinity, or of a large negative number, whose exponentials are 0 in
+  /// float32) a block of queries stops at its last query's key: about half
+  /// the keys, on average, are skipped.
+  Value keysEnd(Value laneEnd, Value sums[2], Value readRows[2],
+                int64_t steps) {
+    Value skip = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value p = normalize(f32(0), sums[h], readRows[h]);
+      p = arith::ExtFOp::create(b, loc, b.getF32Type(), p);
+      skip = arith::AndIOp::create(
+          b, loc, skip,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, p, f32(0)));
+    }
+    Value lane = arith::SelectOp::create(b, loc, skip, laneEnd,
+                                         i32(steps * kKeys));
+    Value block = gpu::AllReduceOp::create(
+        b, loc, lane,
+        gpu::AllReduceOperationAttr::get(b.getContext(),
+                                         gpu::AllReduceOperation::MAXUI),
+        /*uniform=*/true);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), block);
   }
 
   /// The output at (batch, row, col): the values GEMM's output, or its

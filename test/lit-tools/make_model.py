@@ -33,6 +33,9 @@ Kinds:
              (IsNaN, Where), times V
   attention-core-uneven
              the same with 70 queries, 5 keys, heads of 48, V of 16
+  attention-core-long
+             the same with 150 queries and keys, the mask's -inf -1e9 (as
+             bench/gpt2_stack.py writes it)
   attention-merged-1
              the same on x[1,8,32]: heads alone merged with the batch of one
              ([4,8,8]), and the products' result reshaped to [1,4,8,8], as
@@ -301,15 +304,16 @@ def attention_mqa(out, layers=1):
               out)
 
 
-def attention_core(out, queries=40, keys=40, depth=32, width=24):
+def attention_core(out, queries=40, keys=40, depth=32, width=24,
+                   masked=-np.inf):
     """Attention alone on inputs q [2, 3, queries, depth], k [2, 3, keys,
     depth] and v [2, 3, keys, width]: Q K^T / sqrt(depth) plus a mask of
-    -inf above the diagonal (a Constant), Softmax, its NaNs replaced by 0
+    `masked` above the diagonal (a Constant), Softmax, its NaNs replaced by 0
     (IsNaN and Where, as PyTorch's exporter writes
     scaled_dot_product_attention), times V. By default 40 queries and keys:
     neither a whole number of 64-query blocks nor of 16-key steps."""
     batch, heads = 2, 3
-    mask = np.triu(np.full((queries, keys), -np.inf, np.float32), 1)[None, None]
+    mask = np.triu(np.full((queries, keys), masked, np.float32), 1)[None, None]
     nodes = [
         helper.make_node("Constant", [], ["mask"],
                          value=numpy_helper.from_array(mask, "mask")),
@@ -384,7 +388,9 @@ if __name__ == "__main__":
              "attention-static-cache": lambda out: attention(out, static_cache=True),
              "attention-core": attention_core,
              "attention-core-uneven": lambda out: attention_core(
-                 out, queries=70, keys=5, depth=48, width=16)}
+                 out, queries=70, keys=5, depth=48, width=16),
+             "attention-core-long": lambda out: attention_core(
+                 out, queries=150, keys=150, masked=-1e9)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
