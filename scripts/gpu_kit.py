@@ -70,6 +70,9 @@ CASES = [
     # 48; make_model.py attention-core-uneven, made at prepare): if it
     # fails where the GEMMs path's cases pass, the kernel is at fault.
     ("attention-uneven-bf16", "make_model:attention-core-uneven", {}, [], "bf16"),
+    # And on 150 causal queries (3 blocks): the second pass's bound, a
+    # block all-reduce of the lanes' last live keys, skips keys.
+    ("attention-long-bf16", "make_model:attention-core-long", {}, [], "bf16"),
     # Q and K normalized per head in row kernels that write them transposed;
     # heads split over tp at a batch of 2.
     ("hf-qwen3-tp2", "hf-qwen3.onnx", {"input_ids": [2, 16]},
