@@ -115,7 +115,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
     if (options.target == "cuda")
       // Every generic one kernel, GEMMs to cuBLASLt, device allocations;
       // then upstream's NVVM lowering (as its gpu-lower-to-nvvm-pipeline,
-      // plus libdevice, which Debian's MLIR cannot find by itself) and
+      // plus libdevice, which Debian's MLIR cannot find by itself, and
+      // shared buffers aligned to 16 bytes for nvgpu.ldmatrix) and
       // ptxas to one cubin per kernel; host code to LLVM.
       return llvm::formatv(
                  "func.func(cleave-copies-to-linalg, "
@@ -124,7 +125,8 @@ static std::string pipelineText(Phase phase, const PipelineOptions &options) {
                  "func.func(cleave-approximate-math, {2}), "
                  "cleave-allocs-to-gpu, "
                  "func.func(canonicalize, cse), cleave-name-kernels, "
-                 "gpu-kernel-outlining, convert-scf-to-cf, convert-nvvm-to-llvm, "
+                 "gpu-kernel-outlining, cleave-align-workgroup-buffers, "
+                 "convert-nvgpu-to-nvvm, convert-scf-to-cf, convert-nvvm-to-llvm, "
                  "convert-func-to-llvm, expand-strided-metadata, "
                  "nvvm-attach-target{{chip={0} features=+ptx80 O=3 l={1}}, "
                  "lower-affine, convert-arith-to-llvm, convert-index-to-llvm, "

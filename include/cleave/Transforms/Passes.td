@@ -1138,6 +1138,20 @@ def CleaveFuseRows : Pass<"cleave-fuse-rows", "mlir::func::FuncOp"> {
                            "mlir::memref::MemRefDialect"];
 }
 
+def CleaveAlignWorkgroupBuffers
+    : Pass<"cleave-align-workgroup-buffers", "mlir::ModuleOp"> {
+  let summary = "Aligns every kernel's shared-memory buffers to 16 bytes";
+  let description = [{
+    After `gpu-kernel-outlining`: each `gpu.func`'s workgroup attribution
+    gets `llvm.align = 16` (unless it asks for more), which the NVVM
+    lowering gives its `.shared` variable. Without it the variable is
+    aligned to its element type (2 bytes for bf16), and `ldmatrix`, whose
+    rows must start on 16 bytes, could fault, depending on where ptxas
+    places the kernel's shared variables.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::LLVM::LLVMDialect"];
+}
+
 def CleaveNameKernels : Pass<"cleave-name-kernels", "mlir::ModuleOp"> {
   let summary = "Name each gpu.launch's kernel after the ONNX nodes it computes";
   let description = [{
