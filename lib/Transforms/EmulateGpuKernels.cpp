@@ -19,6 +19,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -68,7 +69,8 @@ Value combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
 
 /// Whether `op` needs the block's (or its warp's) threads together.
 bool isSync(Operation *op) {
-  return isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::ShuffleOp, NVVM::MmaOp>(op);
+  return isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::ShuffleOp, NVVM::MmaOp,
+             nvgpu::LdMatrixOp>(op);
 }
 
 /// A piece of a block's work: a run of ops each thread does alone, one op
@@ -215,8 +217,19 @@ private:
           return mma.emitOpError(
               "cannot be emulated: only m16n8k16 row-by-column MMAs of f16 or "
               "bf16 pairs into four f32");
+      } else if (auto load = dyn_cast<nvgpu::LdMatrixOp>(op)) {
+        auto type = cast<VectorType>(load.getRes().getType());
+        int64_t count = load.getNumTiles();
+        if ((count != 1 && count != 2 && count != 4) ||
+            type.getShape() != ArrayRef<int64_t>{count, 2} ||
+            type.getElementType().getIntOrFloatBitWidth() != 16 ||
+            load.getIndices().empty())
+          return load.emitOpError(
+              "cannot be emulated: only ldmatrix of 1, 2 or 4 matrices of "
+              "16-bit elements");
       }
-      if (threads % kWarp != 0 && isa<gpu::ShuffleOp, NVVM::MmaOp>(op))
+      if (threads % kWarp != 0 &&
+          isa<gpu::ShuffleOp, NVVM::MmaOp, nvgpu::LdMatrixOp>(op))
         return op->emitOpError(
             "cannot be emulated: a warp operation in a block of ") << threads
                << " threads, not whole warps";
@@ -325,6 +338,8 @@ private:
         emitShuffle(b, shuffle, uniform);
       else if (auto mma = dyn_cast<NVVM::MmaOp>(step.ops.front()))
         emitMma(b, mma, uniform);
+      else if (auto load = dyn_cast<nvgpu::LdMatrixOp>(step.ops.front()))
+        emitLdMatrix(b, load, uniform);
       // A barrier: the steps before and after it are loops of their own.
     }
   }
@@ -461,6 +476,46 @@ private:
       store(tb, op.getShuffleResult(), valueAt(tb, op.getValue(), map, from),
             thread);
       store(tb, op.getValid(), valid, thread);
+    });
+  }
+
+  /// A warp's ldmatrix: lane l (g = l / 4, q = l % 4) gets, of each 8 x 8
+  /// matrix i, elements (row g, columns 2q + {0, 1}), or transposed (rows
+  /// 2q + {0, 1}, column g); row r of matrix i starts where lane 8i + r's
+  /// indices point.
+  void emitLdMatrix(OpBuilder &b, nvgpu::LdMatrixOp op,
+                    const IRMapping &uniform) {
+    auto type = cast<VectorType>(op.getRes().getType());
+    Value memory = valueAt(b, op.getSrcMemref(), uniform, index(b, loc, 0));
+    forEachThread(b, [&](OpBuilder &tb, Value thread) {
+      auto c = [&](int64_t v) { return index(tb, loc, v); };
+      Value lane = arith::RemUIOp::create(tb, loc, thread, c(kWarp));
+      Value warp = arith::SubIOp::create(tb, loc, thread, lane);
+      Value g = arith::DivUIOp::create(tb, loc, lane, c(4));
+      Value q2 = arith::MulIOp::create(
+          tb, loc, arith::RemUIOp::create(tb, loc, lane, c(4)), c(2));
+      Value result = arith::ConstantOp::create(tb, loc, tb.getZeroAttr(type));
+      for (int64_t i = 0; i < type.getDimSize(0); ++i)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value row = op.getTranspose()
+                          ? arith::AddIOp::create(tb, loc, q2, c(e)).getResult()
+                          : g;
+          Value col = op.getTranspose()
+                          ? g
+                          : arith::AddIOp::create(tb, loc, q2, c(e)).getResult();
+          Value source = arith::AddIOp::create(
+              tb, loc, warp, arith::AddIOp::create(tb, loc, row, c(8 * i)));
+          IRMapping map = uniform;
+          map.map(launch.getThreadIds().x, source);
+          SmallVector<Value> indices;
+          for (Value v : op.getIndices())
+            indices.push_back(valueAt(tb, v, map, source));
+          indices.back() = arith::AddIOp::create(tb, loc, indices.back(), col);
+          Value x = memref::LoadOp::create(tb, loc, memory, indices);
+          result = vector::InsertOp::create(tb, loc, x, result,
+                                            ArrayRef<int64_t>{i, e});
+        }
+      store(tb, op.getRes(), result, thread);
     });
   }
 

@@ -961,8 +961,8 @@ def CleaveEmulateGpuKernels
 
     The launch becomes a loop over its blocks. The body is cut into steps
     at the ops that need the block's threads (or a warp's) together:
-    `gpu.barrier`, `gpu.all_reduce`, `gpu.shuffle` and `nvvm.mma.sync`. A
-    run of other ops is a loop over the block's threads, so every thread
+    `gpu.barrier`, `gpu.all_reduce`, `gpu.shuffle`, `nvvm.mma.sync` and
+    `nvgpu.ldmatrix`. A run of other ops is a loop over the block's threads, so every thread
     finishes it before any starts the next step, as a barrier guarantees.
     An `scf.for` whose body holds such ops is one loop for all threads (its
     bounds as thread 0 has them: a kernel's loops around barriers are
@@ -975,7 +975,10 @@ def CleaveEmulateGpuKernels
     slot of the thread whose lane differs by the offset; a warp's MMA
     (m16n8k16, bf16 or f16 pairs, f32 accumulators) unpacks its lanes'
     registers by PTX's fragment layout into the warp's matrices and gives
-    each lane its four sums. Workgroup (shared) memory is one CPU buffer
+    each lane its four sums; an ldmatrix gives lane l, of each 8 x 8
+    matrix i, the elements (l / 4, 2 (l % 4) + {0, 1}) (transposed: (2 (l
+    % 4) + {0, 1}, l / 4)), row r read where lane 8 i + r's indices point.
+    Workgroup (shared) memory is one CPU buffer
     that each block uses in turn.
 
     Only synchronous one-dimensional launches with a constant block size,
@@ -986,7 +989,8 @@ def CleaveEmulateGpuKernels
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::vector::VectorDialect",
-                           "mlir::cf::ControlFlowDialect"];
+                           "mlir::cf::ControlFlowDialect",
+                           "mlir::nvgpu::NVGPUDialect"];
 }
 
 def CleaveAttentionToGpu
