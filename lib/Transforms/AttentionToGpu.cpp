@@ -20,6 +20,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <limits>
@@ -37,6 +38,10 @@ namespace {
 constexpr int64_t kWarps = 4;       // a block's warps
 constexpr int64_t kRowsPerWarp = 16; // an MMA's M
 constexpr int64_t kKeys = 16;        // keys a step (an MMA's K for P x V)
+constexpr int64_t kChunk = 8;        // 16-bit elements a 16-byte access moves
+// Shared tiles' rows are padded by one chunk: the 8 rows an ldmatrix reads
+// at once then start on 8 different 16-byte bank groups.
+constexpr int64_t kPad = kChunk;
 
 /// The readers and writers of `root` (through its views) that are not
 /// views or deallocations.
@@ -489,14 +494,23 @@ public:
       rows *= s;
     int64_t tile = kWarps * kRowsPerWarp;
     int64_t tiles = (a.queries + tile - 1) / tile;
-    gpu::LaunchOp kernel =
-        launch(b, loc, rows * tiles, kWarps * 32,
-               [&](OpBuilder &kb, Value block, Value thread) {
-                 OpBuilder::InsertionGuard guard(b);
-                 b.setInsertionPoint(kb.getInsertionBlock(),
-                                     kb.getInsertionPoint());
-                 body(block, thread, tiles);
-               });
+    auto shared = gpu::AddressSpaceAttr::get(b.getContext(),
+                                             gpu::AddressSpace::Workgroup);
+    auto tileType = [&](int64_t cols) {
+      return MemRefType::get({kKeys, cols + kPad}, a.half,
+                             MemRefLayoutAttrInterface(), shared);
+    };
+    gpu::LaunchOp kernel = launch(
+        b, loc, rows * tiles, kWarps * 32,
+        [&](OpBuilder &kb, Value block, Value thread) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(kb.getInsertionBlock(), kb.getInsertionPoint());
+          auto self = cast<gpu::LaunchOp>(kb.getBlock()->getParentOp());
+          kTile = self.getWorkgroupAttributions()[0];
+          vTile = self.getWorkgroupAttributions()[1];
+          body(block, thread, tiles);
+        },
+        TypeRange{tileType(a.depth), tileType(a.width)});
     kernel->setAttr(kKernelKindAttr, b.getStringAttr("attention"));
   }
 
@@ -507,6 +521,11 @@ private:
   Value batchLinear;            // the block's batch entry, linear
   SmallVector<Value> batchIdx; // the same as the softmax's loops
   Value g, q; // the lane's group (lane / 4) and place in it (lane % 4)
+  Value lane;
+  // Shared memory: a step's 16 keys of K (16 x depth) and of V (16 x
+  // width), which the block's threads load together and its warps read
+  // with ldmatrix.
+  Value kTile, vTile;
 
   Value c(int64_t v) { return index(b, loc, v); }
   Value f32(double v) {
@@ -559,11 +578,13 @@ private:
                        pointOf(op, at)));
   }
 
-  /// Whether `operand` of `op` holds each pair (col, col + 1) of `loop`
-  /// side by side, 4-byte aligned for an even col: `loop` is its innermost
-  /// index, of stride 1, and every other stride and the offset are even
-  /// (the buffers themselves are 64-byte aligned, cudaMalloc's 256).
-  bool pairsContiguous(linalg::LinalgOp op, OpOperand *operand, unsigned loop) {
+  /// Whether `operand` of `op` holds each run of `n` elements (col, ...,
+  /// col + n - 1) of `loop` side by side, aligned to n elements for a col
+  /// that is a multiple of n: `loop` is its innermost index, of stride 1,
+  /// and every other stride and the offset are multiples of n (the buffers
+  /// themselves are 64-byte aligned, cudaMalloc's 256).
+  bool contiguous(linalg::LinalgOp op, OpOperand *operand, unsigned loop,
+                  int64_t n) {
     AffineMap map = op.getMatchingIndexingMap(operand);
     auto type = cast<MemRefType>(operand->get().getType());
     SmallVector<int64_t> strides;
@@ -571,20 +592,20 @@ private:
     if (map.getNumResults() == 0 ||
         map.getResults().back() != getAffineDimExpr(loop, b.getContext()) ||
         failed(type.getStridesAndOffset(strides, offset)) ||
-        strides.back() != 1 || ShapedType::isDynamic(offset) || offset % 2)
+        strides.back() != 1 || ShapedType::isDynamic(offset) || offset % n)
       return false;
-    return llvm::all_of(ArrayRef(strides).drop_back(), [](int64_t s) {
-      return !ShapedType::isDynamic(s) && s % 2 == 0;
+    return llvm::all_of(ArrayRef(strides).drop_back(), [&](int64_t s) {
+      return !ShapedType::isDynamic(s) && s % n == 0;
     });
   }
 
   /// The MMA register of `operand`'s elements (col, col + 1) along `loop`,
   /// its other loops as `at` sets them: one 32-bit load where the pair lies
-  /// side by side (pairsContiguous), else two 16-bit ones.
+  /// side by side (contiguous), else two 16-bit ones.
   Value pairAt(linalg::LinalgOp op, OpOperand *operand,
                SmallVector<std::pair<unsigned, Value>> at, unsigned loop,
                Value col) {
-    if (!pairsContiguous(op, operand, loop)) {
+    if (!contiguous(op, operand, loop, 2)) {
       auto at1 = at;
       at.push_back({loop, col});
       at1.push_back({loop, add(col, 1)});
@@ -702,7 +723,7 @@ private:
     batchLinear = arith::DivUIOp::create(b, loc, block, c(tiles));
     batchIdx = delinearize(b, loc, batchLinear, a.batch);
     Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
-    Value lane = arith::RemUIOp::create(b, loc, thread, c(32));
+    lane = arith::RemUIOp::create(b, loc, thread, c(32));
     g = arith::DivUIOp::create(b, loc, lane, c(4));
     q = arith::RemUIOp::create(b, loc, lane, c(4));
     Value q2 = arith::MulIOp::create(b, loc, q, c(2));
@@ -728,15 +749,13 @@ private:
       at.push_back({a.q.m, row});
       return pairAt(g1, qIn, at, a.q.k, col);
     };
-    auto kPair = [&](Value key, Value col) {
-      SmallVector<std::pair<unsigned, Value>> at(g1Batch);
-      at.push_back({a.q.n, key});
-      return pairAt(g1, kIn, at, a.q.k, col);
+    // A step's K and V, rows of keys: the block loads them into shared
+    // memory, after every warp is done with the last step's.
+    auto loadK = [&](Value j0) {
+      fillTile(kTile, g1, kIn, g1Batch, a.q.n, a.q.k, a.depth, j0, thread);
     };
-    auto vAt = [&](Value key, Value col) {
-      SmallVector<std::pair<unsigned, Value>> at(g2Batch);
-      at.append({{a.v.k, key}, {a.v.n, col}});
-      return load(g2, vIn, at);
+    auto loadV = [&](Value j0) {
+      fillTile(vTile, g2, vIn, g2Batch, a.v.k, a.v.n, a.width, j0, thread);
     };
     SmallVector<SmallVector<Value, 4>> qRegs;
     for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
@@ -770,7 +789,10 @@ private:
     auto stats = keyLoop(
         c(steps * kKeys), {f32(negInf), f32(negInf), f32(0), f32(0), i32(0)},
         [&](Value j0, ValueRange carried) {
-          Scores x = scores(j0, readRows, qRegs, kPair, q2);
+          gpu::BarrierOp::create(b, loc);
+          loadK(j0);
+          gpu::BarrierOp::create(b, loc);
+          Scores x = scores(j0, readRows, qRegs, q2);
           Value live = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
           SmallVector<Value> next;
           for (int64_t h = 0; h < 2; ++h) {
@@ -813,7 +835,11 @@ private:
     auto out = keyLoop(
         end, SmallVector<Value>(outTiles * 4, f32(0)),
         [&](Value j0, ValueRange carried) {
-          Scores x = scores(j0, readRows, qRegs, kPair, q2);
+          gpu::BarrierOp::create(b, loc);
+          loadK(j0);
+          loadV(j0);
+          gpu::BarrierOp::create(b, loc);
+          Scores x = scores(j0, readRows, qRegs, q2);
           Value p[2][4];
           for (int64_t nt = 0; nt < 2; ++nt)
             for (int64_t i = 0; i < 4; ++i)
@@ -825,16 +851,10 @@ private:
               pack(p[0][0], p[0][1]), pack(p[0][2], p[0][3]),
               pack(p[1][0], p[1][1]), pack(p[1][2], p[1][3])};
           SmallVector<Value> next;
+          SmallVector<SmallVector<Value, 2>> vRegs = vFragments(outTiles);
           for (int64_t dt = 0; dt < outTiles; ++dt) {
-            Value col = add(g, dt * 8);
-            SmallVector<Value, 2> regs;
-            for (int64_t r = 0; r < 2; ++r) {
-              Value key = add(arith::AddIOp::create(b, loc, j0, q2), 8 * r);
-              regs.push_back(pack(vAt(clamp(key, a.keys), col),
-                                  vAt(clamp(add(key, 1), a.keys), col)));
-            }
             SmallVector<Value> sum;
-            mma(pRegs, regs, carried.slice(dt * 4, 4), sum);
+            mma(pRegs, vRegs[dt], carried.slice(dt * 4, 4), sum);
             next.append(sum);
           }
           return next;
@@ -919,21 +939,24 @@ private:
     Value v[2][4];
   };
 
-  template <typename KPair>
   Scores scores(Value j0, Value readRows[2],
-                ArrayRef<SmallVector<Value, 4>> qRegs, KPair kPair, Value q2) {
+                ArrayRef<SmallVector<Value, 4>> qRegs, Value q2) {
     Value negInf = f32(-std::numeric_limits<double>::infinity());
+    // K's fragments (B of Q x K^T: K's rows as its columns), for each 16 of
+    // the depth the four 8 x 8 matrices (keys 0-7 and 8-15, each at depth
+    // 0-7 and 8-15 of the 16): one ldmatrix, each lane's registers by the
+    // MMA's B layout as they are.
+    SmallVector<SmallVector<Value, 4>> kRegs;
+    for (int64_t kk = 0; kk < a.depth / 16; ++kk)
+      kRegs.push_back(ldmatrix(kTile, /*transpose=*/false, 4,
+                               [&](int64_t i) -> std::pair<int64_t, int64_t> {
+                                 return {8 * (i / 2), kk * 16 + 8 * (i % 2)};
+                               }));
     Scores x;
     for (int64_t nt = 0; nt < 2; ++nt) {
-      Value key = clamp(add(arith::AddIOp::create(b, loc, j0, g), nt * 8),
-                        a.keys);
       SmallVector<Value> acc(4, f32(0)), out;
       for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
-        SmallVector<Value, 2> regs;
-        for (int64_t r = 0; r < 2; ++r) {
-          Value col = add(q2, kk * 16 + 8 * r);
-          regs.push_back(kPair(key, col));
-        }
+        SmallVector<Value, 2> regs = {kRegs[kk][2 * nt], kRegs[kk][2 * nt + 1]};
         mma(qRegs[kk], regs, acc, out);
         acc = out;
       }
@@ -947,6 +970,113 @@ private:
       }
     }
     return x;
+  }
+
+  /// V's fragments (B of P x V) for each 8 of its columns: the two 8 x 8
+  /// matrices of keys 0-7 and 8-15 at those columns, transposed as they
+  /// load (the MMA's B register pairs run along the keys); two column
+  /// tiles an ldmatrix, the last alone when their count is odd.
+  SmallVector<SmallVector<Value, 2>> vFragments(int64_t outTiles) {
+    SmallVector<SmallVector<Value, 2>> regs;
+    for (int64_t dt = 0; dt < outTiles; dt += 2) {
+      int64_t count = std::min<int64_t>(outTiles - dt, 2) * 2;
+      SmallVector<Value, 4> loaded = ldmatrix(
+          vTile, /*transpose=*/true, count,
+          [&](int64_t i) -> std::pair<int64_t, int64_t> {
+            return {8 * (i % 2), 8 * (dt + i / 2)};
+          });
+      for (int64_t t = 0; t < count / 2; ++t)
+        regs.push_back({loaded[2 * t], loaded[2 * t + 1]});
+    }
+    return regs;
+  }
+
+  /// `count` 8 x 8 matrices of `tile` by one warp's nvgpu.ldmatrix, matrix
+  /// i's top left corner at `corner(i)` (row, column): lane l gives the
+  /// address of row l % 8 of matrix l / 8 (lanes past the matrices repeat
+  /// the first ones). Each matrix's register as the MMA takes it.
+  SmallVector<Value, 4>
+  ldmatrix(Value tile, bool transpose, int64_t count,
+           function_ref<std::pair<int64_t, int64_t>(int64_t)> corner) {
+    // The lane's matrix, as a select over the (static) corners.
+    Value matrix = arith::RemUIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, lane, c(8)), c(count));
+    Value row = arith::RemUIOp::create(b, loc, lane, c(8));
+    Value top = c(corner(0).first), left = c(corner(0).second);
+    for (int64_t i = 1; i < count; ++i) {
+      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       matrix, c(i));
+      top = arith::SelectOp::create(b, loc, is, c(corner(i).first), top);
+      left = arith::SelectOp::create(b, loc, is, c(corner(i).second), left);
+    }
+    Value r = arith::AddIOp::create(b, loc, top, row);
+    auto type = VectorType::get({count, 2}, a.half);
+    Value loaded = nvgpu::LdMatrixOp::create(b, loc, type, tile,
+                                             ValueRange{r, left}, transpose,
+                                             static_cast<uint32_t>(count));
+    SmallVector<Value, 4> regs;
+    for (int64_t i = 0; i < count; ++i) {
+      Value pair = vector::ExtractOp::create(b, loc, loaded,
+                                             ArrayRef<int64_t>{i});
+      if (a.half.isBF16()) {
+        Value word = vector::BitCastOp::create(
+            b, loc, VectorType::get({1}, b.getI32Type()), pair);
+        pair = vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0});
+      }
+      regs.push_back(pair);
+    }
+    return regs;
+  }
+
+  /// The block's threads load rows j0 ... j0 + 15 of `loop` (keys; clamped
+  /// into the keys) of `op`'s `operand`, each `cols` long along `colLoop`,
+  /// at the block's batch entry, into `tile`: 16-byte runs, one a thread
+  /// (a vector load where the operand holds them side by side, else eight
+  /// 16-bit loads).
+  void fillTile(Value tile, linalg::LinalgOp op, OpOperand *operand,
+                ArrayRef<std::pair<unsigned, Value>> batch, unsigned loop,
+                unsigned colLoop, int64_t cols, Value j0, Value thread) {
+    int64_t perRow = cols / kChunk, chunks = kKeys * perRow;
+    int64_t threads = kWarps * 32;
+    bool vectors = contiguous(op, operand, colLoop, kChunk);
+    auto chunkType = VectorType::get({kChunk}, a.half);
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value chunk = add(thread, first);
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if (first + threads > chunks) { // some threads have no chunk
+        Value has = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                          chunk, c(chunks));
+        auto inside = scf::IfOp::create(b, loc, has, false);
+        guard.emplace(b);
+        b.setInsertionPointToStart(inside.thenBlock());
+      }
+      Value row = arith::DivUIOp::create(b, loc, chunk, c(perRow));
+      Value col = arith::MulIOp::create(
+          b, loc, arith::RemUIOp::create(b, loc, chunk, c(perRow)), c(kChunk));
+      Value key = clamp(arith::AddIOp::create(b, loc, j0, row), a.keys);
+      SmallVector<std::pair<unsigned, Value>> at(batch);
+      at.push_back({loop, key});
+      if (vectors) {
+        at.push_back({colLoop, col});
+        Value run = vector::LoadOp::create(
+            b, loc, chunkType, operand->get(),
+            operandIndices(b, loc, op.getMatchingIndexingMap(operand),
+                           pointOf(op, at)),
+            /*nontemporal=*/false, llvm::MaybeAlign(16));
+        // 16-byte aligned: the tile is (cleave-align-workgroup-buffers),
+        // its rows are a whole number of runs, and col is a run's start.
+        vector::StoreOp::create(b, loc, run, tile, ValueRange{row, col},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+        continue;
+      }
+      for (int64_t e = 0; e < kChunk; ++e) {
+        Value colE = add(col, e);
+        auto atE = at;
+        atE.push_back({colLoop, colE});
+        memref::StoreOp::create(b, loc, load(op, operand, atE), tile,
+                                ValueRange{row, colE});
+      }
+    }
   }
 
   /// The maximum of row half `h`'s scores over its four lanes.

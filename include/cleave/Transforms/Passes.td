@@ -1011,12 +1011,16 @@ def CleaveAttentionToGpu
     attention's key/value heads and groups, batch x heads), and their
     buffers serve nothing else, they become one `gpu.launch`: a block per
     64 queries of one batch entry and head, a warp per 16 queries, the keys
-    taken 16 at a time. In each step the warp computes its scores with
+    taken 16 at a time. In each step the block's threads load the step's
+    keys of K (and, in the second pass, of V) into shared memory, 16 bytes
+    a thread, and each warp reads its MMA operands from there with
+    `nvgpu.ldmatrix` (V's transposed); the warp computes its scores with
     `nvvm.mma.sync` (m16n8k16, bf16 pairs in an i32 or f16 pairs in a
     vector<2xf16>, float32 accumulators) over the head
     dimension and applies the elementwise ops to them in registers. A first
     pass over the keys finds each row's maximum (the row's four lanes meet
-    by `gpu.shuffle xor`) and sum; a second computes each probability as
+    by `gpu.shuffle xor`) and sum, and where the row's live keys end; a
+    second, up to the block's last live key, computes each probability as
     the IR does (exponential, the softmax's last op, rounded to 16 bits) and
     adds the step's probabilities times V with another MMA. The output is
     stored, rounded to 16 bits where an elementwise rounding was its one
@@ -1033,7 +1037,8 @@ def CleaveAttentionToGpu
                            "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
                            "mlir::arith::ArithDialect", "mlir::math::MathDialect",
                            "mlir::memref::MemRefDialect",
-                           "mlir::vector::VectorDialect"];
+                           "mlir::vector::VectorDialect",
+                           "mlir::nvgpu::NVGPUDialect"];
 }
 
 def CleaveMapRowsToGpu
