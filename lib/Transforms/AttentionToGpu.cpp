@@ -6,8 +6,9 @@
 // probabilities by V) and makes it one gpu.launch in the manner of
 // FlashAttention: a block per 64 queries of one batch entry and head, a
 // warp per 16 queries, the keys visited 16 at a time with a running maximum
-// and sum, both GEMMs on tensor cores (mma.sync m16n8k16), so that the
-// scores never reach global memory.
+// and sum (each step's keys of K and V staged in shared memory by the whole
+// block and read by the warps with ldmatrix), both GEMMs on tensor cores
+// (mma.sync m16n8k16), so that the scores never reach global memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -520,8 +521,8 @@ private:
   Location loc;
   Value batchLinear;            // the block's batch entry, linear
   SmallVector<Value> batchIdx; // the same as the softmax's loops
+  Value lane; // the thread's place in its warp
   Value g, q; // the lane's group (lane / 4) and place in it (lane % 4)
-  Value lane;
   // Shared memory: a step's 16 keys of K (16 x depth) and of V (16 x
   // width), which the block's threads load together and its warps read
   // with ldmatrix.
