@@ -509,7 +509,7 @@ public:
           auto self = cast<gpu::LaunchOp>(kb.getBlock()->getParentOp());
           kTile = self.getWorkgroupAttributions()[0];
           vTile = self.getWorkgroupAttributions()[1];
-          body(block, thread, tiles);
+          body(block, thread, rows, tiles);
         },
         TypeRange{tileType(a.depth), tileType(a.width)});
     kernel->setAttr(kKernelKindAttr, b.getStringAttr("attention"));
@@ -719,9 +719,14 @@ private:
     return x;
   }
 
-  void body(Value block, Value thread, int64_t tiles) {
-    Value tile = arith::RemUIOp::create(b, loc, block, c(tiles));
-    batchLinear = arith::DivUIOp::create(b, loc, block, c(tiles));
+  void body(Value block, Value thread, int64_t entries, int64_t tiles) {
+    // The last tiles of queries first: under a causal mask they see the
+    // most keys, and blocks start roughly in order, so the short ones fill
+    // the last wave.
+    Value tile = arith::SubIOp::create(
+        b, loc, c(tiles - 1),
+        arith::DivUIOp::create(b, loc, block, c(entries)));
+    batchLinear = arith::RemUIOp::create(b, loc, block, c(entries));
     batchIdx = delinearize(b, loc, batchLinear, a.batch);
     Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
     lane = arith::RemUIOp::create(b, loc, thread, c(32));
