@@ -43,6 +43,8 @@ constexpr int64_t kChunk = 8;        // 16-bit elements a 16-byte access moves
 // Shared tiles' rows are padded by one chunk: the 8 rows an ldmatrix reads
 // at once then start on 8 different 16-byte bank groups.
 constexpr int64_t kPad = kChunk;
+// A 16-key tile's rows padded by one chunk: a chunk a thread of the block.
+static_assert(kKeys * kChunk == kWarps * 32);
 
 /// The readers and writers of `root` (through its views) that are not
 /// views or deallocations.
@@ -407,7 +409,7 @@ private:
         a.internal.push_back(cleave::viewedBuffer(out));
       }
     }
-    return a.depth % 16 == 0 && a.width % 8 == 0 && a.depth <= 256 &&
+    return a.depth % 8 == 0 && a.width % 8 == 0 && a.depth <= 256 &&
            a.width <= 256 && a.queries >= kRowsPerWarp;
   }
 
@@ -511,7 +513,7 @@ public:
           vTile = self.getWorkgroupAttributions()[1];
           body(block, thread, rows, tiles);
         },
-        TypeRange{tileType(a.depth), tileType(a.width)});
+        TypeRange{tileType(deepSteps() * 16), tileType(a.width)});
     kernel->setAttr(kKernelKindAttr, b.getStringAttr("attention"));
   }
 
@@ -529,6 +531,9 @@ private:
   Value kTile, vTile;
 
   Value c(int64_t v) { return index(b, loc, v); }
+  /// The scores' MMAs along the depth: 16 deep each, the last perhaps half
+  /// past it.
+  int64_t deepSteps() const { return (a.depth + 15) / 16; }
   Value f32(double v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   }
@@ -763,14 +768,27 @@ private:
     auto loadV = [&](Value j0) {
       fillTile(vTile, g2, vIn, g2Batch, a.v.k, a.v.n, a.width, j0, thread);
     };
+    // Q's registers; where the depth is not a multiple of 16, the last
+    // MMA's columns 8-15 are past it: zeros, as are K's tile columns there
+    // (written once; the steps' loads leave them).
     SmallVector<SmallVector<Value, 4>> qRegs;
-    for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
+    for (int64_t kk = 0; kk < deepSteps(); ++kk) {
       SmallVector<Value, 4> regs;
       for (int64_t r = 0; r < 4; ++r) {
-        Value col = add(q2, kk * 16 + 8 * (r / 2));
-        regs.push_back(qPair(readRows[r % 2], col));
+        int64_t group = kk * 16 + 8 * (r / 2);
+        regs.push_back(group < a.depth
+                           ? qPair(readRows[r % 2], add(q2, group))
+                           : pack(f32(0), f32(0)));
       }
       qRegs.push_back(regs);
+    }
+    if (a.depth % 16) {
+      // 16 rows of 8 zeros: one element a thread (static_assert above).
+      Value row = arith::DivUIOp::create(b, loc, thread, c(kChunk));
+      Value col = add(arith::RemUIOp::create(b, loc, thread, c(kChunk)),
+                      a.depth);
+      Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(a.half));
+      memref::StoreOp::create(b, loc, zero, kTile, ValueRange{row, col});
     }
 
     // First pass over the keys: each of the lane's two rows' maximum and
@@ -953,7 +971,7 @@ private:
     // 0-7 and 8-15 of the 16): one ldmatrix, each lane's registers by the
     // MMA's B layout as they are.
     SmallVector<SmallVector<Value, 4>> kRegs;
-    for (int64_t kk = 0; kk < a.depth / 16; ++kk)
+    for (int64_t kk = 0; kk < deepSteps(); ++kk)
       kRegs.push_back(ldmatrix(kTile, /*transpose=*/false, 4,
                                [&](int64_t i) -> std::pair<int64_t, int64_t> {
                                  return {8 * (i / 2), kk * 16 + 8 * (i % 2)};
@@ -961,7 +979,7 @@ private:
     Scores x;
     for (int64_t nt = 0; nt < 2; ++nt) {
       SmallVector<Value> acc(4, f32(0)), out;
-      for (int64_t kk = 0; kk < a.depth / 16; ++kk) {
+      for (int64_t kk = 0; kk < deepSteps(); ++kk) {
         SmallVector<Value, 2> regs = {kRegs[kk][2 * nt], kRegs[kk][2 * nt + 1]};
         mma(qRegs[kk], regs, acc, out);
         acc = out;

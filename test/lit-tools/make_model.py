@@ -33,6 +33,8 @@ Kinds:
              (IsNaN, Where), times V
   attention-core-uneven
              the same with 70 queries, 5 keys, heads of 48, V of 16
+  attention-core-narrow
+             the same with heads of 24 (not a multiple of 16), V of 8
   attention-core-long
              the same with 150 queries and keys, the mask's -inf -1e9 (as
              bench/gpt2_stack.py writes it)
@@ -389,6 +391,8 @@ if __name__ == "__main__":
              "attention-core": attention_core,
              "attention-core-uneven": lambda out: attention_core(
                  out, queries=70, keys=5, depth=48, width=16),
+             "attention-core-narrow": lambda out: attention_core(
+                 out, depth=24, width=8),
              "attention-core-long": lambda out: attention_core(
                  out, queries=150, keys=150, masked=-1e9)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:

@@ -1028,9 +1028,10 @@ def CleaveAttentionToGpu
     statistics never reach global memory. Deallocations between the first
     member and the kernel move after it.
 
-    Head dimensions must be multiples of 16 (V's of 8) up to 256, with at
-    least 16 queries; keys may be any number (the last step's missing keys
-    count as -infinity). Not matched: float32 operands, and decoding steps
+    Head dimensions must be multiples of 8 up to 256 (Q's and K's past a
+    multiple of 16 are padded with zeros to the MMA's 16), with at least
+    16 queries; keys may be any number (the last step's missing keys count
+    as -infinity). Not matched: float32 operands, and decoding steps
     (one query).
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
