@@ -122,8 +122,10 @@ public:
           uniform.map(launch.getBlockSize().y, one);
           uniform.map(launch.getBlockSize().z, one);
           for (auto [buffer, alloca] :
-               llvm::zip(launch.getWorkgroupAttributions(), shared))
+               llvm::zip(launch.getWorkgroupAttributions(), shared)) {
             uniform.map(buffer, alloca);
+            poison(bb, alloca);
+          }
           emitSteps(bb, *steps, uniform);
           scf::YieldOp::create(bb, loc);
         });
@@ -256,6 +258,41 @@ private:
     default:
       return FloatType();
     }
+  }
+
+  /// Fills a block's shared buffer with what a kernel must not read before
+  /// writing it: NaN (floats), all ones (integers). A GPU's shared memory
+  /// starts undefined; the last block's values, or zeros, would hide such
+  /// a read.
+  void poison(OpBuilder &b, Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    Type element = type.getElementType();
+    TypedAttr value;
+    if (auto f = dyn_cast<FloatType>(element))
+      value = b.getFloatAttr(f, APFloat::getQNaN(f.getFloatSemantics()));
+    else if (auto i = dyn_cast<IntegerType>(element))
+      value = b.getIntegerAttr(i, APInt::getAllOnes(i.getWidth()));
+    else
+      return;
+    Value poisoned = arith::ConstantOp::create(b, loc, value);
+    SmallVector<Value> indices;
+    std::function<void(OpBuilder &, unsigned)> nest = [&](OpBuilder &nb,
+                                                           unsigned d) {
+      if (d == type.getRank()) {
+        memref::StoreOp::create(nb, loc, poisoned, buffer, indices);
+        return;
+      }
+      scf::ForOp::create(nb, loc, index(nb, loc, 0),
+                         index(nb, loc, type.getDimSize(d)), index(nb, loc, 1),
+                         ValueRange{},
+                         [&](OpBuilder &lb, Location, Value i, ValueRange) {
+                           indices.push_back(i);
+                           nest(lb, d + 1);
+                           indices.pop_back();
+                           scf::YieldOp::create(lb, loc);
+                         });
+    };
+    nest(b, 0);
   }
 
   /// The step of the op in a cut block that holds `op`.

@@ -42,11 +42,15 @@ func.func @row_sums(%x: memref<4x8xf32>, %out: memref<4xf32>) {
 // -----
 
 // Tests that shared memory becomes one CPU buffer of its shape, allocated
-// before the loop over blocks: each thread writes its slot, and after the
-// barrier each reads its neighbour's.
+// before the loop over blocks and filled with NaN as each block starts (a
+// read before a write then shows in the outputs): each thread writes its
+// slot, and after the barrier each reads its neighbour's.
 // CHECK-LABEL: func.func @shared_row
 // CHECK: %[[ROW:.*]] = memref.alloca() : memref<8xf32>
 // CHECK: scf.for
+// CHECK: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to
+// CHECK-NEXT: memref.store %[[NAN]], %[[ROW]][%[[I]]] : memref<8xf32>
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to
 // CHECK: memref.store %{{.*}}, %[[ROW]][%[[T]]] : memref<8xf32>
 // CHECK: scf.for %[[T2:.*]] = %{{.*}} to

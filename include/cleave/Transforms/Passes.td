@@ -979,7 +979,9 @@ def CleaveEmulateGpuKernels
     matrix i, the elements (l / 4, 2 (l % 4) + {0, 1}) (transposed: (2 (l
     % 4) + {0, 1}, l / 4)), row r read where lane 8 i + r's indices point.
     Workgroup (shared) memory is one CPU buffer
-    that each block uses in turn.
+    that each block uses in turn, filled with NaN (integers: all ones) as
+    each block starts: a GPU's shared memory starts undefined, and a read
+    before a write then shows in the outputs.
 
     Only synchronous one-dimensional launches with a constant block size,
     all-reduces by a named operation, xor shuffles, warp ops in blocks of
