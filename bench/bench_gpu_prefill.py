@@ -109,8 +109,10 @@ def tflops(flops, ms):
     return flops / (ms * 1e-3) / 1e12
 
 
-def time_cleave(kit, bundle, hidden, out, runs):
-    result = run_bundle(bundle, {"hidden": hidden}, out, kit, ["--bench", str(runs)])
+def time_cleave(kit, bundle, inputs, out, runs):
+    """p50 of a bundle's program's --bench, given its inputs' .npy paths by
+    name; its outputs are written to `out`."""
+    result = run_bundle(bundle, inputs, out, kit, ["--bench", str(runs)])
     if result.returncode != 0:
         raise RuntimeError(f"{bundle}: {result.stderr.strip()}")
     return float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
@@ -177,8 +179,8 @@ def main():
         out = os.path.join(work, precision)
         results[precision] = time_cleave(args.kit,
                                          os.path.join(args.kit, f"prefill-{precision}"),
-                                         os.path.join(work, "hidden.npy"), out,
-                                         args.runs)
+                                         {"hidden": os.path.join(work, "hidden.npy")},
+                                         out, args.runs)
         print(f"Cleave {precision}: p50 {results[precision]:.3f} ms ({tokens}); "
               f"{tflops(flops, results[precision]):.3g} TFLOP/s of GEMM work",
               flush=True)

@@ -20,6 +20,9 @@
 # 3. The GPT-2-medium-shaped prefill (bench/bench_gpu_prefill.py): Cleave
 #    float32 and bf16 against PyTorch eager on the same GPU; then where each
 #    one's time goes (cleave-run --profile, torch.profiler) in profile-*.txt.
+# 4. Attention alone at that shape (bench/bench_gpu_attention.py): Cleave's
+#    bf16 kernel against its cuBLASLt GEMMs path and PyTorch's
+#    scaled_dot_product_attention (causal) and eager ops, outputs compared.
 #
 # Usage: scripts/gpu-check.sh [OUT_DIR]
 set -uo pipefail
@@ -75,6 +78,8 @@ if [ -f "$kit_archive" ]; then
   python3 scripts/gpu_kit.py check "$kit" "$out/cases" 2>&1 | tee "$out/cases.log" || status=1
   echo "== GPT-2-medium-shaped prefill against PyTorch eager"
   python3 bench/bench_gpu_prefill.py "$kit" --runs 20 --profile-dir "$out" 2>&1 | tee "$out/prefill.txt" || status=1
+  echo "== Attention alone at the prefill's shape against PyTorch"
+  python3 bench/bench_gpu_attention.py "$kit" --runs 20 2>&1 | tee "$out/attention.txt" || status=1
 else
   echo "gpu-check: no $kit_archive (python3 scripts/gpu_kit.py prepare build/gpu-kit): kit checks skipped" | tee "$out/cases.log"
 fi
@@ -82,7 +87,8 @@ fi
   echo "gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
   cat "$out/gpu.txt"
   grep -hE "TFLOP/s|bf16 peak|passed|FAILED|WRONG|p50|max \|diff\||skipped|error" \
-    "$out/gemm.txt" "$out/torch.txt" "$out/cases.log" "$out/prefill.txt" 2>/dev/null
+    "$out/gemm.txt" "$out/torch.txt" "$out/cases.log" "$out/prefill.txt" \
+    "$out/attention.txt" 2>/dev/null
 } > "$out/summary.txt"
 cat "$out/summary.txt"
 exit $status

@@ -6,8 +6,8 @@ OpenBLAS, so everything that can be done beforehand is done here:
 
   gpu_kit.py prepare KIT [--target cuda|cpu] [--prefill-layers N] [--bin DIR]
       packs KIT.tar.xz (what the device tool carries) after it compiles the
-      check cases (below) and the GPT-2-medium-shaped prefill
-      bundles with build/bin/cleave-compile, saves each case's inputs, ONNX
+      check cases (below), the GPT-2-medium-shaped prefill bundles and
+      the same shape's attention alone with build/bin/cleave-compile, saves each case's inputs, ONNX
       Runtime's outputs (with GEMM operands rounded for 16-bit cases, and the
       float32 ones) and the CPU single-rank program's outputs, and copies the
       shared libraries the programs need that a CUDA machine may lack
@@ -22,7 +22,9 @@ OpenBLAS, so everything that can be done beforehand is done here:
       status 1 if any case fails.
 
 scripts/gpu-check.sh unpacks the kit and runs the check;
-bench/bench_gpu_prefill.py times the prefill bundles against PyTorch eager.
+bench/bench_gpu_prefill.py times the prefill bundles against PyTorch eager;
+bench/bench_gpu_attention.py the attention bundles against PyTorch's
+scaled_dot_product_attention.
 """
 import argparse
 import json
@@ -238,6 +240,21 @@ def prepare(kit, target, prefill_layers):
                            [f"--target={target}"] + flags)
     with open(os.path.join(kit, "prefill.json"), "w") as f:
         json.dump(prefill, f, indent=1)
+
+    # Attention alone at the prefill's shape (bench/bench_gpu_attention.py):
+    # the bf16 kernel, and the two cuBLASLt GEMMs around a softmax kernel.
+    attention = os.path.join(kit, "attention")
+    os.makedirs(attention)
+    model_path = os.path.join(attention, "model.onnx")
+    subprocess.run([sys.executable,
+                    os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
+                    "attention-core-medium", model_path], check=True)
+    for name, flags in (("bf16", ["--precision=bf16"]),
+                        ("bf16-gemms", ["--precision=bf16",
+                                        "--gpu-attention=gemms"])):
+        print(f"gpu_kit: attention bundle, {name}", flush=True)
+        compile_bundle(model_path, os.path.join(attention, name), {},
+                       [f"--target={target}"] + flags)
 
     copy_libraries(os.path.join(kit, "cases", CASES[0][0], "bundle", "program"),
                    os.path.join(kit, "lib"))

@@ -38,6 +38,9 @@ Kinds:
   attention-core-long
              the same with 150 queries and keys, the mask's -inf -1e9 (as
              bench/gpt2_stack.py writes it)
+  attention-core-medium
+             the same at the GPT-2-medium prefill's shape: 4 x 16 heads of
+             64, 1024 queries and keys (bench/bench_gpu_attention.py)
   attention-merged-1
              the same on x[1,8,32]: heads alone merged with the batch of one
              ([4,8,8]), and the products' result reshaped to [1,4,8,8], as
@@ -307,14 +310,14 @@ def attention_mqa(out, layers=1):
 
 
 def attention_core(out, queries=40, keys=40, depth=32, width=24,
-                   masked=-np.inf):
-    """Attention alone on inputs q [2, 3, queries, depth], k [2, 3, keys,
-    depth] and v [2, 3, keys, width]: Q K^T / sqrt(depth) plus a mask of
+                   masked=-np.inf, batch=2, heads=3):
+    """Attention alone on inputs q [batch, heads, queries, depth], k [batch,
+    heads, keys, depth] and v [batch, heads, keys, width] (by default 2 x
+    3): Q K^T / sqrt(depth) plus a mask of
     `masked` above the diagonal (a Constant), Softmax, its NaNs replaced by 0
     (IsNaN and Where, as PyTorch's exporter writes
     scaled_dot_product_attention), times V. By default 40 queries and keys:
     neither a whole number of 64-query blocks nor of 16-key steps."""
-    batch, heads = 2, 3
     mask = np.triu(np.full((queries, keys), masked, np.float32), 1)[None, None]
     nodes = [
         helper.make_node("Constant", [], ["mask"],
@@ -394,7 +397,10 @@ if __name__ == "__main__":
              "attention-core-narrow": lambda out: attention_core(
                  out, depth=24, width=8),
              "attention-core-long": lambda out: attention_core(
-                 out, queries=150, keys=150, masked=-1e9)}
+                 out, queries=150, keys=150, masked=-1e9),
+             "attention-core-medium": lambda out: attention_core(
+                 out, queries=1024, keys=1024, depth=64, width=64, masked=-1e9,
+                 batch=4, heads=16)}
     if len(sys.argv) != 3 or sys.argv[1] not in kinds:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
