@@ -22,7 +22,6 @@ missing, as in test/GPU/kit.test).
 
 Usage: bench_gpu_attention.py KIT [--runs N] [--device cuda|cpu] [--skip-torch]
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
-from bench_gpu_prefill import tflops, time_cleave, time_eager  # noqa: E402
+from bench_gpu_prefill import kit_parser, tflops, time_cleave, time_eager  # noqa: E402
 
 SHAPE = (4, 16, 1024, 64)  # batch, heads, tokens, head size
 AGREE = 2e-2               # of the largest |value|
@@ -52,11 +51,7 @@ def agreement(name, a, b):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kit")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--device", default="cuda",
-                        help="PyTorch's device; cpu tries a CPU kit here")
+    parser = kit_parser(__doc__)
     parser.add_argument("--skip-torch", action="store_true",
                         help="Cleave's programs only")
     args = parser.parse_args()

@@ -150,12 +150,19 @@ def profile_eager(torch, run, path):
     print(f"PyTorch eager bf16 profile: {path}", flush=True)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+def kit_parser(description):
+    """The arguments the kit's benchmarks share: the unpacked kit, runs per
+    timing, and PyTorch's device."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("kit")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--device", default="cuda",
                         help="PyTorch's device; cpu tries a CPU kit here")
+    return parser
+
+
+def main():
+    parser = kit_parser(__doc__)
     parser.add_argument("--profile-dir",
                         help="also profile each program and eager bf16 into DIR")
     args = parser.parse_args()
