@@ -43,7 +43,8 @@ constexpr int64_t kChunk = 8;        // 16-bit elements a 16-byte access moves
 // Shared tiles' rows are padded by one chunk: the 8 rows an ldmatrix reads
 // at once then start on 8 different 16-byte bank groups.
 constexpr int64_t kPad = kChunk;
-// A 16-key tile's rows padded by one chunk: a chunk a thread of the block.
+// K's padding past a depth that is not a multiple of 16 (16 rows of a
+// chunk) is zeroed one element a thread.
 static_assert(kKeys * kChunk == kWarps * 32);
 
 /// The readers and writers of `root` (through its views) that are not
@@ -524,7 +525,7 @@ private:
   Value batchLinear;            // the block's batch entry, linear
   SmallVector<Value> batchIdx; // the same as the softmax's loops
   Value lane; // the thread's place in its warp
-  Value g, q; // the lane's group (lane / 4) and place in it (lane % 4)
+  Value q2;   // 2 (lane % 4): the lane's first column in MMA fragments
   // Shared memory: a step's 16 keys of K (16 x depth) and of V (16 x
   // width), which the block's threads load together and its warps read
   // with ldmatrix.
@@ -735,9 +736,9 @@ private:
     batchIdx = delinearize(b, loc, batchLinear, a.batch);
     Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
     lane = arith::RemUIOp::create(b, loc, thread, c(32));
-    g = arith::DivUIOp::create(b, loc, lane, c(4));
-    q = arith::RemUIOp::create(b, loc, lane, c(4));
-    Value q2 = arith::MulIOp::create(b, loc, q, c(2));
+    Value g = arith::DivUIOp::create(b, loc, lane, c(4)); // the lane's group
+    q2 = arith::MulIOp::create(b, loc,
+                               arith::RemUIOp::create(b, loc, lane, c(4)), c(2));
     Value rowBase = arith::AddIOp::create(
         b, loc,
         arith::MulIOp::create(b, loc, tile, c(kWarps * kRowsPerWarp)),
@@ -748,13 +749,12 @@ private:
     rows[1] = add(rows[0], 8);
     Value readRows[2] = {clamp(rows[0], a.queries), clamp(rows[1], a.queries)};
 
-    // Q's fragments, for each 16 of the depth.
     linalg::LinalgOp g1 = a.scores, g2 = a.values;
     OpOperand *qIn = inputUsing(g1, a.q.m), *kIn = inputUsing(g1, a.q.n);
     OpOperand *vIn = inputUsing(g2, a.v.n);
     SmallVector<std::pair<unsigned, Value>> g1Batch = batchLoops(g1),
                                             g2Batch = batchLoops(g2);
-    // Q's and K's registers: elements (col, col + 1) of the depth.
+    // Q's register of elements (col, col + 1) of the depth.
     auto qPair = [&](Value row, Value col) {
       SmallVector<std::pair<unsigned, Value>> at(g1Batch);
       at.push_back({a.q.m, row});
@@ -816,7 +816,7 @@ private:
           gpu::BarrierOp::create(b, loc);
           loadK(j0);
           gpu::BarrierOp::create(b, loc);
-          Scores x = scores(j0, readRows, qRegs, q2);
+          Scores x = scores(j0, readRows, qRegs);
           Value live = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
           SmallVector<Value> next;
           for (int64_t h = 0; h < 2; ++h) {
@@ -863,7 +863,7 @@ private:
           loadK(j0);
           loadV(j0);
           gpu::BarrierOp::create(b, loc);
-          Scores x = scores(j0, readRows, qRegs, q2);
+          Scores x = scores(j0, readRows, qRegs);
           Value p[2][4];
           for (int64_t nt = 0; nt < 2; ++nt)
             for (int64_t i = 0; i < 4; ++i)
@@ -964,7 +964,7 @@ private:
   };
 
   Scores scores(Value j0, Value readRows[2],
-                ArrayRef<SmallVector<Value, 4>> qRegs, Value q2) {
+                ArrayRef<SmallVector<Value, 4>> qRegs) {
     Value negInf = f32(-std::numeric_limits<double>::infinity());
     // K's fragments (B of Q x K^T: K's rows as its columns), for each 16 of
     // the depth the four 8 x 8 matrices (keys 0-7 and 8-15, each at depth
@@ -1128,23 +1128,6 @@ private:
   }
 };
 
-/// Erases `root` when nothing but views and deallocations use it.
-void eraseIfDead(Value root) {
-  auto alloc = root.getDefiningOp<memref::AllocOp>();
-  if (!alloc || !usersOf(root).empty())
-    return;
-  SmallVector<Value> views = cleave::viewsOf(root);
-  for (Value view : llvm::reverse(views))
-    for (Operation *user : llvm::make_early_inc_range(view.getUsers()))
-      if (isa<memref::DeallocOp>(user))
-        user->erase();
-  for (Value view : llvm::reverse(views))
-    if (view != root && view.use_empty())
-      view.getDefiningOp()->erase();
-  if (root.use_empty())
-    alloc->erase();
-}
-
 struct AttentionToGpuPass
     : cleave::impl::CleaveAttentionToGpuBase<AttentionToGpuPass> {
   void runOnOperation() override {
@@ -1179,7 +1162,7 @@ struct AttentionToGpuPass
       for (Operation *fill : a->fills)
         fill->erase();
       for (Value root : a->internal)
-        eraseIfDead(root);
+        cleave::eraseIfDead(root);
     }
   }
 };
