@@ -2,7 +2,8 @@
 //
 // See Passes.td. Each gpu.launch becomes a loop over its blocks; inside, the
 // body is cut into steps at the ops that need every thread of the block (or
-// of a warp) at once: barriers, all-reduces, shuffles and warp MMAs. A run of
+// of a warp) at once: barriers, all-reduces, shuffles, warp MMAs and
+// ldmatrix. A run of
 // other ops is a loop over the block's threads; a loop whose body has such
 // ops is one loop, the same for every thread, whose body is cut again. A
 // value one step computes and another reads goes through a per-thread slot.
@@ -24,6 +25,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+
+#include <numeric>
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEEMULATEGPUKERNELS
@@ -275,24 +278,22 @@ private:
     else
       return;
     Value poisoned = arith::ConstantOp::create(b, loc, value);
-    SmallVector<Value> indices;
-    std::function<void(OpBuilder &, unsigned)> nest = [&](OpBuilder &nb,
-                                                           unsigned d) {
-      if (d == type.getRank()) {
-        memref::StoreOp::create(nb, loc, poisoned, buffer, indices);
-        return;
-      }
-      scf::ForOp::create(nb, loc, index(nb, loc, 0),
-                         index(nb, loc, type.getDimSize(d)), index(nb, loc, 1),
-                         ValueRange{},
-                         [&](OpBuilder &lb, Location, Value i, ValueRange) {
-                           indices.push_back(i);
-                           nest(lb, d + 1);
-                           indices.pop_back();
-                           scf::YieldOp::create(lb, loc);
-                         });
-    };
-    nest(b, 0);
+    // The buffer is an alloca of static shape: one loop over its elements,
+    // through a one-dimensional view where it has more dimensions.
+    Value flat = buffer;
+    if (type.getRank() > 1) {
+      ReassociationIndices all(type.getRank());
+      std::iota(all.begin(), all.end(), 0);
+      flat = memref::CollapseShapeOp::create(
+          b, loc, buffer, ArrayRef<ReassociationIndices>{all});
+    }
+    scf::ForOp::create(b, loc, index(b, loc, 0),
+                       index(b, loc, type.getNumElements()), index(b, loc, 1),
+                       ValueRange{},
+                       [&](OpBuilder &lb, Location, Value i, ValueRange) {
+                         memref::StoreOp::create(lb, loc, poisoned, flat, i);
+                         scf::YieldOp::create(lb, loc);
+                       });
   }
 
   /// The step of the op in a cut block that holds `op`.
@@ -437,11 +438,11 @@ private:
       Value bounds[] = {loop.getLowerBound(), loop.getUpperBound(),
                         loop.getStep()};
       Value atFirst[] = {lower, upper, stride};
-      for (auto [bound, first] : llvm::zip(bounds, atFirst))
+      for (auto [bound, expected] : llvm::zip(bounds, atFirst))
         same = arith::AndIOp::create(
             tb, loc, same,
             arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::eq,
-                                  valueAt(tb, bound, map, thread), first));
+                                  valueAt(tb, bound, map, thread), expected));
       cf::AssertOp::create(tb, loc, same,
                            "cleave-emulate-gpu-kernels: the threads of a "
                            "block disagree on the bounds of a loop around "
