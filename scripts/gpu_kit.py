@@ -6,9 +6,9 @@ OpenBLAS, so everything that can be done beforehand is done here:
 
   gpu_kit.py prepare KIT [--target cuda|cpu] [--prefill-layers N] [--bin DIR]
       packs KIT.tar.xz (what the device tool carries) after it compiles the
-      check cases (below), the GPT-2-medium-shaped prefill bundles and
-      the same shape's attention alone with build/bin/cleave-compile, saves each case's inputs, ONNX
-      Runtime's outputs (with GEMM operands rounded for 16-bit cases, and the
+      check cases (below), the GPT-2-medium-shaped prefill bundles and the
+      same shape's attention alone with build/bin/cleave-compile, saves each
+      case's inputs, ONNX Runtime's outputs (with GEMM operands rounded for 16-bit cases, and the
       float32 ones) and the CPU single-rank program's outputs, and copies the
       shared libraries the programs need that a CUDA machine may lack
       (OpenBLAS, MPICH, libomp, ...) and MPICH's launcher into KIT/lib and
@@ -156,6 +156,20 @@ def copy_libraries(program, lib):
             shutil.copy(os.path.realpath(parts[2]), os.path.join(lib, parts[0]))
 
 
+# A bf16 program's two ways of computing attention: one tensor-core kernel,
+# and two cuBLASLt GEMMs around a softmax kernel (the same run compares
+# them).
+BF16_ATTENTION = (("bf16", ["--precision=bf16"]),
+                  ("bf16-gemms", ["--precision=bf16", "--gpu-attention=gemms"]))
+
+
+def make_model(kind, path):
+    """Writes the lit tests' make_model.py model `kind` to `path`."""
+    subprocess.run([sys.executable,
+                    os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
+                    kind, path], check=True)
+
+
 def prepare(kit, target, prefill_layers):
     import onnx
     import onnxruntime as ort
@@ -184,9 +198,7 @@ def prepare(kit, target, prefill_layers):
             # A model the lit tests' make_model.py writes, kept in the case.
             os.makedirs(case)
             model_path = os.path.join(case, "model.onnx")
-            subprocess.run([sys.executable,
-                            os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
-                            model_file.split(":", 1)[1], model_path], check=True)
+            make_model(model_file.split(":", 1)[1], model_path)
         model = onnx.load(model_path)
         arithmetic = [f"--precision={precision}"] if precision else []
         compile_bundle(model_path, os.path.join(case, "bundle"), shapes,
@@ -229,29 +241,19 @@ def prepare(kit, target, prefill_layers):
         make_stack(model_path, prefill["layers"], prefill["batch"], prefill["seq"],
                    external=True, seed=prefill["seed"], shape="medium",
                    tile=prefill["tile"])
-        # bf16-gemms: attention as two cuBLASLt GEMMs around a softmax
-        # kernel, not one tensor-core kernel (the same run compares them).
-        for name, flags in (("f32", ["--precision=f32"]),
-                            ("bf16", ["--precision=bf16"]),
-                            ("bf16-gemms", ["--precision=bf16",
-                                            "--gpu-attention=gemms"])):
+        for name, flags in (("f32", ["--precision=f32"]),) + BF16_ATTENTION:
             print(f"gpu_kit: prefill bundle, {name}", flush=True)
             compile_bundle(model_path, os.path.join(kit, f"prefill-{name}"), {},
                            [f"--target={target}"] + flags)
     with open(os.path.join(kit, "prefill.json"), "w") as f:
         json.dump(prefill, f, indent=1)
 
-    # Attention alone at the prefill's shape (bench/bench_gpu_attention.py):
-    # the bf16 kernel, and the two cuBLASLt GEMMs around a softmax kernel.
+    # Attention alone at the prefill's shape (bench/bench_gpu_attention.py).
     attention = os.path.join(kit, "attention")
     os.makedirs(attention)
     model_path = os.path.join(attention, "model.onnx")
-    subprocess.run([sys.executable,
-                    os.path.join(ROOT, "test", "lit-tools", "make_model.py"),
-                    "attention-core-medium", model_path], check=True)
-    for name, flags in (("bf16", ["--precision=bf16"]),
-                        ("bf16-gemms", ["--precision=bf16",
-                                        "--gpu-attention=gemms"])):
+    make_model("attention-core-medium", model_path)
+    for name, flags in BF16_ATTENTION:
         print(f"gpu_kit: attention bundle, {name}", flush=True)
         compile_bundle(model_path, os.path.join(attention, name), {},
                        [f"--target={target}"] + flags)
