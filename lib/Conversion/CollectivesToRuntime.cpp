@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Support/Dtype.h"
@@ -234,7 +235,7 @@ struct LowerCollectivesPass
     record(op, inType, outType);
     func::FuncOp f = declare(cleave::runtimeFunction(name, target), unranked, 2, args.size() - 2);
     auto call = func::CallOp::create(b, loc, f, args);
-    call->setAttr("cleave.collective", b.getStringAttr(op->getName().stripDialect()));
+    call->setAttr(kCollectiveAttrName, b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
         b, loc, outType, out, /*restrict=*/true, /*writable=*/true);
     op->getResult(0).replaceAllUsesWith(result);

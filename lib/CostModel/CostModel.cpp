@@ -1,8 +1,8 @@
 //===- CostModel.cpp - What an op costs, and how long it takes -------------===//
 
 #include "cleave/CostModel/CostModel.h"
+#include "cleave/Support/Attributes.h"
 
-#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Support/Dtype.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

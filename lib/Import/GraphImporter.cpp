@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Support/Attributes.h"
+
 #include "GraphImporter.h"
 
 #include "ModelLoader.h"
@@ -675,7 +677,7 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
 static void collectShardingSpecs(const onnx::ModelProto &model,
                                  ImportExtras &extras) {
   for (const auto &prop : model.metadata_props())
-    if (prop.key() == "cleave.mesh")
+    if (prop.key() == kMeshMetadataKey)
       extras.mesh = prop.value();
   for (const onnx::NodeProto &node : model.graph().node())
     for (const auto &config : node.device_configurations()) {
@@ -726,7 +728,7 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   module->getOperation()->setAttr(
-      "cleave.onnx_opset", opBuilder.getI64IntegerAttr(opsets.lookup("")));
+      kOnnxOpsetAttrName, opBuilder.getI64IntegerAttr(opsets.lookup("")));
   opBuilder.setInsertionPointToEnd(module->getBody());
 
   SmallVector<Type> argTypes;

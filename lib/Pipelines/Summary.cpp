@@ -1,8 +1,8 @@
 //===- Summary.cpp - A human-readable summary of a compiled module --------===//
 
 #include "cleave/Pipelines/Summary.h"
+#include "cleave/Support/Attributes.h"
 
-#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Support/Dtype.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -1,6 +1,7 @@
 //===- Annotate.cpp - Writing sharding hints into an ONNX model ------------===//
 
 #include "cleave/Sharding/Annotate.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/Import/ModelFile.h"
 #include "cleave/Sharding/OnnxSharding.h"
@@ -153,13 +154,13 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
     config->add_device("rank" + std::to_string(r));
   bool found = false;
   for (auto &prop : *model->mutable_metadata_props())
-    if (prop.key() == "cleave.mesh") {
+    if (prop.key() == kMeshMetadataKey) {
       prop.set_value(mesh.str());
       found = true;
     }
   if (!found) {
     auto *prop = model->add_metadata_props();
-    prop->set_key("cleave.mesh");
+    prop->set_key(kMeshMetadataKey.str());
     prop->set_value(mesh.str());
   }
   if (model->ir_version() < 11)

@@ -29,7 +29,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Plan.h"
 #include "cleave/Support/Parameters.h"
 #include "cleave/Support/OnnxNode.h"

@@ -1,8 +1,8 @@
 //===- Plan.cpp - From sharding hints to shard dialect annotations ---------===//
 
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/Attributes.h"
 
-#include "cleave/Import/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

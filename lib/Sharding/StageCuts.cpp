@@ -1,6 +1,7 @@
 //===- StageCuts.cpp - Pipeline cuts the user fixes ------------------------===//
 
 #include "cleave/Sharding/StageCuts.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/Support/OnnxNode.h"
 

@@ -22,8 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Plan.h"
+#include "cleave/Support/Attributes.h"
 #include "cleave/Support/Parameters.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

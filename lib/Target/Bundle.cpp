@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Target/Bundle.h"
+#include "cleave/Support/Attributes.h"
 
 #include "LlvmEmitter.h"
 
@@ -66,7 +67,7 @@ static uint64_t activationPeak(func::FuncOp main) {
 /// The module's `cleave.pipeline` plan (pipeline-lower-stages), if any.
 static PipelineSignature pipelineOf(ModuleOp module) {
   PipelineSignature p;
-  auto plan = module->getAttrOfType<DictionaryAttr>("cleave.pipeline");
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
   if (!plan)
     return p;
   p.axis = plan.getAs<IntegerAttr>("axis").getInt();
@@ -119,7 +120,7 @@ static LogicalResult describeParameter(BufferSignature &buffer,
   if (auto groups = attrs.getAs<DenseI64ArrayAttr>(kColumnGroupsAttrName))
     buffer.columnGroups.assign(groups.asArrayRef().begin(),
                                groups.asArrayRef().end());
-  if (auto stages = attrs.getAs<DenseI64ArrayAttr>("cleave.stages"))
+  if (auto stages = attrs.getAs<DenseI64ArrayAttr>(kStagesAttrName))
     buffer.stages.assign(stages.asArrayRef().begin(),
                          stages.asArrayRef().end());
   if (auto origin = attrs.getAs<StringAttr>(kShardingOriginAttrName))
@@ -241,38 +242,38 @@ static std::string encodeName(StringRef name) {
 static std::string descriptorText(const ModelSignature &signature) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "cleave-model " << CLEAVE_ABI_VERSION << "\n";
-  os << "weights " << signature.weightChecksums.size();
+  os << CLEAVE_DESC_HEADER " " << CLEAVE_ABI_VERSION << "\n";
+  os << CLEAVE_DESC_WEIGHTS " " << signature.weightChecksums.size();
   for (auto [bytes, checksum] :
        llvm::zip(signature.weightFileBytes, signature.weightChecksums))
     os << " " << bytes << " " << llvm::format_hex_no_prefix(checksum, 16);
   os << "\n";
   const PipelineSignature &pipeline = signature.pipeline;
   if (pipeline.stages > 1 || pipeline.microbatches > 1) {
-    os << "pipeline " << pipeline.axis << " " << pipeline.stages << " "
+    os << CLEAVE_DESC_PIPELINE " " << pipeline.axis << " " << pipeline.stages << " "
        << pipeline.microbatches;
     for (double s : pipeline.seconds)
       os << " " << llvm::formatv("{0:e}", s * pipeline.microbatches);
     os << "\n";
   }
-  os << "writer " << signature.writerRank << "\n";
+  os << CLEAVE_DESC_WRITER " " << signature.writerRank << "\n";
   if (!signature.mesh.axisSizes.empty()) {
-    os << "mesh " << signature.mesh.rankCount() << " "
+    os << CLEAVE_DESC_MESH " " << signature.mesh.rankCount() << " "
        << signature.mesh.axisSizes.size();
     for (int64_t size : signature.mesh.axisSizes)
       os << " " << size;
     os << "\n";
     for (const auto &group : signature.commGroups) {
-      os << "group " << group.size();
+      os << CLEAVE_DESC_GROUP " " << group.size();
       for (int16_t axis : group)
         os << " " << axis;
       os << "\n";
     }
   }
   for (const BufferSignature &b : signature.buffers) {
-    os << (b.kind == BufferSignature::Kind::Input   ? "input"
-           : b.kind == BufferSignature::Kind::Param ? "param"
-                                                    : "output")
+    os << (b.kind == BufferSignature::Kind::Input   ? CLEAVE_DESC_INPUT
+           : b.kind == BufferSignature::Kind::Param ? CLEAVE_DESC_PARAM
+                                                    : CLEAVE_DESC_OUTPUT)
        << " " << encodeName(b.name) << " " << b.dtype << " " << b.shape.size();
     for (int64_t d : b.shape)
       os << " " << d;

@@ -1,6 +1,7 @@
 //===- AnnotateCosts.cpp - The cost model's estimate on every op -----------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/CostModel/CostModel.h"
 
@@ -42,9 +43,9 @@ struct AnnotateCostsPass
         cleave::OpCost cost = cleave::estimateCost(&op);
         total += cost;
         seconds += parsed->seconds(cost);
-        op.setAttr("cleave.cost", costAttr(b, cost, parsed->seconds(cost)));
+        op.setAttr(kCostAttrName, costAttr(b, cost, parsed->seconds(cost)));
       }
-    func->setAttr("cleave.cost", costAttr(b, total, seconds));
+    func->setAttr(kCostAttrName, costAttr(b, total, seconds));
   }
 };
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/CostModel/StagePartition.h"
@@ -50,7 +51,7 @@ struct AnnotateStagesPass
     // `stages:` hints and pipeline_stage fields); a stage starts at the
     // node's first op.
     llvm::DenseSet<size_t> fixedAt;
-    if (auto starts = func->getAttrOfType<ArrayAttr>("cleave.stage_starts"))
+    if (auto starts = func->getAttrOfType<ArrayAttr>(kStageStartsAttrName))
       for (auto node : starts.getAsRange<StringAttr>()) {
         auto it = llvm::find_if(ops, [&](Operation *op) {
           return cleave::onnxNodeName(op->getLoc()) == node.getValue();
@@ -74,7 +75,7 @@ struct AnnotateStagesPass
     auto isParam = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &block &&
-             func.getArgAttr(arg.getArgNumber(), "cleave.param");
+             func.getArgAttr(arg.getArgNumber(), kParamAttrName);
     };
     for (auto [i, op] : llvm::enumerate(ops)) {
       cleave::OpCost cost = cleave::estimateCost(op);
@@ -92,7 +93,7 @@ struct AnnotateStagesPass
         }
       });
       problem.params.push_back(std::move(params));
-      if ((op->hasAttr("cleave.stage_start") || fixedAt.contains(i)) && i > 0)
+      if ((op->hasAttr(kStageStartAttrName) || fixedAt.contains(i)) && i > 0)
         problem.fixedCuts.push_back(i);
       // A result live from op i to its last user crosses every cut between.
       for (Value result : op->getResults()) {
@@ -117,16 +118,16 @@ struct AnnotateStagesPass
     Builder b(&getContext());
     for (size_t s = 0; s < stages; ++s)
       for (size_t i = plan->begin[s]; i < plan->begin[s + 1]; ++i)
-        ops[i]->setAttr("cleave.stage", b.getI64IntegerAttr(s));
+        ops[i]->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
     auto doubles = [&](ArrayRef<double> values) {
       SmallVector<Attribute> attrs;
       for (double v : values)
         attrs.push_back(b.getF64FloatAttr(v));
       return b.getArrayAttr(attrs);
     };
-    func->setAttr("cleave.stage_seconds", doubles(plan->seconds));
-    func->setAttr("cleave.stage_memory", doubles(plan->memory));
-    func->setAttr("cleave.cut_bytes", doubles(plan->cutBytes));
+    func->setAttr(kStageSecondsAttrName, doubles(plan->seconds));
+    func->setAttr(kStageMemoryAttrName, doubles(plan->memory));
+    func->setAttr(kCutBytesAttrName, doubles(plan->cutBytes));
   }
 };
 

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "BufferViews.h"
 #include "Gemms.h"
@@ -515,7 +516,7 @@ public:
           body(block, thread, rows, tiles);
         },
         TypeRange{tileType(deepSteps() * 16), tileType(a.width)});
-    kernel->setAttr(kKernelKindAttr, b.getStringAttr("attention"));
+    kernel->setAttr(kKernelKindAttrName, b.getStringAttr("attention"));
   }
 
 private:

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "BufferViews.h"
 #include "GpuKernelBuilder.h"
@@ -59,7 +60,7 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
             auto alloca = memref::AllocaOp::create(
                 lb, loc,
                 MemRefType::get({buffer.slice}, buffer.type.getElementType()));
-            alloca->setAttr(kRowBufferAttr, lb.getUnitAttr());
+            alloca->setAttr(kRowBufferAttrName, lb.getUnitAttr());
             memory.rows[buffer.root] = alloca;
           }
           for (linalg::GenericOp op : chain.members)

@@ -46,11 +46,6 @@ struct Memory {
                      mlir::Value memref, mlir::ValueRange indices) const;
 };
 
-/// The attribute naming a gpu.launch's kind (a string, e.g. "attention"):
-/// cleave-name-kernels puts it first in the kernel's name, so that profiles
-/// and counts tell such kernels apart.
-inline constexpr llvm::StringLiteral kKernelKindAttr = "cleave.kernel";
-
 /// Plain memref.load and memref.store.
 const Memory &globalMemory();
 

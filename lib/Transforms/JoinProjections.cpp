@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Support/Attributes.h"
 #include "cleave/Support/Parameters.h"
 #include "cleave/Transforms/Passes.h"
 
@@ -116,7 +116,7 @@ JoinKey keyOf(func::FuncOp func, Projection p) {
           elementOf(p.weight),
           elementOf(p.gemm.getResult(0)),
           elementOf(p.bias),
-          func.getArgAttr(p.weight.getArgNumber(), "cleave.stages"),
+          func.getArgAttr(p.weight.getArgNumber(), kStagesAttrName),
           p.gemm->getBlock(),
           bool(p.transpose)};
 }
@@ -219,8 +219,8 @@ struct JoinProjectionsPass
                        b.getDenseI64ArrayAttr(widths)),
         b.getNamedAttr(cleave::kJoinedAxisAttrName, b.getI64IntegerAttr(axis))};
     if (Attribute stages =
-            func.getArgAttr(parts.front().getArgNumber(), "cleave.stages"))
-      joinedAttrs.push_back(b.getNamedAttr("cleave.stages", stages));
+            func.getArgAttr(parts.front().getArgNumber(), kStagesAttrName))
+      joinedAttrs.push_back(b.getNamedAttr(kStagesAttrName, stages));
     unsigned index = parts.front().getArgNumber();
     auto type = cast<RankedTensorType>(parts.front().getType());
     SmallVector<int64_t> shape(type.getShape());

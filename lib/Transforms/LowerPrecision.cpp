@@ -11,6 +11,7 @@
 #include "Gemms.h"
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -88,7 +89,7 @@ struct LowerPrecisionPass
     // Parameters every use of which ends in a GEMM operand.
     SmallVector<Type> argTypes(func.getArgumentTypes());
     for (BlockArgument arg : func.getArguments()) {
-      if (!func.getArgAttr(arg.getArgNumber(), "cleave.param") ||
+      if (!func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
           !isF32Tensor(arg))
         continue;
       SmallVector<Operation *> chain;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/Sharding/Grid.h"
 #include "cleave/Support/OnnxNode.h"

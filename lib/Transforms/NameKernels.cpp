@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "cleave/Support/OnnxNode.h"
 
@@ -57,7 +58,7 @@ std::string kernelName(gpu::LaunchOp launch) {
   }
   // A kernel of a kind a pass marked (cleave.kernel) says so first.
   std::string kind;
-  if (auto attr = launch->getAttrOfType<StringAttr>(cleave::gpu_kernel::kKernelKindAttr))
+  if (auto attr = launch->getAttrOfType<StringAttr>(cleave::kKernelKindAttrName))
     kind = sanitize(attr.getValue()) + "_";
   if (parts.empty())
     return kind + "kernel";

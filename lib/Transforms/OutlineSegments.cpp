@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "BufferViews.h"
 #include "RowChains.h"
@@ -52,7 +53,7 @@ bool isConstant(Operation *op) {
 bool copiedIntoSegments(Operation *op) {
   return isConstant(op) ||
          (op && isa<memref::AllocaOp>(op) &&
-          op->hasAttr(cleave::row_chains::kRowBufferAttr));
+          op->hasAttr(cleave::kRowBufferAttrName));
 }
 
 /// Whether `op`, an op of the block, lies in the segment.

@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
-#include "cleave/Import/OnnxImporter.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEOUTPUTSTOARGUMENTS

@@ -1,8 +1,8 @@
 //===- PinArgumentShardings.cpp - One sharding per tensor argument ---------===//
 
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Support/Attributes.h"
 
-#include "cleave/Import/OnnxImporter.h"
 #include "cleave/Sharding/Grid.h"
 
 namespace cleave {

@@ -45,12 +45,6 @@ bool writesRowsElsewhere(mlir::linalg::GenericOp op, mlir::OpOperand &out,
 /// erases the members: for a pass that has built their work there.
 void replaceMembers(Chain &chain, mlir::Operation *after);
 
-/// Marks the stack buffers of one row that cleave-fuse-rows makes: scratch
-/// for one loop nest (written there before it is read, dead after it), so a
-/// pass that moves the nest away from the buffer may give it a copy of its
-/// own (cleave-outline-segments does).
-inline constexpr llvm::StringLiteral kRowBufferAttr = "cleave.row_buffer";
-
 /// A buffer a chain writes in its rows, in place, that a pass may hold one
 /// row of at a time (in shared memory, on the stack): static, contiguous,
 /// with the rows in front.

@@ -50,7 +50,7 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
     fields >> kind;
     if (kind.empty())
       continue;
-    if (kind == "cleave-model") {
+    if (kind == CLEAVE_DESC_HEADER) {
       int version = 0;
       fields >> version;
       if (version != CLEAVE_ABI_VERSION)
@@ -60,7 +60,7 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
       sawHeader = true;
       continue;
     }
-    if (kind == "weights") {
+    if (kind == CLEAVE_DESC_WEIGHTS) {
       size_t ranks = 0;
       fields >> ranks;
       for (size_t r = 0; r < ranks; ++r) {
@@ -74,13 +74,13 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
         throw RuntimeError("malformed model descriptor line '" + line + "'");
       continue;
     }
-    if (kind == "writer") {
+    if (kind == CLEAVE_DESC_WRITER) {
       fields >> desc.writer;
       if (!fields)
         throw RuntimeError("malformed model descriptor line '" + line + "'");
       continue;
     }
-    if (kind == "pipeline") {
+    if (kind == CLEAVE_DESC_PIPELINE) {
       fields >> desc.stageAxis >> desc.stages >> desc.microbatches;
       if (!fields)
         throw RuntimeError("malformed model descriptor line '" + line + "'");
@@ -89,7 +89,7 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
         desc.stageSeconds.push_back(seconds);
       continue;
     }
-    if (kind == "mesh") {
+    if (kind == CLEAVE_DESC_MESH) {
       size_t axes = 0;
       fields >> desc.ranks >> axes;
       desc.meshSizes.resize(axes);
@@ -99,7 +99,7 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
         throw RuntimeError("malformed model descriptor line '" + line + "'");
       continue;
     }
-    if (kind == "group") {
+    if (kind == CLEAVE_DESC_GROUP) {
       size_t axes = 0;
       fields >> axes;
       std::vector<int> group(axes);
@@ -111,11 +111,11 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
       continue;
     }
     BufferDesc b;
-    if (kind == "input")
+    if (kind == CLEAVE_DESC_INPUT)
       b.kind = BufferKind::Input;
-    else if (kind == "param")
+    else if (kind == CLEAVE_DESC_PARAM)
       b.kind = BufferKind::Param;
-    else if (kind == "output")
+    else if (kind == CLEAVE_DESC_OUTPUT)
       b.kind = BufferKind::Output;
     else
       throw RuntimeError("malformed model descriptor line '" + line + "'");

@@ -9,6 +9,7 @@
 #include "Pipeline/Transforms/Passes.h"
 
 #include "cleave/CostModel/CostModel.h"
+#include "cleave/Support/Attributes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -42,7 +43,7 @@ struct FormStagesPass
     for (Operation &op : block.without_terminator()) {
       if (cleave::isFreeToRecompute(&op))
         continue;
-      auto mark = op.getAttrOfType<IntegerAttr>("cleave.stage");
+      auto mark = op.getAttrOfType<IntegerAttr>(cleave::kStageAttrName);
       if (!mark) {
         op.emitError("has no cleave.stage mark; run cleave-annotate-stages first");
         return signalPassFailure();
@@ -127,10 +128,10 @@ struct FormStagesPass
         inside.map(v, body->addArgument(v.getType(), v.getLoc()));
       OpBuilder inner = OpBuilder::atBlockEnd(body);
       for (Operation *c : constants)
-        inner.clone(*c, inside)->removeAttr("cleave.stage");
+        inner.clone(*c, inside)->removeAttr(cleave::kStageAttrName);
       for (Operation *op : ops) {
         Operation *copy = inner.clone(*op, inside);
-        copy->removeAttr("cleave.stage");
+        copy->removeAttr(cleave::kStageAttrName);
       }
       SmallVector<Value> yielded;
       for (Value r : results)

@@ -13,6 +13,7 @@
 
 #include "Pipeline/Transforms/Passes.h"
 
+#include "cleave/Support/Attributes.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
@@ -33,10 +34,6 @@ using namespace mlir;
 using namespace cleave::pipeline;
 
 namespace {
-
-constexpr StringLiteral kParamAttr = "cleave.param";
-constexpr StringLiteral kStagesAttr = "cleave.stages";
-constexpr StringLiteral kPipelineAttr = "cleave.pipeline";
 
 /// `type` with dimension 0 multiplied by `factor`.
 RankedTensorType scaleBatch(RankedTensorType type, int64_t factor) {
@@ -86,7 +83,7 @@ private:
   bool isParam(Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && arg.getOwner() == &func.getBody().front() &&
-           func.getArgAttr(arg.getArgNumber(), kParamAttr);
+           func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
   }
 
   func::FuncOp func;
@@ -272,7 +269,7 @@ LogicalResult Lowering::run() {
     for (auto [s, stage] : llvm::enumerate(stages))
       if (llvm::is_contained(stage.getInputs(), arg))
         readers.push_back(s);
-    func.setArgAttr(arg.getArgNumber(), kStagesAttr,
+    func.setArgAttr(arg.getArgNumber(), cleave::kStagesAttrName,
                     attrs.getDenseI64ArrayAttr(readers));
   }
 
@@ -344,7 +341,7 @@ LogicalResult Lowering::run() {
       attrs.getNamedAttr("microbatches", attrs.getI64IntegerAttr(microbatches)),
       attrs.getNamedAttr("transfers", attrs.getArrayAttr(transfers)),
   };
-  for (StringRef name : {"cleave.stage_seconds", "cleave.stage_memory"})
+  for (StringRef name : {cleave::kStageSecondsAttrName, cleave::kStageMemoryAttrName})
     if (Attribute a = func->getAttr(name))
       plan.push_back(attrs.getNamedAttr(name.drop_front(strlen("cleave.stage_")), a));
   planAttr = attrs.getDictionaryAttr(plan);
@@ -373,7 +370,7 @@ struct LowerStagesPass
           stages.push_back(stage);
       if (stages.empty())
         continue;
-      if (module->hasAttr(kPipelineAttr)) {
+      if (module->hasAttr(cleave::kPipelineAttrName)) {
         emitError(func.getLoc(), "a second function with pipeline stages; only one "
                        "program per module is supported");
         return signalPassFailure();
@@ -400,7 +397,7 @@ struct LowerStagesPass
       Lowering lowering(func, std::move(stages), grid, axis, microbatches);
       if (failed(lowering.run()))
         return signalPassFailure();
-      module->setAttr(kPipelineAttr, lowering.plan());
+      module->setAttr(cleave::kPipelineAttrName, lowering.plan());
     }
   }
 };

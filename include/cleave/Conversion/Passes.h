@@ -12,14 +12,6 @@
 
 namespace cleave {
 
-/// Module attribute listing the communicator groups, each an array of grid
-/// axes; a collective's group id is its position in the list.
-inline constexpr llvm::StringLiteral kCommGroupsAttrName = "cleave.comm_groups";
-/// Module attribute listing every lowered collective (not the point-to-point
-/// transfers, which `cleave.pipeline` lists) for the plan report:
-/// {kind, axes, bytes, node} per collective, in program order.
-inline constexpr llvm::StringLiteral kCollectivesAttrName = "cleave.collectives";
-
 #define GEN_PASS_DECL
 #include "cleave/Conversion/Passes.h.inc"
 

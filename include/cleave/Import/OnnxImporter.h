@@ -24,16 +24,6 @@
 
 namespace cleave {
 
-/// Argument and result attribute names on the imported `@main`.
-inline constexpr llvm::StringLiteral kInputAttrName = "cleave.input";
-inline constexpr llvm::StringLiteral kParamAttrName = "cleave.param";
-inline constexpr llvm::StringLiteral kOutputAttrName = "cleave.output";
-/// Argument attribute of a parameter that is a block of the model's tensor
-/// named by `cleave.param`: [dimension, offset], the argument's shape giving
-/// the block's size (a part of a fused projection the megatron preset gave a
-/// GEMM of its own).
-inline constexpr llvm::StringLiteral kParamBlockAttrName = "cleave.param_block";
-
 struct ImportOptions {
   /// Full static shapes for graph inputs, by input name (--input-shape).
   std::map<std::string, llvm::SmallVector<int64_t>> inputShapes;

@@ -29,14 +29,6 @@
 
 namespace cleave {
 
-/// Module attribute holding the mesh (`dp=2,tp=2`), axes in grid order; it
-/// outlives the grid, which is gone once the collectives are lowered.
-inline constexpr llvm::StringLiteral kMeshAttrName = "cleave.mesh";
-
-/// Argument attribute: why an argument is split as it is (for the report).
-inline constexpr llvm::StringLiteral kShardingOriginAttrName =
-    "cleave.sharding_origin";
-
 /// Split axes per dimension, as grid axis indices.
 using SplitAxes = llvm::SmallVector<llvm::SmallVector<int16_t>>;
 

@@ -20,9 +20,6 @@
 
 namespace cleave {
 
-/// The @main attribute listing the ONNX nodes where stages 1, 2, ... start.
-inline constexpr llvm::StringLiteral kStageStartsAttrName = "cleave.stage_starts";
-
 /// Records the fixed cuts for `stages` stages: from `hints` when there are
 /// any, else from the model's (node, pipeline_stage) pairs. Errors name the
 /// hint or node: a hint no node matches, a stage beyond the pp axis, more

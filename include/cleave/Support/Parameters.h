@@ -9,7 +9,7 @@
 #ifndef CLEAVE_SUPPORT_PARAMETERS_H
 #define CLEAVE_SUPPORT_PARAMETERS_H
 
-#include "cleave/Import/OnnxImporter.h"
+#include "cleave/Support/Attributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

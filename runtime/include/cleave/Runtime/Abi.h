@@ -49,6 +49,18 @@
 #define CLEAVE_ABI_MODEL_DESC "cleave_model_desc"
 #define CLEAVE_ABI_MODEL_RUN "cleave_model_run"
 
+/* The first word of each line of cleave_model_desc (see above): the bundle
+ * writes them, the runtime's descriptor parser reads them. */
+#define CLEAVE_DESC_HEADER "cleave-model"
+#define CLEAVE_DESC_WEIGHTS "weights"
+#define CLEAVE_DESC_WRITER "writer"
+#define CLEAVE_DESC_INPUT "input"
+#define CLEAVE_DESC_PARAM "param"
+#define CLEAVE_DESC_OUTPUT "output"
+#define CLEAVE_DESC_MESH "mesh"
+#define CLEAVE_DESC_GROUP "group"
+#define CLEAVE_DESC_PIPELINE "pipeline"
+
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
 /* GEMMs on 16-bit operands with a float32 result (--precision): this name,
