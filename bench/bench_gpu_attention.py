@@ -18,7 +18,7 @@ must agree within 2e-2 of the largest value (a kernel computing wrong rows or
 keys would not); exit status 1 if they do not.
 
 --skip-torch runs Cleave's two programs only (a dry run where PyTorch is
-missing, as in test/GPU/kit.test).
+missing, as in test/Codegen/CUDA/kit.test).
 
 Usage: bench_gpu_attention.py KIT [--runs N] [--device cuda|cpu] [--skip-torch]
 """

@@ -43,8 +43,8 @@ import sys
 import export_hf_models as hf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "test", "GPU"))
-import count_kernels  # noqa: E402  (test/GPU: what the lit tests count)
+                                "..", "test", "Codegen", "CUDA"))
+import count_kernels  # noqa: E402  (test/Codegen/CUDA: what the lit tests count)
 
 VOCAB = hf.VOCAB
 
@@ -154,7 +154,7 @@ def check_gpu(path, shapes, int_high, work, bin_dir, dims=(), values=(),
     the GPU kernels run on the CPU match ONNX Runtime). The bundle is built
     to the end (ptxas, link) in one compile that also keeps the lowered
     module, where the kernels and cuBLASLt calls are counted (as
-    test/GPU/kernels.test does). `dims` (NAME=N) size named dimensions,
+    test/Codegen/CUDA/kernels.test does). `dims` (NAME=N) size named dimensions,
     `values` (NAME=V,...) choose inputs (check_model.py --input-values).
     With a 16-bit `precision` both compile with it and the check takes
     check_model.py's rounded-operand reference."""

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -12,7 +12,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEDECOMPOSECONCATS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -7,13 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
 
 #include "llvm/ADT/BitVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEDROPRETURNEDARGUMENTS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

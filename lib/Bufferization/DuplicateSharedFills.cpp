@@ -7,13 +7,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEDUPLICATESHAREDFILLS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
 
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -14,7 +14,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEFREEBUFFERS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

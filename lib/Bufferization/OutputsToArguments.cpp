@@ -10,13 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEOUTPUTSTOARGUMENTS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -6,14 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/Passes.h"
 
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEAPPROXIMATEMATH
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "BufferViews.h"
+#include "cleave/Codegen/BufferViews.h"
 
 #include "cleave/Support/Reshapes.h"
 

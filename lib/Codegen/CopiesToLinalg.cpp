@@ -1,10 +1,10 @@
 //===- CopiesToLinalg.cpp - memref.copy as linalg.copy --------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/Passes.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVECOPIESTOLINALG
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -12,10 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/Passes.h"
 
-#include "BufferViews.h"
-#include "Gemms.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Support/Gemms.h"
 
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Runtime/GemmLayout.h"
@@ -29,7 +29,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVELINALGTOBLAS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -270,13 +270,18 @@ std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
 struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
   using Base::Base;
 
+  /// The `target` option, checked.
+  cleave::Target targetKind = cleave::Target::CPU;
+
   void runOnOperation() override {
-    if (target != "cpu" && target != "cuda") {
+    std::optional<cleave::Target> parsed = cleave::parseTarget(target);
+    if (!parsed) {
       getOperation().emitError("cleave-linalg-to-blas: target must be cpu or "
                                "cuda, not '")
           << target << "'";
       return signalPassFailure();
     }
+    targetKind = *parsed;
     // A module pass: it declares the runtime functions it calls, which
     // function passes running side by side must not do.
     ModuleOp module = getOperation();
@@ -369,7 +374,7 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
                            : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
     if (rounding)
       name += CLEAVE_ABI_GEMM_ROUNDED;
-    name = cleave::runtimeFunction(name, target);
+    name = cleave::runtimeFunction(name, targetKind);
     func::FuncOp callee = declareRuntime(module, name, args.size() - 1);
     func::CallOp::create(b, loc, callee, args);
     op->erase();

@@ -1,8 +1,8 @@
 //===- RowChains.cpp - Chains of generics over the same rows --------------===//
 
-#include "RowChains.h"
+#include "cleave/Codegen/RowChains.h"
 
-#include "BufferViews.h"
+#include "cleave/Codegen/BufferViews.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"

@@ -6,19 +6,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 
-#include "BufferViews.h"
-#include "Gemms.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEWRITETRANSPOSED
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

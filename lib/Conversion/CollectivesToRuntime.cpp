@@ -51,13 +51,18 @@ struct LowerCollectivesPass
     : cleave::impl::CleaveLowerCollectivesBase<LowerCollectivesPass> {
   using Base::Base;
 
+  /// The `target` option, checked.
+  cleave::Target targetKind = cleave::Target::CPU;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (target != "cpu" && target != "cuda") {
+    std::optional<cleave::Target> parsed = cleave::parseTarget(target);
+    if (!parsed) {
       module.emitError() << "cleave-lower-collectives: unknown target '"
                          << target << "' (cpu or cuda)";
       return signalPassFailure();
     }
+    targetKind = *parsed;
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
@@ -233,9 +238,9 @@ struct LowerCollectivesPass
       args.push_back(constant(b, loc, groupId(a2a.getGridAxes())));
     }
     record(op, inType, outType);
-    func::FuncOp f = declare(cleave::runtimeFunction(name, target), unranked, 2, args.size() - 2);
+    func::FuncOp f = declare(cleave::runtimeFunction(name, targetKind), unranked, 2, args.size() - 2);
     auto call = func::CallOp::create(b, loc, f, args);
-    call->setAttr(kCollectiveAttrName, b.getStringAttr(op->getName().stripDialect()));
+    call->setAttr(cleave::kCollectiveAttrName, b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
         b, loc, outType, out, /*restrict=*/true, /*writable=*/true);
     op->getResult(0).replaceAllUsesWith(result);
@@ -298,7 +303,7 @@ struct LowerCollectivesPass
     // Not recorded: the plan reports transfers with the pipeline stages.
     func::FuncOp f = declare(
         cleave::runtimeFunction((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
-                                target),
+                                targetKind),
         unranked,
         1, 2);
     func::CallOp::create(b, loc, f,

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -16,7 +16,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEBIASINTOGEMM
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -14,9 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -24,7 +24,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEFUSEELEMENTWISE
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

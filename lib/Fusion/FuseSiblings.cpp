@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -19,7 +19,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEFUSESIBLINGS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -8,16 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEGENERALIZEFORFUSION
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

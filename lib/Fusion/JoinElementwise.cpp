@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -22,7 +22,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEJOINELEMENTWISE
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -14,9 +14,9 @@
 
 #include "cleave/Support/Attributes.h"
 #include "cleave/Support/Parameters.h"
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -25,7 +25,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEJOINPROJECTIONS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -116,7 +116,7 @@ JoinKey keyOf(func::FuncOp func, Projection p) {
           elementOf(p.weight),
           elementOf(p.gemm.getResult(0)),
           elementOf(p.bias),
-          func.getArgAttr(p.weight.getArgNumber(), kStagesAttrName),
+          func.getArgAttr(p.weight.getArgNumber(), cleave::kStagesAttrName),
           p.gemm->getBlock(),
           bool(p.transpose)};
 }
@@ -219,8 +219,8 @@ struct JoinProjectionsPass
                        b.getDenseI64ArrayAttr(widths)),
         b.getNamedAttr(cleave::kJoinedAxisAttrName, b.getI64IntegerAttr(axis))};
     if (Attribute stages =
-            func.getArgAttr(parts.front().getArgNumber(), kStagesAttrName))
-      joinedAttrs.push_back(b.getNamedAttr(kStagesAttrName, stages));
+            func.getArgAttr(parts.front().getArgNumber(), cleave::kStagesAttrName))
+      joinedAttrs.push_back(b.getNamedAttr(cleave::kStagesAttrName, stages));
     unsigned index = parts.front().getArgNumber();
     auto type = cast<RankedTensorType>(parts.front().getType());
     SmallVector<int64_t> shape(type.getShape());

@@ -7,13 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Support/Reshapes.h"
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Fusion/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEREFINERESHAPES
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Fusion/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -1,13 +1,13 @@
 //===- AnnotateCosts.cpp - The cost model's estimate on every op -----------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/CostModel/CostModel.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEANNOTATECOSTS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -43,9 +43,9 @@ struct AnnotateCostsPass
         cleave::OpCost cost = cleave::estimateCost(&op);
         total += cost;
         seconds += parsed->seconds(cost);
-        op.setAttr(kCostAttrName, costAttr(b, cost, parsed->seconds(cost)));
+        op.setAttr(cleave::kCostAttrName, costAttr(b, cost, parsed->seconds(cost)));
       }
-    func->setAttr(kCostAttrName, costAttr(b, total, seconds));
+    func->setAttr(cleave::kCostAttrName, costAttr(b, total, seconds));
   }
 };
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/CostModel/CostModel.h"
@@ -16,7 +16,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEANNOTATESTAGES
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -51,7 +51,7 @@ struct AnnotateStagesPass
     // `stages:` hints and pipeline_stage fields); a stage starts at the
     // node's first op.
     llvm::DenseSet<size_t> fixedAt;
-    if (auto starts = func->getAttrOfType<ArrayAttr>(kStageStartsAttrName))
+    if (auto starts = func->getAttrOfType<ArrayAttr>(cleave::kStageStartsAttrName))
       for (auto node : starts.getAsRange<StringAttr>()) {
         auto it = llvm::find_if(ops, [&](Operation *op) {
           return cleave::onnxNodeName(op->getLoc()) == node.getValue();
@@ -75,7 +75,7 @@ struct AnnotateStagesPass
     auto isParam = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
       return arg && arg.getOwner() == &block &&
-             func.getArgAttr(arg.getArgNumber(), kParamAttrName);
+             func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
     };
     for (auto [i, op] : llvm::enumerate(ops)) {
       cleave::OpCost cost = cleave::estimateCost(op);
@@ -93,7 +93,7 @@ struct AnnotateStagesPass
         }
       });
       problem.params.push_back(std::move(params));
-      if ((op->hasAttr(kStageStartAttrName) || fixedAt.contains(i)) && i > 0)
+      if ((op->hasAttr(cleave::kStageStartAttrName) || fixedAt.contains(i)) && i > 0)
         problem.fixedCuts.push_back(i);
       // A result live from op i to its last user crosses every cut between.
       for (Value result : op->getResults()) {
@@ -118,16 +118,16 @@ struct AnnotateStagesPass
     Builder b(&getContext());
     for (size_t s = 0; s < stages; ++s)
       for (size_t i = plan->begin[s]; i < plan->begin[s + 1]; ++i)
-        ops[i]->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
+        ops[i]->setAttr(cleave::kStageAttrName, b.getI64IntegerAttr(s));
     auto doubles = [&](ArrayRef<double> values) {
       SmallVector<Attribute> attrs;
       for (double v : values)
         attrs.push_back(b.getF64FloatAttr(v));
       return b.getArrayAttr(attrs);
     };
-    func->setAttr(kStageSecondsAttrName, doubles(plan->seconds));
-    func->setAttr(kStageMemoryAttrName, doubles(plan->memory));
-    func->setAttr(kCutBytesAttrName, doubles(plan->cutBytes));
+    func->setAttr(cleave::kStageSecondsAttrName, doubles(plan->seconds));
+    func->setAttr(cleave::kStageMemoryAttrName, doubles(plan->memory));
+    func->setAttr(cleave::kCutBytesAttrName, doubles(plan->cutBytes));
   }
 };
 

@@ -7,15 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVECOLLAPSEBATCHGEMMS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -8,16 +8,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Gemms.h"
+#include "cleave/Support/Gemms.h"
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
+#include "cleave/Support/Options.h"
 
 #include "llvm/ADT/SetVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVELOWERPRECISION
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -66,9 +67,10 @@ struct LowerPrecisionPass
     func::FuncOp func = getOperation();
     Builder builder(&getContext());
     Type low;
-    if (type == "bf16")
+    std::optional<cleave::Precision> precision = cleave::parsePrecision(type);
+    if (precision == cleave::Precision::BF16)
       low = builder.getBF16Type();
-    else if (type == "f16")
+    else if (precision == cleave::Precision::F16)
       low = builder.getF16Type();
     if (!low) {
       func.emitError() << "cleave-lower-precision: type must be bf16 or f16, "
@@ -89,7 +91,7 @@ struct LowerPrecisionPass
     // Parameters every use of which ends in a GEMM operand.
     SmallVector<Type> argTypes(func.getArgumentTypes());
     for (BlockArgument arg : func.getArguments()) {
-      if (!func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
+      if (!func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName) ||
           !isF32Tensor(arg))
         continue;
       SmallVector<Operation *> chain;

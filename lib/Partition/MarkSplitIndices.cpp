@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/Sharding/Grid.h"
@@ -22,7 +22,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEMARKSPLITINDICES
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -7,14 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/Sharding/Grid.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEOFFSETSPLITINDICES
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

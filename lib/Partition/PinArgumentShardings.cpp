@@ -1,13 +1,13 @@
 //===- PinArgumentShardings.cpp - One sharding per tensor argument ---------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/Sharding/Grid.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEPINARGUMENTSHARDINGS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 
 #include "cleave/Sharding/Grid.h"
 
@@ -16,7 +16,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEREPLICATEUNREACHED
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -8,14 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include <map>
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVESPLITFUSEDPROJECTIONS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Partition/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -5,9 +5,15 @@
 #include "cleave/Import/OnnxImporter.h"
 #include "Pipeline/IR/PipelineDialect.h"
 #include "Pipeline/Transforms/Passes.h"
+#include "cleave/Bufferization/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
+#include "cleave/Codegen/Passes.h"
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Fusion/Passes.h"
+#include "cleave/Partition/Passes.h"
+#include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Sharding/ShardingModels.h"
-#include "cleave/Transforms/Passes.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -28,9 +34,15 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   registerLinalgShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
-    registerCleavePasses();
+    registerCleavePartitionPasses();
+    registerCleaveFusionPasses();
+    registerCleaveBufferizationPasses();
+    registerCleaveCodegenPasses();
+    registerCleaveCodegenCPUPasses();
+    registerCleaveCodegenCUDAPasses();
     registerCleaveConversionPasses();
     pipeline::registerPipelinePasses();
+    registerPhasePipelines();
     return true;
   }();
   (void)passesRegistered;

@@ -23,7 +23,7 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
   int64_t params = 0, paramBytes = 0;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = cast<ShapedType>(main.getArgument(i).getType());
-    if (auto name = main.getArgAttrOfType<StringAttr>(i, kInputAttrName)) {
+    if (auto name = main.getArgAttrOfType<StringAttr>(i, cleave::kInputAttrName)) {
       os << "input   " << name.getValue() << " : " << type << "\n";
     } else {
       ++params;
@@ -31,7 +31,7 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
     }
   }
   for (unsigned i = 0; i < main.getNumResults(); ++i) {
-    auto name = main.getResultAttrOfType<StringAttr>(i, kOutputAttrName);
+    auto name = main.getResultAttrOfType<StringAttr>(i, cleave::kOutputAttrName);
     os << "output  " << (name ? name.getValue() : "?") << " : "
        << main.getResultTypes()[i] << "\n";
   }

@@ -18,7 +18,6 @@
 #include "cleave/Sharding/Mesh.h"
 #include "cleave/Sharding/Plan.h"
 #include "cleave/Support/Dtype.h"
-#include "cleave/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -531,7 +530,7 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   llvm::json::Object target{{"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
                             {"triple", llvm::sys::getProcessTriple()},
                             {"cpu", llvm::sys::getHostCPUName().str()},
-                            {"precision", options.precision}};
+                            {"precision", precisionName(options.precision).str()}};
   if (!options.cudaRoot.empty())
     target["gpu_arch"] = options.gpuArch;
   llvm::json::Object manifest{

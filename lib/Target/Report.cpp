@@ -86,8 +86,9 @@ std::string cleave::planReport(const ModelSignature &sig,
     os << ", target: cpu (" << llvm::sys::getHostCPUName() << ")";
   else
     os << ", target: cuda (" << options.gpuArch << ")";
-  if (options.precision != "f32")
-    os << ", GEMM operands " << options.precision << " (float32 results)";
+  if (options.precision != Precision::F32)
+    os << ", GEMM operands " << precisionName(options.precision)
+       << " (float32 results)";
   os << "\n\n";
 
   const PipelineSignature &pipe = sig.pipeline;

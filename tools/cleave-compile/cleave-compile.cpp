@@ -116,31 +116,38 @@ cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after this phase and write its IR to -o (default: bundle)"),
     cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
-cl::opt<std::string> target(
-    "target",
-    cl::desc("Code generation target: 'cpu', or 'cuda' (a kernel per fused "
-             "op as a cubin, GEMMs on cuBLASLt, collectives on NCCL, one "
-             "stream; not yet run on a GPU by Cleave's tests)"),
-    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
+cl::opt<Target> target(
+    "target", cl::desc("Code generation target (default cpu)"),
+    cl::values(clEnumValN(Target::CPU, "cpu", "the host CPU"),
+               clEnumValN(Target::CUDA, "cuda",
+                          "a kernel per fused op as a cubin, GEMMs on "
+                          "cuBLASLt, collectives on NCCL, one stream; not yet "
+                          "run on a GPU by Cleave's tests")),
+    cl::init(Target::CPU), cl::cat(category));
 cl::opt<std::string> gpuArch("gpu-arch",
                              cl::desc("The GPU for --target cuda (default sm_90)"),
                              cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
                              cl::cat(category));
-cl::opt<std::string> precision(
+cl::opt<Precision> precision(
     "precision",
-    cl::desc("GEMM operands: 'f32' (default), or 'bf16' / 'f16': GEMMs read "
-             "16-bit operands (weights stored in 16 bits) and accumulate in "
-             "float32; everything else, normalisation statistics included, "
-             "stays float32"),
-    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category));
+    cl::desc("GEMM operands (default f32); with 16 bits, GEMMs read 16-bit "
+             "operands (weights stored in 16 bits) and accumulate in float32; "
+             "everything else, normalisation statistics included, stays "
+             "float32"),
+    cl::values(clEnumValN(Precision::F32, "f32", "float32"),
+               clEnumValN(Precision::BF16, "bf16", "bfloat16"),
+               clEnumValN(Precision::F16, "f16", "float16")),
+    cl::init(Precision::F32), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
-cl::opt<std::string> cpuGemm(
-    "cpu-gemm",
-    cl::desc("float32 GEMMs on the CPU: 'blas' (OpenBLAS, default) or 'loops' "
-             "(compiled like every other op; for comparison)"),
-    cl::value_desc("blas|loops"), cl::init("blas"), cl::cat(category));
+cl::opt<GemmBackend> cpuGemm(
+    "cpu-gemm", cl::desc("float32 GEMMs on the CPU (default blas)"),
+    cl::values(clEnumValN(GemmBackend::Library, "blas",
+                          "the runtime's GEMM kernels and OpenBLAS"),
+               clEnumValN(GemmBackend::Loops, "loops",
+                          "compiled like every other op; for comparison")),
+    cl::init(GemmBackend::Library), cl::cat(category));
 cl::opt<std::string> gpuAttention(
     "gpu-attention",
     cl::desc("With --target cuda (or --gpu-kernels-on-cpu) and --precision "
@@ -302,20 +309,14 @@ int main(int argc, char **argv) {
   if (outputPath.empty())
     return fail("no output given: pass -o OUT");
 
-  if (cpuGemm != "blas" && cpuGemm != "loops")
-    return fail("--cpu-gemm must be 'blas' or 'loops', not '" + cpuGemm + "'");
   if (gpuAttention != "fused" && gpuAttention != "gemms")
     return fail("--gpu-attention must be 'fused' or 'gemms', not '" +
                 gpuAttention + "'");
-  if (target != "cpu" && target != "cuda")
-    return fail("unknown --target '" + target + "' (targets: cpu, cuda)");
-  if (gpuKernelsOnCpu && target != "cpu")
+  if (gpuKernelsOnCpu && target != Target::CPU)
     return fail("--gpu-kernels-on-cpu runs the CUDA kernels on the CPU: it "
-                "needs --target cpu, not '" + target + "'");
+                "needs --target cpu, not '" + targetName(target) + "'");
   if (gpuArch != "sm_80" && gpuArch != "sm_90")
     return fail("--gpu-arch must be sm_80 or sm_90, not '" + gpuArch + "'");
-  if (precision != "f32" && precision != "bf16" && precision != "f16")
-    return fail("--precision must be f32, bf16 or f16, not '" + precision + "'");
   std::optional<Phase> last = parsePhase(compileTo);
   if (!last) {
     std::vector<std::string> names;
@@ -414,7 +415,7 @@ int main(int argc, char **argv) {
   pipelineOptions.gpuKernelsOnCpu = gpuKernelsOnCpu;
   pipelineOptions.fuseAttention = gpuAttention == "fused";
   std::string cudaRoot;
-  if (target == "cuda") {
+  if (target == Target::CUDA) {
     const char *root = std::getenv("CUDA_HOME");
     cudaRoot = root ? root : "/usr/local/cuda";
     SmallString<256> libdevice(cudaRoot);

@@ -12,7 +12,7 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_ROWCHAINS_H
 #define CLEAVE_LIB_TRANSFORMS_ROWCHAINS_H
 
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

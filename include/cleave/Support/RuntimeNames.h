@@ -10,6 +10,7 @@
 #define CLEAVE_SUPPORT_RUNTIMENAMES_H
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Support/Options.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -17,10 +18,9 @@
 
 namespace cleave {
 
-/// The name of the runtime function `cpuName` for `target` ("cpu" or
-/// "cuda").
-inline std::string runtimeFunction(llvm::StringRef cpuName, llvm::StringRef target) {
-  if (target != "cuda" || !cpuName.starts_with(CLEAVE_ABI_PREFIX))
+/// The name of the runtime function `cpuName` for `target`.
+inline std::string runtimeFunction(llvm::StringRef cpuName, Target target) {
+  if (target != Target::CUDA || !cpuName.starts_with(CLEAVE_ABI_PREFIX))
     return cpuName.str();
   return CLEAVE_ABI_CUDA_PREFIX +
          cpuName.drop_front(llvm::StringRef(CLEAVE_ABI_PREFIX).size()).str();

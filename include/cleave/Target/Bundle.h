@@ -14,6 +14,7 @@
 #define CLEAVE_TARGET_BUNDLE_H
 
 #include "cleave/Sharding/Mesh.h"
+#include "cleave/Support/Options.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
@@ -142,8 +143,8 @@ struct BundleOptions {
   /// and the GPU it was compiled for. Empty: a CPU program.
   std::string cudaRoot;
   std::string gpuArch;
-  /// GEMM operand type (--precision): f32, bf16 or f16.
-  std::string precision = "f32";
+  /// GEMM operand type (--precision).
+  Precision precision = Precision::F32;
 };
 
 /// The human-readable plan: mesh, every parameter's sharding and bytes per

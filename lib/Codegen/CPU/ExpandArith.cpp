@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -14,7 +14,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEEXPANDARITH
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

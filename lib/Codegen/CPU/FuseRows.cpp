@@ -6,18 +6,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 #include "cleave/Support/Attributes.h"
 
-#include "BufferViews.h"
-#include "GpuKernelBuilder.h"
-#include "RowChains.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
+#include "cleave/Codegen/RowChains.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEFUSEROWS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -60,7 +60,7 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
             auto alloca = memref::AllocaOp::create(
                 lb, loc,
                 MemRefType::get({buffer.slice}, buffer.type.getElementType()));
-            alloca->setAttr(kRowBufferAttrName, lb.getUnitAttr());
+            alloca->setAttr(cleave::kRowBufferAttrName, lb.getUnitAttr());
             memory.rows[buffer.root] = alloca;
           }
           for (linalg::GenericOp op : chain.members)

@@ -1,13 +1,13 @@
 //===- InlineAllocaScopes.cpp - Drop alloca scopes with no alloca ---------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEINLINEALLOCASCOPES
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

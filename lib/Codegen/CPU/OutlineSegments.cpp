@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 #include "cleave/Support/Attributes.h"
 
-#include "BufferViews.h"
-#include "RowChains.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Codegen/RowChains.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -22,7 +22,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEOUTLINESEGMENTS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -13,7 +13,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEPARALLELIZEOUTERLOOPS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

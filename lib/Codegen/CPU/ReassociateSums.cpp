@@ -6,16 +6,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CPU/Passes.h"
 
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEREASSOCIATESUMS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CPU/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

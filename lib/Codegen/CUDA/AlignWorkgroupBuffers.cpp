@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -12,7 +12,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEALIGNWORKGROUPBUFFERS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

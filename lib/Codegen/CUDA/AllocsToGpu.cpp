@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 
-#include "BufferViews.h"
+#include "cleave/Codegen/BufferViews.h"
 
 #include "cleave/Runtime/Abi.h"
 
@@ -15,7 +15,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEALLOCSTOGPU
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -12,12 +12,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 #include "cleave/Support/Attributes.h"
 
-#include "BufferViews.h"
-#include "Gemms.h"
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Support/Gemms.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -29,7 +29,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEATTENTIONTOGPU
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;
@@ -516,7 +516,7 @@ public:
           body(block, thread, rows, tiles);
         },
         TypeRange{tileType(deepSteps() * 16), tileType(a.width)});
-    kernel->setAttr(kKernelKindAttrName, b.getStringAttr("attention"));
+    kernel->setAttr(cleave::kKernelKindAttrName, b.getStringAttr("attention"));
   }
 
 private:

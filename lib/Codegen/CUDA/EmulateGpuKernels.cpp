@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -30,7 +30,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEEMULATEGPUKERNELS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 
-#include "BufferViews.h"
-#include "GpuKernelBuilder.h"
-#include "RowChains.h"
+#include "cleave/Codegen/BufferViews.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
+#include "cleave/Codegen/RowChains.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -19,7 +19,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEMAPROWSTOGPU
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

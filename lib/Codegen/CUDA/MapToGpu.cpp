@@ -8,15 +8,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "cleave/Support/OnnxNode.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEMAPTOGPU
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -4,12 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Codegen/CUDA/Passes.h"
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/Support/OnnxNode.h"
 
-#include "GpuKernelBuilder.h"
+#include "cleave/Codegen/GpuKernelBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -18,7 +18,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVENAMEKERNELS
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Codegen/CUDA/Passes.h.inc"
 } // namespace cleave
 
 using namespace mlir;

@@ -1,7 +1,12 @@
-//===- Passes.h - Cleave's passes on upstream dialects --------------------===//
+//===- Passes.h - Passes of the bufferize phase -----------------*- C++ -*-===//
+//
+// The passes of the bufferize phase, declared from Passes.td beside this
+// file; registerCleaveBufferizationPasses() makes them known to cleave-opt.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_TRANSFORMS_PASSES_H
-#define CLEAVE_TRANSFORMS_PASSES_H
+#ifndef CLEAVE_BUFFERIZATION_PASSES_H
+#define CLEAVE_BUFFERIZATION_PASSES_H
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -21,11 +26,11 @@
 namespace cleave {
 
 #define GEN_PASS_DECL
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "cleave/Transforms/Passes.h.inc"
+#include "cleave/Bufferization/Passes.h.inc"
 
 } // namespace cleave
 
-#endif // CLEAVE_TRANSFORMS_PASSES_H
+#endif // CLEAVE_BUFFERIZATION_PASSES_H

@@ -1,0 +1,40 @@
+//===- Passes.h - Passes of the CUDA target's code generation ---*- C++ -*-===//
+//
+// The passes of the CUDA target's code generation, declared from Passes.td beside this
+// file; registerCleaveCodegenCUDAPasses() makes them known to cleave-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_CODEGEN_CUDA_PASSES_H
+#define CLEAVE_CODEGEN_CUDA_PASSES_H
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace cleave {
+
+#define GEN_PASS_DECL
+#include "cleave/Codegen/CUDA/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "cleave/Codegen/CUDA/Passes.h.inc"
+
+} // namespace cleave
+
+#endif // CLEAVE_CODEGEN_CUDA_PASSES_H

@@ -1,0 +1,36 @@
+//===- Passes.h - Passes of the fuse phase ----------------------*- C++ -*-===//
+//
+// The passes of the fuse phase, declared from Passes.td beside this
+// file; registerCleaveFusionPasses() makes them known to cleave-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_FUSION_PASSES_H
+#define CLEAVE_FUSION_PASSES_H
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace cleave {
+
+#define GEN_PASS_DECL
+#include "cleave/Fusion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "cleave/Fusion/Passes.h.inc"
+
+} // namespace cleave
+
+#endif // CLEAVE_FUSION_PASSES_H
