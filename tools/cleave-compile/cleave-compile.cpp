@@ -1,40 +1,32 @@
 //===- cleave-compile.cpp - The Cleave compiler driver --------------------===//
 //
-// Parses the command line, runs the compilation phases in order and writes the
-// result. Stops after --compile-to=PHASE, writing that phase's IR to -o, and can
-// dump the IR after every phase into --dump-dir. Everything else lives in the
+// Parses the command line into CompilationOptions, runs the Compilation
+// (lib/Compiler) and prints: per-phase progress, diagnostics, the summary, and
+// with --compile-to=PHASE that phase's IR to -o. Everything else lives in the
 // libraries.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Compiler/Compilation.h"
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
 #include "cleave/Pipelines/Registration.h"
 #include "cleave/Pipelines/Summary.h"
 #include "cleave/Sharding/Hints.h"
-#include "cleave/Sharding/OnnxSharding.h"
-#include "cleave/Sharding/Plan.h"
-#include "cleave/Sharding/StageCuts.h"
-#include "cleave/Target/Bundle.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <chrono>
 
 using namespace llvm;
 using namespace cleave;
@@ -201,81 +193,6 @@ std::string runtimeLibrary(const char *argv0) {
   return std::string(path);
 }
 
-/// Writes `module` to `path` atomically: a failed write leaves nothing behind.
-bool writeModule(mlir::ModuleOp module, StringRef path) {
-  std::string error;
-  auto file = mlir::openOutputFile(path, &error);
-  if (!file) {
-    fail(error);
-    return false;
-  }
-  module.print(file->os());
-  file->os() << "\n";
-  file->keep();
-  return true;
-}
-
-/// Annotates the imported module with the mesh and every sharding asked
-/// for: the model's own sharding fields, the hints file, the preset (which
-/// yields to both). Leaves the module alone when there is no mesh.
-mlir::LogicalResult applySharding(mlir::ModuleOp module, ImportExtras &extras,
-                                  const HintFile &hintFile,
-                                  PipelineOptions &pipeline) {
-  std::string meshText = meshOption.empty() ? extras.mesh : meshOption;
-  if (meshText.empty()) {
-    if (!extras.shardingSpecs.empty())
-      mlir::emitWarning(module.getLoc())
-          << "the model carries sharding specs but no mesh: pass --mesh to "
-             "use them; compiling for one rank";
-    return mlir::success();
-  }
-  auto mesh = parseMesh(meshText);
-  if (!mesh) {
-    fail(toString(mesh.takeError()));
-    return mlir::failure();
-  }
-  if (std::optional<unsigned> pp = mesh->axisIndex("pp")) {
-    pipeline.stageAxis = *pp;
-    pipeline.stages = mesh->axisSizes[*pp];
-  }
-  std::vector<ShardHint> hints;
-  for (const OnnxShardingSpec &spec : extras.shardingSpecs) {
-    mlir::Value value = extras.values.lookup(spec.tensorName);
-    if (!value)
-      continue; // Folded at import: a constant, replicated on every rank.
-    auto hint = hintFromOnnxSpec(
-        spec, cast<mlir::RankedTensorType>(value.getType()).getRank(), *mesh);
-    if (!hint) {
-      mlir::emitError(module.getLoc()) << toString(hint.takeError());
-      return mlir::failure();
-    }
-    hints.push_back(std::move(*hint));
-  }
-  llvm::append_range(hints, hintFile.shardings);
-  auto resolved = resolveHints(module, *mesh, hints, extras.values);
-  if (failed(resolved))
-    return mlir::failure();
-  std::vector<ValueSharding> shardings = std::move(*resolved);
-  if (shardPreset == "megatron") {
-    if (!mesh->axisIndex("tp")) {
-      fail("--shard-preset megatron splits the 'tp' axis, which the mesh (" +
-           mesh->str() + ") does not have");
-      return mlir::failure();
-    }
-    std::vector<ValueSharding> preset =
-        megatronShardings(module, *mesh, "tp", shardings);
-    llvm::append_range(shardings, preset);
-  }
-  if (shardings.empty() && mesh->rankCount() > pipeline.stages)
-    mlir::emitWarning(module.getLoc())
-        << "nothing is split on the mesh (" << mesh->str()
-        << "): every rank computes the whole "
-        << (pipeline.stages > 1 ? "stage" : "model")
-        << "; pass --shard-hints or --shard-preset megatron";
-  pipeline.sharded = true;
-  return annotateShardings(module, *mesh, shardings);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -396,12 +313,14 @@ int main(int argc, char **argv) {
                 "or --mesh pp=2");
   if (!shardPreset.empty() && meshOption.empty())
     return fail("--shard-preset needs a mesh: pass --mesh, e.g. --mesh tp=2");
-  HintFile hintFile;
+  ShardingRequest sharding;
+  sharding.mesh = meshOption;
+  sharding.preset = shardPreset;
   if (!shardHints.empty()) {
     auto parsed = parseHintFile(shardHints);
     if (!parsed)
       return fail(toString(parsed.takeError()));
-    hintFile = std::move(*parsed);
+    sharding.hints = std::move(*parsed);
   }
 
   if (microbatches == 0)
@@ -437,87 +356,39 @@ int main(int argc, char **argv) {
     pipelineOptions.machine = machine->spec();
   }
 
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  ModelSignature signature;
-  int index = 0;
-  for (const PhaseInfo &info : allPhases()) {
-    auto start = std::chrono::steady_clock::now();
-    switch (info.phase) {
-    case Phase::Import: {
-      ImportExtras extras;
-      module = importOnnxModel(context, modelPath, options, &extras);
-      if (!module)
-        return 1;
-      if (failed(applySharding(*module, extras, hintFile, pipelineOptions)) ||
-          failed(fixStageCuts(*module, hintFile.stages, extras.pipelineStages,
-                              pipelineOptions.stages)))
-        return 1;
-      if (microbatches > 1 && pipelineOptions.stages < 2)
-        return fail("--microbatches " + Twine(microbatches) +
-                    " needs pipeline stages to flow through: give the mesh a "
-                    "'pp' axis of 2 or more, e.g. --mesh pp=2");
-      break;
-    }
-    case Phase::Partition:
-    case Phase::Fuse:
-    case Phase::Bufferize:
-    case Phase::Lower: {
-      mlir::PassManager pm(&context);
-      if (failed(buildPhasePipeline(info.phase, pm, pipelineOptions)) ||
-          failed(pm.run(*module)))
-        return fail("phase '" + info.name + "' failed (see above)");
-      break;
-    }
-    case Phase::Bundle: {
-      BundleOptions bundle;
-      bundle.modelPath = modelPath;
-      bundle.outDir = outputPath;
-      bundle.dumpDir = dumpDir;
-      bundle.jobs = jobs;
-      bundle.runtimeLibrary = runtimeLibrary(argv[0]);
-      bundle.compilerVersion = "cleave-compile 0.1";
-      bundle.reportPath = reportPath;
-      bundle.cudaRoot = cudaRoot;
-      if (!cudaRoot.empty())
-        bundle.gpuArch = gpuArch;
-      bundle.precision = precision;
-      if (failed(writeBundle(*module, signature, bundle)))
-        return 1;
-      break;
-    }
-    }
-    if (failed(verifyAfterPhase(*module, info.phase)))
-      return fail("phase '" + info.name + "' left invalid IR (see above)");
-    if (info.phase == Phase::Bufferize) {
-      auto extracted = extractSignature(*module);
-      if (failed(extracted))
-        return 1;
-      signature = std::move(*extracted);
-    }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  CompilationOptions compilation;
+  compilation.modelPath = modelPath;
+  compilation.import = std::move(options);
+  compilation.sharding = std::move(sharding);
+  compilation.pipeline = pipelineOptions;
+  compilation.last = *last;
+  compilation.dumpDir = dumpDir;
+  BundleOptions &bundle = compilation.bundle;
+  bundle.modelPath = modelPath;
+  bundle.outDir = outputPath;
+  bundle.dumpDir = dumpDir;
+  bundle.jobs = jobs;
+  bundle.runtimeLibrary = runtimeLibrary(argv[0]);
+  bundle.compilerVersion = "cleave-compile 0.1";
+  bundle.reportPath = reportPath;
+  bundle.cudaRoot = cudaRoot;
+  if (!cudaRoot.empty())
+    bundle.gpuArch = gpuArch;
+  bundle.precision = precision;
+
+  Compilation run(context, std::move(compilation));
+  auto progress = [&](const PhaseInfo &info, double seconds) {
     if (!quiet)
       errs() << format("cleave-compile: %-10s %8.3f s\n",
                        info.name.str().c_str(), seconds);
-    ++index;
-    if (!dumpDir.empty() && info.phase != Phase::Bundle) {
-      SmallString<256> path(dumpDir);
-      sys::path::append(path, (Twine(index < 10 ? "0" : "") + Twine(index) + "-" +
-                               info.name + ".mlir")
-                                  .str());
-      if (!writeModule(*module, path))
-        return 1;
-    }
-    if (info.phase == *last) {
-      if (summary) {
-        printModuleSummary(*module, outs());
-        outs().flush();
-      }
-      if (info.phase == Phase::Bundle)
-        return 0;
-      return writeModule(*module, outputPath) ? 0 : 1;
-    }
+  };
+  if (failed(run.run(progress)))
+    return 1;
+  if (summary) {
+    printModuleSummary(run.module(), outs());
+    outs().flush();
   }
-  return 0;
+  if (*last == Phase::Bundle)
+    return 0;
+  return succeeded(writeModule(run.module(), outputPath)) ? 0 : 1;
 }
