@@ -13,6 +13,7 @@
 #include "cleave/Fusion/Passes.h"
 #include "cleave/Partition/Passes.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Sharding/Passes.h"
 #include "cleave/Sharding/ShardingModels.h"
 
 #include "mlir/InitAllDialects.h"
@@ -34,6 +35,7 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   registerLinalgShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
+    registerCleaveShardingPasses();
     registerCleavePartitionPasses();
     registerCleaveFusionPasses();
     registerCleaveBufferizationPasses();
