@@ -286,6 +286,14 @@ def main():
         same_arithmetic = [a for a in args.compile_arg if a.startswith("--precision")]
         compile_and_run(os.path.join(work, "single"), os.path.join(work, "single-out"),
                         same_arithmetic)
+        # What splitting is for: each rank holds its share of the weights.
+        weights = []
+        for b in (bundle, os.path.join(work, "single")):
+            with open(os.path.join(b, "manifest.json")) as f:
+                weights.append(json.load(f)["bytes_per_rank"])
+        print(f"weights per rank: {max(weights[0]) / 2**20:.3f} MiB at most "
+              f"({len(weights[0])} rank(s)); the one-rank program holds "
+              f"{weights[1][0] / 2**20:.3f} MiB")
         agree = True
         worst_rank = 0.0
         for output in model.graph.output:
@@ -362,15 +370,33 @@ def main():
                 times.append((time.perf_counter() - t) * 1000)
             return float(np.percentile(times, 50))
 
-        # Rounds alternate which goes first, and each ratio compares two
+        # The one-rank program on the same cores: as many threads as all
+        # the ranks together.
+        single_run = None
+        if args.compare_single_rank:
+            single_run = [os.path.join(args.bin, "cleave-run"),
+                          os.path.join(work, "single"), "--output-dir",
+                          os.path.join(work, "single-out"), "--threads",
+                          str(args.threads * ranks)] + run[run.index("--threads") + 2:]
+
+        def single_p50():
+            result = subprocess.run(single_run + ["--bench", str(args.bench)],
+                                    check=True, capture_output=True, text=True)
+            return float(re.search(r"p50 ([0-9.]+) ms", result.stdout).group(1))
+
+        # Rounds alternate which goes first, and each ratio compares
         # measurements taken back to back: on a shared machine whose speed
         # drifts, the median of those ratios is steadier than one of each.
-        cleave_ms, ort_ms = [], []
+        cleave_ms, ort_ms, single_ms = [], [], []
         for round_ in range(args.bench_rounds):
             if round_ % 2 == 0:
                 cleave_ms.append(cleave_p50())
                 ort_ms.append(ort_p50())
+                if single_run:
+                    single_ms.append(single_p50())
             else:
+                if single_run:
+                    single_ms.append(single_p50())
                 ort_ms.append(ort_p50())
                 cleave_ms.append(cleave_p50())
         ratios = [c / o for c, o in zip(cleave_ms, ort_ms)]
@@ -383,6 +409,12 @@ def main():
               f"{np.median(ratios):.2f}x"
               + (f" (rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
                  if args.bench_rounds > 1 else ""))
+        if single_run:
+            single_ratios = [c / o for c, o in zip(cleave_ms, single_ms)]
+            print(f"the one-rank program on the same cores: "
+                  f"{np.median(single_ms):.3f} ms (1 rank x "
+                  f"{args.threads * ranks} thread(s)); {ranks} rank(s) / one "
+                  f"rank {np.median(single_ratios):.2f}x")
         cores = len(os.sched_getaffinity(0))
         if args.threads * ranks > cores:
             # The ranks then take turns on the cores, and their collectives
