@@ -14,6 +14,10 @@
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "cleave-annotate-stages"
+
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEANNOTATESTAGES
 #include "cleave/Partition/Passes.h.inc"
@@ -115,6 +119,13 @@ struct AnnotateStagesPass
       emitError(func.getLoc()) << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
+    LLVM_DEBUG({
+      for (size_t s = 0; s < stages; ++s)
+        llvm::dbgs() << DEBUG_TYPE ": stage " << s << " from ONNX node '"
+                     << cleave::onnxNodeName(ops[plan->begin[s]]->getLoc())
+                     << "': " << plan->seconds[s] << " s, "
+                     << plan->memory[s] << " parameter bytes\n";
+    });
     Builder b(&getContext());
     for (size_t s = 0; s < stages; ++s)
       for (size_t i = plan->begin[s]; i < plan->begin[s + 1]; ++i)
