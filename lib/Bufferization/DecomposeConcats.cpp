@@ -1,4 +1,5 @@
-//===- DecomposeConcats.cpp - Concatenations as inserts into a destination -===//
+//===- DecomposeConcats.cpp - Concatenations as inserts into a destination
+//-===//
 //
 // See Passes.td.
 //

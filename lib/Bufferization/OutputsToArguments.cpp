@@ -13,7 +13,6 @@
 #include "cleave/Bufferization/Passes.h"
 #include "cleave/Support/Attributes.h"
 
-
 namespace cleave {
 #define GEN_PASS_DEF_CLEAVEOUTPUTSTOARGUMENTS
 #include "cleave/Bufferization/Passes.h.inc"
@@ -70,8 +69,8 @@ struct OutputsToArgumentsPass
       attrs.set(bufferization::BufferizationDialect::kWritableAttrName,
                 BoolAttr::get(ctx, true));
       unsigned index = firstOutput + i;
-      if (failed(main.insertArgument(index, type,
-                                     attrs.getDictionary(ctx), ret.getLoc())))
+      if (failed(main.insertArgument(index, type, attrs.getDictionary(ctx),
+                                     ret.getLoc())))
         return signalPassFailure();
       Value dest = main.getArgument(index);
       // Through the reshapes that make the result, back to the op that

@@ -67,7 +67,8 @@ FailureOr<MemRefType> cleave::ReshapeView::reshaped(MemRefType type,
   if (expands != undo)
     return memref::ExpandShapeOp::computeExpandedType(
         type,
-        cast<MemRefType>(undo ? source.getType() : reshape->getResult(0).getType())
+        cast<MemRefType>(undo ? source.getType()
+                              : reshape->getResult(0).getType())
             .getShape(),
         groups);
   if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
@@ -103,7 +104,8 @@ static FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
                                                             Operation *point) {
   SmallVector<Operation *> defs;
   for (Operation *op = dest.getDefiningOp();
-       op && op->getBlock() == point->getBlock() && point->isBeforeInBlock(op);) {
+       op && op->getBlock() == point->getBlock() &&
+       point->isBeforeInBlock(op);) {
     defs.push_back(op);
     if (isa<memref::AllocOp>(op) && op->getNumOperands() == 0)
       break;
@@ -119,7 +121,8 @@ static FailureOr<SmallVector<Operation *>> definitionsAfter(Value dest,
     for (Value operand : def->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (producer && producer->getBlock() == point->getBlock() &&
-          point->isBeforeInBlock(producer) && !llvm::is_contained(defs, producer))
+          point->isBeforeInBlock(producer) &&
+          !llvm::is_contained(defs, producer))
         return failure();
     }
   return defs;
@@ -182,7 +185,8 @@ cleave::CopyDestination::of(linalg::GenericOp copy, Operation *writer,
   FailureOr<MemRefType> inBuffer = d.readView.reshaped(viewed, /*undo=*/true);
   if (failed(inBuffer))
     return failure();
-  FailureOr<MemRefType> type = d.writtenView.reshaped(*inBuffer, /*undo=*/false);
+  FailureOr<MemRefType> type =
+      d.writtenView.reshaped(*inBuffer, /*undo=*/false);
   if (failed(type))
     return failure();
   d.type = *type;

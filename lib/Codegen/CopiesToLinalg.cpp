@@ -17,7 +17,8 @@ struct CopiesToLinalgPass
     getOperation().walk([&](memref::CopyOp copy) { copies.push_back(copy); });
     for (memref::CopyOp copy : copies) {
       OpBuilder b(copy);
-      linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(), copy.getTarget());
+      linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                             copy.getTarget());
       copy.erase();
     }
   }

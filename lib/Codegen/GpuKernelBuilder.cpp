@@ -1,4 +1,5 @@
-//===- GpuKernelBuilder.cpp - Building GPU kernels from linalg.generic -----===//
+//===- GpuKernelBuilder.cpp - Building GPU kernels from linalg.generic
+//-----===//
 //
 // See GpuKernelBuilder.h.
 //
@@ -71,7 +72,8 @@ std::optional<Combiner> findCombiner(linalg::GenericOp op) {
     return std::nullopt;
   Combiner c;
   c.op = def;
-  c.partial = def->getOperand(0) == out ? def->getOperand(1) : def->getOperand(0);
+  c.partial =
+      def->getOperand(0) == out ? def->getOperand(1) : def->getOperand(0);
   // Floats or integers; not index, which gpu.all_reduce does not take.
   if (c.partial == out || !c.partial.getType().isIntOrFloat())
     return std::nullopt;
@@ -211,9 +213,10 @@ void storeCombined(OpBuilder &b, Location loc, linalg::GenericOp op,
   memory.store(tb, loc, combine(tb, c, old, total), out.get(), at);
 }
 
-gpu::LaunchOp launch(OpBuilder &b, Location loc, int64_t blocks, int64_t threads,
-                     function_ref<void(OpBuilder &, Value block, Value thread)> build,
-                     TypeRange workgroup) {
+gpu::LaunchOp
+launch(OpBuilder &b, Location loc, int64_t blocks, int64_t threads,
+       function_ref<void(OpBuilder &, Value block, Value thread)> build,
+       TypeRange workgroup) {
   Value one = index(b, loc, 1);
   auto op = gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
                                   index(b, loc, threads), one, one,

@@ -39,9 +39,8 @@ namespace {
 /// An operand's element strides along each loop of its GEMM (0 for a loop
 /// its map skips), from its memref type (`type`, when the call passes
 /// another memref of the operand's shape); none when they are not static.
-std::optional<SmallVector<int64_t>> loopStrides(linalg::LinalgOp op,
-                                                OpOperand &operand,
-                                                MemRefType type) {
+std::optional<SmallVector<int64_t>>
+loopStrides(linalg::LinalgOp op, OpOperand &operand, MemRefType type) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (!type || failed(type.getStridesAndOffset(strides, offset)) ||
@@ -146,7 +145,8 @@ std::optional<CallShape> callShape(linalg::LinalgOp op,
 }
 
 /// Base pointer (as index) and element offset of a memref.
-std::pair<Value, Value> baseAndOffset(OpBuilder &b, Location loc, Value memref) {
+std::pair<Value, Value> baseAndOffset(OpBuilder &b, Location loc,
+                                      Value memref) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(
       b, loc, meta.getBaseBuffer());
@@ -248,7 +248,8 @@ std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
     for (OpOperand &use : alias.getUses()) {
       Operation *user = use.getOwner();
       if (cleave::viewSource(user) || isa<memref::DeallocOp>(user) ||
-          (user == gemm && use.get() == c && llvm::count(user->getOperands(), c) == 1) ||
+          (user == gemm && use.get() == c &&
+           llvm::count(user->getOperands(), c) == 1) ||
           (writer && user == writer && use.get() == c))
         continue;
       auto generic = dyn_cast<linalg::GenericOp>(user);
@@ -267,7 +268,8 @@ std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
   return Rounding{copy, *destination};
 }
 
-struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
+struct LinalgToBlasPass
+    : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
   using Base::Base;
 
   /// The `target` option, checked.
@@ -340,8 +342,8 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
     // Loops for the batch levels the call cannot take, each moving the
     // operands' offsets by its strides.
     for (const BatchLoop &loop : shape->around) {
-      auto forOp = scf::ForOp::create(b, loc, index(0), index(loop.size),
-                                      index(1));
+      auto forOp =
+          scf::ForOp::create(b, loc, index(0), index(loop.size), index(1));
       b.setInsertionPoint(forOp.getBody()->getTerminator());
       Value iv = forOp.getInductionVar();
       for (int i = 0; i < 3; ++i)
@@ -356,7 +358,8 @@ struct LinalgToBlasPass : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass>
       auto [base, offset] = bases[i];
       args.append({base, offset});
       // C passes its row stride only: its columns are contiguous.
-      for (int64_t stride : ArrayRef(shape->strides[i]).take_front(i == 2 ? 3 : 4))
+      for (int64_t stride :
+           ArrayRef(shape->strides[i]).take_front(i == 2 ? 3 : 4))
         args.push_back(index(stride));
     }
     if (bias) {

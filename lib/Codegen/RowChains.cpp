@@ -98,7 +98,6 @@ bool rowPermuted(AffineMap map, size_t rank) {
   return seen.all();
 }
 
-
 /// A generic that may join a chain over `rows`: static, on buffers, its
 /// first loops parallel over `rows`, its outputs written in their rows (an
 /// elementwise member's possibly elsewhere, see rowPermuted), and either all
@@ -214,8 +213,7 @@ Operation *neighbour(Operation *op, bool forward) {
 /// that puts first the loops it reads a chain member's output with, row
 /// by row, or nothing: Q normalized per head, written as (b, h, s, d),
 /// reads its statistics (b, s, h) at loops (0, 3, 1) of its own.
-SmallVector<unsigned> rowsFirst(linalg::GenericOp op,
-                                       const Chain &chain) {
+SmallVector<unsigned> rowsFirst(linalg::GenericOp op, const Chain &chain) {
   if (op.getNumParallelLoops() != op.getNumLoops() ||
       !op.hasPureBufferSemantics())
     return {};
@@ -351,8 +349,7 @@ SmallVector<RowBuffer> cleave::row_chains::rowBuffers(const Chain &chain) {
 bool cleave::row_chains::writesAll(linalg::GenericOp op, OpOperand &out) {
   AffineMap map = op.getMatchingIndexingMap(&out);
   return map.isProjectedPermutation() &&
-         map.getNumResults() ==
-             cast<MemRefType>(out.get().getType()).getRank();
+         map.getNumResults() == cast<MemRefType>(out.get().getType()).getRank();
 }
 
 bool cleave::row_chains::needsLoad(const Chain &chain, Value root,

@@ -35,8 +35,8 @@ LogicalResult Compilation::runPhase(Phase phase) {
   switch (phase) {
   case Phase::Import: {
     ImportExtras extras;
-    moduleOp = importOnnxModel(context, options.modelPath, options.import,
-                               &extras);
+    moduleOp =
+        importOnnxModel(context, options.modelPath, options.import, &extras);
     if (!moduleOp)
       return failure();
     auto decision = applySharding(*moduleOp, extras, options.sharding);
@@ -86,18 +86,18 @@ LogicalResult Compilation::run(PhaseCallback afterPhase) {
         return failure();
       signature = std::move(*extracted);
     }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (afterPhase)
       afterPhase(info, seconds);
     ++index;
     if (!options.dumpDir.empty() && info.phase != Phase::Bundle) {
       llvm::SmallString<256> path(options.dumpDir);
-      llvm::sys::path::append(path, (llvm::Twine(index < 10 ? "0" : "") +
-                                     llvm::Twine(index) + "-" + info.name +
-                                     ".mlir")
-                                        .str());
+      llvm::sys::path::append(path,
+                              (llvm::Twine(index < 10 ? "0" : "") +
+                               llvm::Twine(index) + "-" + info.name + ".mlir")
+                                  .str());
       if (failed(writeModule(*moduleOp, path)))
         return failure();
     }

@@ -1,4 +1,5 @@
-//===- CollectivesToRuntime.cpp - shard collectives to runtime calls -------===//
+//===- CollectivesToRuntime.cpp - shard collectives to runtime calls
+//-------===//
 //
 // Rewrites the collectives of partitioned @main into calls of the runtime's
 // collective ABI on unranked memrefs, all_slice into local slices and process
@@ -29,7 +30,6 @@ using namespace mlir;
 
 namespace {
 
-
 FailureOr<int64_t> reductionCode(Operation *op, shard::ReductionKind kind) {
   switch (kind) {
   case shard::ReductionKind::Sum:
@@ -41,9 +41,8 @@ FailureOr<int64_t> reductionCode(Operation *op, shard::ReductionKind kind) {
   case shard::ReductionKind::Product:
     return CLEAVE_REDUCE_PROD;
   default:
-    return op->emitOpError("reduction '")
-           << shard::stringifyReductionKind(kind)
-           << "' has no runtime implementation";
+    return op->emitOpError("reduction '") << shard::stringifyReductionKind(kind)
+                                          << "' has no runtime implementation";
   }
 }
 
@@ -103,8 +102,8 @@ struct LowerCollectivesPass
         op->erase();
     bool left = false;
     module.walk([&](Operation *op) {
-      if (op->getDialect() &&
-          op->getDialect()->getNamespace() == shard::ShardDialect::getDialectNamespace()) {
+      if (op->getDialect() && op->getDialect()->getNamespace() ==
+                                  shard::ShardDialect::getDialectNamespace()) {
         op->emitError() << "'" << op->getName()
                         << "' is left after lowering the collectives";
         left = true;
@@ -147,8 +146,8 @@ struct LowerCollectivesPass
     OpBuilder b(op);
     Location loc = op->getLoc();
     if (auto index = dyn_cast<shard::ProcessMultiIndexOp>(op)) {
-      func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1,
-                               b.getI64Type());
+      func::FuncOp f =
+          declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
       SmallVector<int16_t> axes(index.getAxes());
       if (axes.empty())
         for (int16_t a = 0; a < static_cast<int16_t>(op->getNumResults()); ++a)
@@ -206,9 +205,10 @@ struct LowerCollectivesPass
     Value in = bufferization::ToBufferOp::create(
         b, loc, MemRefType::get(inType.getShape(), inType.getElementType()),
         op->getOperand(0), /*readOnly=*/true);
-    auto outMemType = MemRefType::get(outType.getShape(), outType.getElementType());
-    Value out = memref::AllocOp::create(b, loc, outMemType,
-                                        b.getI64IntegerAttr(64));
+    auto outMemType =
+        MemRefType::get(outType.getShape(), outType.getElementType());
+    Value out =
+        memref::AllocOp::create(b, loc, outMemType, b.getI64IntegerAttr(64));
     SmallVector<Value> args = {memref::CastOp::create(b, loc, unranked, in),
                                memref::CastOp::create(b, loc, unranked, out)};
     std::string name;
@@ -238,9 +238,11 @@ struct LowerCollectivesPass
       args.push_back(constant(b, loc, groupId(a2a.getGridAxes())));
     }
     record(op, inType, outType);
-    func::FuncOp f = declare(cleave::runtimeFunction(name, targetKind), unranked, 2, args.size() - 2);
+    func::FuncOp f = declare(cleave::runtimeFunction(name, targetKind),
+                             unranked, 2, args.size() - 2);
     auto call = func::CallOp::create(b, loc, f, args);
-    call->setAttr(cleave::kCollectiveAttrName, b.getStringAttr(op->getName().stripDialect()));
+    call->setAttr(cleave::kCollectiveAttrName,
+                  b.getStringAttr(op->getName().stripDialect()));
     Value result = bufferization::ToTensorOp::create(
         b, loc, outType, out, /*restrict=*/true, /*writable=*/true);
     op->getResult(0).replaceAllUsesWith(result);
@@ -302,17 +304,17 @@ struct LowerCollectivesPass
       buffer = receiveBuffer(op, memType);
     // Not recorded: the plan reports transfers with the pipeline stages.
     func::FuncOp f = declare(
-        cleave::runtimeFunction((send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix,
-                                targetKind),
-        unranked,
-        1, 2);
-    func::CallOp::create(b, loc, f,
-                         ValueRange{memref::CastOp::create(b, loc, unranked, buffer),
-                                    peer, constant(b, loc, groupId(axes))});
-    Value result =
-        send ? op->getOperand(0)
-             : bufferization::ToTensorOp::create(b, loc, type, buffer, true, true)
-                   .getResult();
+        cleave::runtimeFunction(
+            (send ? CLEAVE_ABI_SEND : CLEAVE_ABI_RECV) + suffix, targetKind),
+        unranked, 1, 2);
+    func::CallOp::create(
+        b, loc, f,
+        ValueRange{memref::CastOp::create(b, loc, unranked, buffer), peer,
+                   constant(b, loc, groupId(axes))});
+    Value result = send ? op->getOperand(0)
+                        : bufferization::ToTensorOp::create(b, loc, type,
+                                                            buffer, true, true)
+                              .getResult();
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();
     return success();
@@ -326,17 +328,20 @@ struct LowerCollectivesPass
     while (auto loop = anchor->getParentOfType<scf::ForOp>())
       anchor = loop;
     OpBuilder b(anchor);
-    return memref::AllocOp::create(b, recv->getLoc(), type, b.getI64IntegerAttr(64));
+    return memref::AllocOp::create(b, recv->getLoc(), type,
+                                   b.getI64IntegerAttr(64));
   }
 
   /// This rank's position (i64) in the group spanned by `axes`, first axis
   /// major: the order the shard dialect gathers and slices in.
   Value groupPosition(OpBuilder &b, Location loc, shard::GridOp grid,
                       ArrayRef<int16_t> axes) {
-    func::FuncOp f = declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
+    func::FuncOp f =
+        declare(CLEAVE_ABI_GRID_INDEX, Type(), 0, 1, b.getI64Type());
     Value position = constant(b, loc, 0);
     for (int16_t a : axes) {
-      Value i = func::CallOp::create(b, loc, f, constant(b, loc, a)).getResult(0);
+      Value i =
+          func::CallOp::create(b, loc, f, constant(b, loc, a)).getResult(0);
       position = arith::AddIOp::create(
           b, loc,
           arith::MulIOp::create(b, loc, position,
@@ -362,7 +367,8 @@ struct LowerCollectivesPass
                               constant(b, loc, outType.getDimSize(axis))));
     SmallVector<OpFoldResult> offsets(inType.getRank(), b.getIndexAttr(0));
     offsets[axis] = offset;
-    SmallVector<OpFoldResult> sizes, strides(inType.getRank(), b.getIndexAttr(1));
+    SmallVector<OpFoldResult> sizes,
+        strides(inType.getRank(), b.getIndexAttr(1));
     for (int64_t d : outType.getShape())
       sizes.push_back(b.getIndexAttr(d));
     Value slice = tensor::ExtractSliceOp::create(b, loc, outType, op.getInput(),
@@ -382,8 +388,8 @@ struct LowerCollectivesPass
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
     collectives.push_back(b.getDictionaryAttr({
         b.getNamedAttr("kind", b.getStringAttr(op->getName().stripDialect())),
-        b.getNamedAttr("axes", axes ? Attribute(axes)
-                                    : b.getDenseI16ArrayAttr({})),
+        b.getNamedAttr("axes",
+                       axes ? Attribute(axes) : b.getDenseI16ArrayAttr({})),
         b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
         b.getNamedAttr("node", b.getStringAttr(node)),
     }));

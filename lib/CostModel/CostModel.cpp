@@ -1,4 +1,5 @@
-//===- CostModel.cpp - What an op costs, and how long it takes -------------===//
+//===- CostModel.cpp - What an op costs, and how long it takes
+//-------------===//
 
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/Support/Attributes.h"
@@ -47,9 +48,10 @@ static std::optional<double> parseQuantity(llvm::StringRef text) {
   text = text.trim();
   double scale = 1;
   static const std::pair<llvm::StringLiteral, double> suffixes[] = {
-      {"Ki", 1024.0},     {"Mi", 1048576.0}, {"Gi", 1073741824.0},
-      {"Ti", 1099511627776.0}, {"k", 1e3},   {"M", 1e6},
-      {"G", 1e9},         {"T", 1e12}};
+      {"Ki", 1024.0},       {"Mi", 1048576.0},
+      {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
+      {"k", 1e3},           {"M", 1e6},
+      {"G", 1e9},           {"T", 1e12}};
   for (auto [suffix, factor] : suffixes)
     if (text.consume_back(suffix)) {
       scale = factor;
@@ -65,8 +67,8 @@ static llvm::Error setKey(MachineModel &m, llvm::StringRef key,
                           llvm::StringRef text, llvm::StringRef where) {
   std::optional<double> value = parseQuantity(text);
   if (!value || *value == 0)
-    return machineError(where + ": '" + key + "' needs a positive number, got '" +
-                        text.trim() + "'");
+    return machineError(where + ": '" + key +
+                        "' needs a positive number, got '" + text.trim() + "'");
   if (key == "peak")
     m.peakFlops = *value;
   else if (key == "mem-bw")
@@ -113,9 +115,10 @@ llvm::Expected<MachineModel> MachineModel::load(llvm::StringRef path) {
     size_t at = line.find_first_of(":=");
     std::string where = (path + ":" + llvm::Twine(i + 1)).str();
     if (at == llvm::StringRef::npos)
-      return machineError(where + ": expected 'key: value', got '" + line + "'");
-    if (auto err = setKey(m, line.take_front(at).trim(), line.drop_front(at + 1),
-                          where))
+      return machineError(where + ": expected 'key: value', got '" + line +
+                          "'");
+    if (auto err = setKey(m, line.take_front(at).trim(),
+                          line.drop_front(at + 1), where))
       return std::move(err);
   }
   return m;
@@ -147,7 +150,8 @@ static bool isParam(Value v) {
 static double bodyOps(linalg::LinalgOp op) {
   double count = 0;
   op->walk([&](Operation *inner) {
-    if (inner == op.getOperation() || isa<linalg::YieldOp, linalg::IndexOp>(inner))
+    if (inner == op.getOperation() ||
+        isa<linalg::YieldOp, linalg::IndexOp>(inner))
       return;
     if (isa<arith::ArithDialect, math::MathDialect>(inner->getDialect()) &&
         !isa<arith::ConstantOp, arith::IndexCastOp, arith::BitcastOp>(inner))

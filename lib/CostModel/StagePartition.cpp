@@ -1,4 +1,5 @@
-//===- StagePartition.cpp - Contiguous pipeline stages by dynamic programming =//
+//===- StagePartition.cpp - Contiguous pipeline stages by dynamic programming
+//=//
 //
 // best[k][i]: the best plan of the first i ops in k stages, ordered by
 // (largest stage seconds, total cut bytes). best[k][i] = min over j of
@@ -21,7 +22,8 @@
 using namespace cleave;
 
 double StagePlan::largestSeconds() const {
-  return seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+  return seconds.empty() ? 0
+                         : *std::max_element(seconds.begin(), seconds.end());
 }
 
 namespace {
@@ -68,8 +70,9 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
     time[i + 1] = time[i] + problem.seconds[i];
   // A stage [j, i): its ops, receiving at j, sending at i.
   auto cut = [&](size_t c) {
-    return c > 0 && c < n && c < problem.cutSeconds.size() ? problem.cutSeconds[c]
-                                                           : 0.0;
+    return c > 0 && c < n && c < problem.cutSeconds.size()
+               ? problem.cutSeconds[c]
+               : 0.0;
   };
   auto stageSeconds = [&](size_t j, size_t i) {
     return time[i] - time[j] + cut(j) + cut(i);
@@ -126,8 +129,10 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
       lower = std::max(lower, stageMemory(op, op + 1));
     double total = stageMemory(0, n);
     lower = std::max(lower, total / stages);
-    return fail("no cut into " + llvm::Twine(stages) + " stages keeps every "
-                "stage within " + llvm::Twine(uint64_t(problem.memoryLimit)) +
+    return fail("no cut into " + llvm::Twine(stages) +
+                " stages keeps every "
+                "stage within " +
+                llvm::Twine(uint64_t(problem.memoryLimit)) +
                 " bytes of device memory: the model's parameters take " +
                 llvm::Twine(uint64_t(total)) + " bytes, at least " +
                 llvm::Twine(uint64_t(lower)) + " per stage");

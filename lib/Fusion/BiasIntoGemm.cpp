@@ -73,7 +73,8 @@ LogicalResult availableAt(Value vector, Operation *gemm,
   return success();
 }
 
-struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass> {
+struct BiasIntoGemmPass
+    : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass> {
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> adds;
     getOperation().walk([&](linalg::GenericOp op) {
@@ -89,8 +90,7 @@ struct BiasIntoGemmPass : cleave::impl::CleaveBiasIntoGemmBase<BiasIntoGemmPass>
 
   /// Folds `add` when input `product` is a GEMM's result and the other a
   /// vector along the GEMM's columns.
-  bool fold(linalg::GenericOp add, unsigned product,
-            DominanceInfo &dominance) {
+  bool fold(linalg::GenericOp add, unsigned product, DominanceInfo &dominance) {
     OpOperand *sum = add.getDpsInputOperand(product);
     OpOperand *vector = add.getDpsInputOperand(1 - product);
     auto [gemm, expand] = zeroStartedGemm(sum->get());

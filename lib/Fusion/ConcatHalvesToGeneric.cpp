@@ -60,7 +60,8 @@ std::optional<Half> matchHalf(Value operand, int64_t dim) {
     operand = generic.getDpsInputs()[0];
   }
   auto slice = operand.getDefiningOp<tensor::ExtractSliceOp>();
-  if (!slice || !slice.hasUnitStride() || !slice.getSourceType().hasStaticShape())
+  if (!slice || !slice.hasUnitStride() ||
+      !slice.getSourceType().hasStaticShape())
     return std::nullopt;
   ArrayRef<int64_t> offsets = slice.getStaticOffsets();
   ArrayRef<int64_t> sizes = slice.getStaticSizes();
@@ -150,11 +151,11 @@ struct ConcatHalvesToGenericPass
               continue;
             if (!part)
               part = linalg::IndexOp::create(bb, l, dim);
-            Value isK = arith::CmpIOp::create(
-                bb, l, arith::CmpIPredicate::eq, part,
-                arith::ConstantIndexOp::create(bb, l, k));
-            chosen = arith::SelectOp::create(bb, l, isK, args[operandOf[k]],
-                                             chosen);
+            Value isK =
+                arith::CmpIOp::create(bb, l, arith::CmpIPredicate::eq, part,
+                                      arith::ConstantIndexOp::create(bb, l, k));
+            chosen =
+                arith::SelectOp::create(bb, l, isK, args[operandOf[k]], chosen);
           }
           linalg::YieldOp::create(bb, l, chosen);
         });
@@ -177,8 +178,8 @@ struct ConcatHalvesToGenericPass
     int64_t dim = concat.getDim();
     int64_t piece = 0;
     for (Value input : concat.getInputs())
-      piece = std::gcd(
-          piece, cast<RankedTensorType>(input.getType()).getDimSize(dim));
+      piece = std::gcd(piece,
+                       cast<RankedTensorType>(input.getType()).getDimSize(dim));
     if (piece == 0 ||
         concat.getResultType().getDimSize(dim) / piece > kMaxPieces)
       return std::nullopt;
@@ -203,8 +204,8 @@ struct ConcatHalvesToGenericPass
                                                         sizes, strides));
       }
     }
-    auto equal = tensor::ConcatOp::create(b, loc, concat.getResultType(), dim,
-                                          pieces);
+    auto equal =
+        tensor::ConcatOp::create(b, loc, concat.getResultType(), dim, pieces);
     concat.replaceAllUsesWith(equal.getResult());
     concat.erase();
     return equal;
@@ -218,10 +219,9 @@ struct ConcatHalvesToGenericPass
     auto sizeAlong = [&](Value v) {
       return cast<RankedTensorType>(v.getType()).getDimSize(dim);
     };
-    bool equalParts =
-        inputs.size() >= 2 && llvm::all_of(inputs, [&](Value v) {
-          return sizeAlong(v) == sizeAlong(inputs[0]);
-        });
+    bool equalParts = inputs.size() >= 2 && llvm::all_of(inputs, [&](Value v) {
+                        return sizeAlong(v) == sizeAlong(inputs[0]);
+                      });
     if (!equalParts) {
       if (std::optional<tensor::ConcatOp> pieces = equalPieces(concat))
         rewriteParts(*pieces);
@@ -254,8 +254,8 @@ struct ConcatHalvesToGenericPass
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank + 1, ctx);
     AffineMap readMap = AffineMap::get(rank + 1, 0, reads, ctx);
 
-    Value init = tensor::EmptyOp::create(b, loc, shape,
-                                         sourceType.getElementType());
+    Value init =
+        tensor::EmptyOp::create(b, loc, shape, sourceType.getElementType());
     SmallVector<utils::IteratorType> parallel(rank + 1,
                                               utils::IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
@@ -274,12 +274,12 @@ struct ConcatHalvesToGenericPass
           };
           Value first = apply(*lo), second = apply(*hi);
           Value s = linalg::IndexOp::create(bb, loc, dim);
-          Value isFirst = arith::CmpIOp::create(
-              bb, loc, arith::CmpIPredicate::eq, s,
-              arith::ConstantIndexOp::create(bb, loc, 0));
-          linalg::YieldOp::create(
-              bb, loc,
-              ValueRange{arith::SelectOp::create(bb, loc, isFirst, first, second)});
+          Value isFirst =
+              arith::CmpIOp::create(bb, loc, arith::CmpIPredicate::eq, s,
+                                    arith::ConstantIndexOp::create(bb, loc, 0));
+          linalg::YieldOp::create(bb, loc,
+                                  ValueRange{arith::SelectOp::create(
+                                      bb, loc, isFirst, first, second)});
         });
     Value result = tensor::CollapseShapeOp::create(
         b, loc, concat.getResultType(), generic.getResult(0), groups);

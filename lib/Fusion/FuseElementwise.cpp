@@ -49,8 +49,7 @@ bool feedsGemm(Operation *op) {
     op = *op->getUsers().begin();
     if (cleave::isGemm(op))
       return true;
-    if (!isCopy(op) &&
-        !isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
+    if (!isCopy(op) && !isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
       return false;
   }
   return false;
@@ -116,9 +115,9 @@ struct SliceBeforeCopy : OpRewritePattern<tensor::ExtractSliceOp> {
     SmallVector<OpFoldResult> strides(offsets.size(), rewriter.getIndexAttr(1));
     Value part = tensor::ExtractSliceOp::create(
         rewriter, loc, copy.getDpsInputs()[0], inOffsets, inSizes, strides);
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, slice.getResultType().getShape(),
-        slice.getResultType().getElementType());
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, slice.getResultType().getShape(),
+                                slice.getResultType().getElementType());
     auto moved = linalg::GenericOp::create(
         rewriter, loc, slice.getResultType(), ValueRange{part},
         ValueRange{init}, copy.getIndexingMapsArray(),

@@ -160,8 +160,7 @@ struct FuseSiblingsPass
               yields.push_back(map.lookupOrDefault(v));
           };
           unsigned firstInit = inputs.size();
-          cloneBody(
-              a, [&](unsigned i) { return args[i]; }, firstInit);
+          cloneBody(a, [&](unsigned i) { return args[i]; }, firstInit);
           cloneBody(
               b, [&](unsigned i) { return args[bInput[i]]; },
               firstInit + a.getNumDpsInits());

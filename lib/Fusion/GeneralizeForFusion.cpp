@@ -25,9 +25,10 @@ using namespace mlir;
 namespace {
 
 /// Whether an input of `gemm` is a transposed or broadcast copy (through at
-/// most one collapse_shape) that nothing but GEMMs reads. The collapse may merge batch
-/// dimensions only: a merged row or column dimension would become two loops
-/// once fusion expands the GEMM through it, and BLAS takes one of each.
+/// most one collapse_shape) that nothing but GEMMs reads. The collapse may
+/// merge batch dimensions only: a merged row or column dimension would become
+/// two loops once fusion expands the GEMM through it, and BLAS takes one of
+/// each.
 bool readsTransposedCopy(linalg::LinalgOp gemm) {
   return llvm::any_of(gemm.getDpsInputs(), [&](Value input) {
     Operation *reader = gemm;

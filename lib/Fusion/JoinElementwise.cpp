@@ -182,8 +182,8 @@ std::optional<Join> joinable(linalg::GenericOp first,
       return std::nullopt;
     join = j;
   }
-  if (!join ||
-      first.getIteratorTypesArray()[join->loop] != utils::IteratorType::parallel)
+  if (!join || first.getIteratorTypesArray()[join->loop] !=
+                   utils::IteratorType::parallel)
     return std::nullopt;
   // The heads loop indexes nothing else: not the shared or chosen inputs,
   // and the result at one plain dimension.
@@ -380,8 +380,8 @@ struct JoinElementwisePass
   /// One generic over `first`'s and `second`'s boxes as a new outermost
   /// loop of 2, at `point`; its result has that loop as a new first
   /// dimension, each old result is one plane of it.
-  void rewrite(linalg::GenericOp first, linalg::GenericOp second,
-               Stack stack, Operation *point) {
+  void rewrite(linalg::GenericOp first, linalg::GenericOp second, Stack stack,
+               Operation *point) {
     OpBuilder b(point);
     MLIRContext *context = b.getContext();
     Location loc = b.getFusedLoc({first.getLoc(), second.getLoc()});
@@ -461,20 +461,19 @@ struct JoinElementwisePass
     SmallVector<int64_t> shape(resultType.getShape());
     shape.insert(shape.begin(), 2);
     Value init = freshResult(b, loc, first, shape);
-    SmallVector<utils::IteratorType> iterators =
-        first.getIteratorTypesArray();
+    SmallVector<utils::IteratorType> iterators = first.getIteratorTypesArray();
     iterators.insert(iterators.begin(), utils::IteratorType::parallel);
-    auto joined = linalg::GenericOp::create(b, loc, TypeRange{init.getType()},
-                                            inputs, ValueRange{init}, maps,
-                                            iterators);
+    auto joined =
+        linalg::GenericOp::create(b, loc, TypeRange{init.getType()}, inputs,
+                                  ValueRange{init}, maps, iterators);
     b.cloneRegionBefore(first.getRegion(), joined.getRegion(),
                         joined.getRegion().end());
     joined.getRegion().walk(
         [](linalg::IndexOp index) { index.setDim(index.getDim() + 1); });
     b.setInsertionPointAfter(joined);
     for (auto [i, op] : llvm::enumerate(std::array{first, second})) {
-      SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)),
-          sizes, strides(shape.size(), b.getIndexAttr(1));
+      SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes,
+          strides(shape.size(), b.getIndexAttr(1));
       offsets[0] = b.getIndexAttr(i);
       sizes.push_back(b.getIndexAttr(1));
       for (int64_t extent : resultType.getShape())
@@ -493,8 +492,8 @@ struct JoinElementwisePass
     OpBuilder b(point);
     Location loc = b.getFusedLoc({first.getLoc(), second.getLoc()});
     SmallVector<Value> inputs;
-    for (auto [i, a, c] : llvm::enumerate(first.getDpsInputs(),
-                                          second.getDpsInputs())) {
+    for (auto [i, a, c] :
+         llvm::enumerate(first.getDpsInputs(), second.getDpsInputs())) {
       if (a == c || llvm::is_contained(join.chosen, i)) {
         inputs.push_back(a);
         continue;
@@ -529,9 +528,9 @@ struct JoinElementwisePass
     SmallVector<int64_t> shape(resultType.getShape());
     shape[join.resultDim] = join.firstHeads + join.secondHeads;
     Value init = freshResult(b, loc, first, shape);
-    auto joined = linalg::GenericOp::create(
-        b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
-        first.getIteratorTypesArray());
+    auto joined = linalg::GenericOp::create(b, loc, TypeRange{init.getType()},
+                                            inputs, ValueRange{init}, maps,
+                                            first.getIteratorTypesArray());
     b.cloneRegionBefore(first.getRegion(), joined.getRegion(),
                         joined.getRegion().end());
     if (!join.chosen.empty())

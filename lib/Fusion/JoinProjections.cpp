@@ -72,8 +72,8 @@ std::optional<Projection> projection(func::FuncOp func, linalg::MatmulOp gemm) {
     return std::nullopt;
   Value rhs = gemm.getInputs()[1];
   auto transpose = rhs.getDefiningOp<linalg::TransposeOp>();
-  if (transpose &&
-      (!rhs.hasOneUse() || transpose.getPermutation() != ArrayRef<int64_t>{1, 0}))
+  if (transpose && (!rhs.hasOneUse() ||
+                    transpose.getPermutation() != ArrayRef<int64_t>{1, 0}))
     return std::nullopt;
   BlockArgument weight =
       cleave::parameterArgument(func, transpose ? transpose.getInput() : rhs);
@@ -218,8 +218,8 @@ struct JoinProjectionsPass
         b.getNamedAttr(cleave::kJoinedWidthsAttrName,
                        b.getDenseI64ArrayAttr(widths)),
         b.getNamedAttr(cleave::kJoinedAxisAttrName, b.getI64IntegerAttr(axis))};
-    if (Attribute stages =
-            func.getArgAttr(parts.front().getArgNumber(), cleave::kStagesAttrName))
+    if (Attribute stages = func.getArgAttr(parts.front().getArgNumber(),
+                                           cleave::kStagesAttrName))
       joinedAttrs.push_back(b.getNamedAttr(cleave::kStagesAttrName, stages));
     unsigned index = parts.front().getArgNumber();
     auto type = cast<RankedTensorType>(parts.front().getType());
@@ -286,11 +286,10 @@ struct JoinProjectionsPass
           b, loc, b.getZeroAttr(resultType.getElementType()));
       start = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
     }
-    Value joined =
-        linalg::MatmulOp::create(b, loc, TypeRange{resultType},
-                                 ValueRange{first.getInputs()[0], rhs},
-                                 ValueRange{start})
-            .getResult(0);
+    Value joined = linalg::MatmulOp::create(
+                       b, loc, TypeRange{resultType},
+                       ValueRange{first.getInputs()[0], rhs}, ValueRange{start})
+                       .getResult(0);
     SmallVector<Value> parts = columnSlices(b, loc, joined, widths);
     for (auto [p, part] : llvm::zip(members, parts)) {
       p.gemm.getResult(0).replaceAllUsesWith(part);

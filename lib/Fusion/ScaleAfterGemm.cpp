@@ -72,7 +72,8 @@ struct ScaleAfterGemmPass
     auto producer = v.getDefiningOp<linalg::GenericOp>();
     if (!producer || !v.hasOneUse())
       return std::nullopt;
-    std::optional<cleave::ScaledOperand> scaled = cleave::scaledOperand(producer);
+    std::optional<cleave::ScaledOperand> scaled =
+        cleave::scaledOperand(producer);
     if (!scaled)
       return std::nullopt;
     // The same reshapes and copies, from x, which has the scaled tensor's
@@ -134,7 +135,8 @@ struct ScaleAfterGemmPass
         SmallVector<utils::IteratorType>(type.getRank(),
                                          utils::IteratorType::parallel),
         [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-          Value result = arith::MulFOp::create(nested, nestedLoc, args[0], factor);
+          Value result =
+              arith::MulFOp::create(nested, nestedLoc, args[0], factor);
           linalg::YieldOp::create(nested, nestedLoc, result);
         });
     product.replaceAllUsesExcept(scaled.getResult(0), scaled);

@@ -42,7 +42,8 @@ cleave::onnx_import::broadcastShapes(ArrayRef<SmallVector<int64_t>> shapes) {
 }
 
 Value cleave::onnx_import::emptyTensor(OpBuilder &b, Location loc,
-                                       ArrayRef<int64_t> shape, Type elementType) {
+                                       ArrayRef<int64_t> shape,
+                                       Type elementType) {
   return tensor::EmptyOp::create(b, loc, shape, elementType);
 }
 
@@ -55,8 +56,8 @@ Value cleave::onnx_import::scalarConstant(OpBuilder &b, Location loc, Type type,
 }
 
 Value cleave::onnx_import::filledTensor(OpBuilder &b, Location loc,
-                                        ArrayRef<int64_t> shape, Type elementType,
-                                        double value) {
+                                        ArrayRef<int64_t> shape,
+                                        Type elementType, double value) {
   Value scalar = scalarConstant(b, loc, elementType, value);
   Value init = emptyTensor(b, loc, shape, elementType);
   return linalg::FillOp::create(b, loc, scalar, init).getResult(0);
@@ -88,7 +89,8 @@ static Value dropUnitDims(OpBuilder &b, Location loc, Value value,
 /// For an operand of `operandShape` broadcast to `shape`: which operand dims
 /// survive (the rest are broadcast unit dims) and the output dim each maps to.
 static void broadcastMapping(ArrayRef<int64_t> operandShape,
-                             ArrayRef<int64_t> shape, SmallVectorImpl<bool> &keep,
+                             ArrayRef<int64_t> shape,
+                             SmallVectorImpl<bool> &keep,
                              SmallVectorImpl<int64_t> &outputDims) {
   int64_t offset = shape.size() - operandShape.size();
   for (size_t d = 0; d < operandShape.size(); ++d) {
@@ -100,8 +102,10 @@ static void broadcastMapping(ArrayRef<int64_t> operandShape,
 }
 
 Value cleave::onnx_import::elementwise(OpBuilder &b, Location loc,
-                                       ValueRange inputs, ArrayRef<int64_t> shape,
-                                       Type resultElementType, ScalarBodyFn body) {
+                                       ValueRange inputs,
+                                       ArrayRef<int64_t> shape,
+                                       Type resultElementType,
+                                       ScalarBodyFn body) {
   Value init = emptyTensor(b, loc, shape, resultElementType);
   if (productOf(shape) == 0)
     return init;
@@ -119,7 +123,8 @@ Value cleave::onnx_import::elementwise(OpBuilder &b, Location loc,
     maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{init.getType()}, operands, ValueRange{init}, maps,
       iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
@@ -172,7 +177,8 @@ Value cleave::onnx_import::reshape(OpBuilder &b, Location loc, Value value,
   SmallVector<ReassociationIndices> inGroups, outGroups;
   size_t i = 0, j = 0;
   while (i < in.size() && j < shape.size()) {
-    ReassociationIndices gi{static_cast<int64_t>(i)}, gj{static_cast<int64_t>(j)};
+    ReassociationIndices gi{static_cast<int64_t>(i)},
+        gj{static_cast<int64_t>(j)};
     int64_t pi = in[i++], pj = shape[j++];
     while (pi != pj) {
       if (pi < pj) {
@@ -203,7 +209,8 @@ Value cleave::onnx_import::reshape(OpBuilder &b, Location loc, Value value,
     result = tensor::CollapseShapeOp::create(
         b, loc, RankedTensorType::get(middle, elementType), result, inGroups);
   if (middle.size() != shape.size())
-    result = tensor::ExpandShapeOp::create(b, loc, resultType, result, outGroups);
+    result =
+        tensor::ExpandShapeOp::create(b, loc, resultType, result, outGroups);
   return result;
 }
 
@@ -269,8 +276,8 @@ Value cleave::onnx_import::reshapeThroughTranspose(OpBuilder &b, Location loc,
       for (int64_t r : splits[i])
         resultSizes.push_back(shape[r]);
       SmallVector<ReassociationIndices> fromSource, toResult;
-      fits = succeeded(commonCoarsening(sourceParts[d], resultSizes, fromSource,
-                                        toResult));
+      fits = succeeded(
+          commonCoarsening(sourceParts[d], resultSizes, fromSource, toResult));
       for (const ReassociationIndices &g : fromSource) {
         int64_t size = 1;
         for (int64_t s : g)
@@ -312,10 +319,12 @@ static Value reductionIdentity(OpBuilder &b, Location loc, Type type,
       return scalarConstant(b, loc, type, 1.0);
     case ReduceKind::Max:
       return arith::ConstantOp::create(
-          b, loc, b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/true)));
+          b, loc,
+          b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/true)));
     case ReduceKind::Min:
       return arith::ConstantOp::create(
-          b, loc, b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/false)));
+          b, loc,
+          b.getFloatAttr(type, APFloat::getInf(sem, /*Negative=*/false)));
     }
   }
   unsigned width = type.getIntOrFloatBitWidth();
@@ -365,9 +374,10 @@ Value cleave::onnx_import::reduce(OpBuilder &b, Location loc, Value value,
       reducedShape.push_back(type.getDimSize(d));
   }
   Value identity = reductionIdentity(b, loc, elementType, kind);
-  Value init = linalg::FillOp::create(
-                   b, loc, identity, emptyTensor(b, loc, reducedShape, elementType))
-                   .getResult(0);
+  Value init =
+      linalg::FillOp::create(b, loc, identity,
+                             emptyTensor(b, loc, reducedShape, elementType))
+          .getResult(0);
   Value result = init;
   if (!axes.empty()) {
     auto op = linalg::ReduceOp::create(
@@ -404,30 +414,32 @@ Value cleave::onnx_import::softmax(OpBuilder &b, Location loc, Value x,
                      double to) -> Value {
     if (!guardMaskedRows)
       return v;
-    Value hit = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, v,
-                                      scalarConstant(nb, nl, elementType, from));
+    Value hit =
+        arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, v,
+                              scalarConstant(nb, nl, elementType, from));
     return arith::SelectOp::create(nb, nl, hit,
                                    scalarConstant(nb, nl, elementType, to), v);
   };
   double negInf = -std::numeric_limits<double>::infinity();
   Value max = reduce(b, loc, x, {axis}, ReduceKind::Max, /*keepDims=*/true);
-  Value shifted = elementwise(b, loc, {x, max}, shape, elementType,
-                              [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                return subS(nb, nl, args[0],
-                                            guarded(nb, nl, args[1], negInf, 0.0));
-                              });
+  Value shifted = elementwise(
+      b, loc, {x, max}, shape, elementType,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        return subS(nb, nl, args[0], guarded(nb, nl, args[1], negInf, 0.0));
+      });
   Value exps = elementwise(b, loc, shifted, shape, elementType,
                            [](OpBuilder &nb, Location nl, ValueRange args) {
                              return math::ExpOp::create(nb, nl, args[0]);
                            });
   Value sum = reduce(b, loc, exps, {axis}, ReduceKind::Sum, /*keepDims=*/true);
   if (logSoftmax)
-    return elementwise(b, loc, {shifted, sum}, shape, elementType,
-                       [&](OpBuilder &nb, Location nl, ValueRange args) {
-                         return subS(nb, nl, args[0],
-                                     math::LogOp::create(
-                                         nb, nl, guarded(nb, nl, args[1], 0.0, 1.0)));
-                       });
+    return elementwise(
+        b, loc, {shifted, sum}, shape, elementType,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          return subS(
+              nb, nl, args[0],
+              math::LogOp::create(nb, nl, guarded(nb, nl, args[1], 0.0, 1.0)));
+        });
   return elementwise(b, loc, {exps, sum}, shape, elementType,
                      [&](OpBuilder &nb, Location nl, ValueRange args) {
                        return divS(nb, nl, args[0],
@@ -461,7 +473,8 @@ static Value batchedGemm(OpBuilder &b, Location loc, Value lhs, Value rhs,
              [](OpBuilder &nb, Location nl, ValueRange args) {
                Value product = arith::MulFOp::create(nb, nl, args[0], args[1]);
                linalg::YieldOp::create(
-                   nb, nl, ValueRange{arith::AddFOp::create(nb, nl, args[2], product)});
+                   nb, nl,
+                   ValueRange{arith::AddFOp::create(nb, nl, args[2], product)});
              })
       .getResult(0);
 }
@@ -478,7 +491,8 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
                         castTensor(b, loc, rhs, f32));
     return castTensor(b, loc, wide, elementType);
   }
-  SmallVector<int64_t> lhsShape(lhsType.getShape()), rhsShape(rhsType.getShape());
+  SmallVector<int64_t> lhsShape(lhsType.getShape()),
+      rhsShape(rhsType.getShape());
   bool lhsVector = lhsShape.size() == 1, rhsVector = rhsShape.size() == 1;
   if (lhsVector) {
     lhsShape.insert(lhsShape.begin(), 1);
@@ -504,8 +518,9 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
     int64_t rows = productOf(lhsBatch) * m;
     Value a = reshape(b, loc, lhs, {rows, k});
     Value init = filledTensor(b, loc, {rows, n}, elementType, 0.0);
-    result = linalg::MatmulOp::create(b, loc, ValueRange{a, rhs}, ValueRange{init})
-                 .getResult(0);
+    result =
+        linalg::MatmulOp::create(b, loc, ValueRange{a, rhs}, ValueRange{init})
+            .getResult(0);
   } else if (batch.size() > 1 && isFloat(elementType)) {
     // Several batch dimensions (attention's batch and heads) stay apart, so
     // that sharding can split any of them: merged batch-major, the heads of
@@ -522,8 +537,10 @@ Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
     SmallVector<int64_t> lhsFull(batch), rhsFull(batch);
     lhsFull.append({m, k});
     rhsFull.append({k, n});
-    Value a = reshape(b, loc, broadcastTo(b, loc, lhs, lhsFull), {batchSize, m, k});
-    Value c = reshape(b, loc, broadcastTo(b, loc, rhs, rhsFull), {batchSize, k, n});
+    Value a =
+        reshape(b, loc, broadcastTo(b, loc, lhs, lhsFull), {batchSize, m, k});
+    Value c =
+        reshape(b, loc, broadcastTo(b, loc, rhs, rhsFull), {batchSize, k, n});
     Value init = filledTensor(b, loc, {batchSize, m, n}, elementType, 0.0);
     result = linalg::BatchMatmulOp::create(b, loc, ValueRange{a, c},
                                            ValueRange{init})
@@ -561,7 +578,8 @@ public:
     shape[axis] = size;
     if (auto op = dyn_cast_if_present<tensor::ExpandShapeOp>(def)) {
       // Within its group, `axis` must be the outermost dimension above one.
-      for (auto [source, group] : llvm::enumerate(op.getReassociationIndices())) {
+      for (auto [source, group] :
+           llvm::enumerate(op.getReassociationIndices())) {
         if (!llvm::is_contained(group, axis))
           continue;
         int64_t inner = 1;
@@ -573,8 +591,8 @@ public:
             inner *= shape[d];
         }
         if (outermost)
-          return reshaped(slice(op.getSrc(), source, offset * inner, size * inner),
-                          shape);
+          return reshaped(
+              slice(op.getSrc(), source, offset * inner, size * inner), shape);
       }
     }
     if (auto op = dyn_cast_if_present<tensor::CollapseShapeOp>(def)) {
@@ -582,15 +600,15 @@ public:
       // when it is cut at whole multiples of what lies inside it.
       ArrayRef<int64_t> source = op.getSrcType().getShape();
       ReassociationIndices group = op.getReassociationIndices()[axis];
-      const int64_t *outer = llvm::find_if(
-          group, [&](int64_t d) { return source[d] != 1; });
+      const int64_t *outer =
+          llvm::find_if(group, [&](int64_t d) { return source[d] != 1; });
       if (outer != group.end()) {
         int64_t inner = 1;
         for (const int64_t *d = outer + 1; d != group.end(); ++d)
           inner *= source[*d];
         if (offset % inner == 0 && size % inner == 0)
-          return reshaped(slice(op.getSrc(), *outer, offset / inner, size / inner),
-                          shape);
+          return reshaped(
+              slice(op.getSrc(), *outer, offset / inner, size / inner), shape);
       }
     }
     SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
@@ -623,7 +641,8 @@ private:
     // A reshape may be a collapse and an expand.
     for (Value v = result; v != input; v = v.getDefiningOp()->getOperand(0)) {
       fresh.insert(v.getDefiningOp());
-      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(v.getDefiningOp()))
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+              v.getDefiningOp()))
         break;
     }
     return result;
@@ -643,17 +662,17 @@ Value cleave::onnx_import::sliceAxis(OpBuilder &b, Location loc, Value value,
   SmallVector<int64_t> shape(type.getShape());
   shape[axis] = size;
   if (size == 0 || type.getNumElements() == 0)
-    return emptyTensor(b, loc, resultShape.empty() ? ArrayRef<int64_t>(shape)
-                                                   : resultShape,
-                       type.getElementType());
+    return emptyTensor(
+        b, loc, resultShape.empty() ? ArrayRef<int64_t>(shape) : resultShape,
+        type.getElementType());
   SliceBuilder slices(b, loc);
   Value sliced = slices.slice(value, axis, offset, size);
   return resultShape.empty() ? sliced : slices.reshaped(sliced, resultShape);
 }
 
 Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,
-                                     ArrayRef<int64_t> low, ArrayRef<int64_t> high,
-                                     Value padValue) {
+                                     ArrayRef<int64_t> low,
+                                     ArrayRef<int64_t> high, Value padValue) {
   auto type = tensorTypeOf(value);
   SmallVector<int64_t> shape;
   SmallVector<OpFoldResult> lowAttrs, highAttrs;
@@ -698,7 +717,8 @@ Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
   if (fromFloat) {
     if (to.isInteger(1)) {
       Value zero = scalarConstant(b, loc, from, 0.0);
-      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value, zero);
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value,
+                                   zero);
     }
     return arith::FPToSIOp::create(b, loc, to, value);
   }

@@ -1,11 +1,12 @@
 //===- Builders.h - Building blocks for lowering ONNX ops to linalg -------===//
 //
 // Small, shape-aware constructors that every op family shares: broadcasting
-// elementwise ops (ONNX's numpy rules), static reshapes as expand/collapse_shape,
-// transposes, reductions, numpy-style matmul and casts. All of them build linalg
-// named ops where one exists and linalg.generic otherwise. Size-1 broadcasts are
-// expressed by collapsing the unit dimension away and using a projected
-// indexing map, never a constant-0 map, so sharding propagation can follow them.
+// elementwise ops (ONNX's numpy rules), static reshapes as
+// expand/collapse_shape, transposes, reductions, numpy-style matmul and casts.
+// All of them build linalg named ops where one exists and linalg.generic
+// otherwise. Size-1 broadcasts are expressed by collapsing the unit dimension
+// away and using a projected indexing map, never a constant-0 map, so sharding
+// propagation can follow them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,9 +21,8 @@
 
 namespace cleave::onnx_import {
 
-using ScalarBodyFn =
-    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
-                                   mlir::ValueRange)>;
+using ScalarBodyFn = llvm::function_ref<mlir::Value(
+    mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
 
 /// The numpy broadcast of `shapes`, or nullopt when they are incompatible.
 std::optional<llvm::SmallVector<int64_t>>
@@ -45,8 +45,8 @@ mlir::Value elementwise(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::Type resultElementType, ScalarBodyFn body);
 
 /// `value` broadcast to `shape` (linalg.broadcast after dropping unit dims).
-mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                        llvm::ArrayRef<int64_t> shape);
+mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value value, llvm::ArrayRef<int64_t> shape);
 /// `value` reshaped (same element count) with collapse/expand_shape.
 mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                     llvm::ArrayRef<int64_t> shape);
@@ -62,8 +62,8 @@ mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
 /// size) between two reshapes; `nn.MultiheadAttention` does so to Q, K and
 /// V). Null where that shape is no finer than the transposed one.
 mlir::Value reshapeThroughTranspose(mlir::OpBuilder &b, mlir::Location loc,
-                                   mlir::Value value,
-                                   llvm::ArrayRef<int64_t> shape);
+                                    mlir::Value value,
+                                    llvm::ArrayRef<int64_t> shape);
 
 enum class ReduceKind { Sum, Max, Min, Prod };
 /// `x` and `y` combined by `kind`: a reduction's scalar step.
@@ -72,12 +72,14 @@ mlir::Value combineS(mlir::OpBuilder &b, mlir::Location loc, ReduceKind kind,
 /// linalg.reduce over `axes` (sorted, unique), keeping them as size-1 dims if
 /// `keepDims`.
 mlir::Value reduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                   llvm::ArrayRef<int64_t> axes, ReduceKind kind, bool keepDims);
+                   llvm::ArrayRef<int64_t> axes, ReduceKind kind,
+                   bool keepDims);
 
 /// Softmax, or log-softmax, along `axis`. With `guardMaskedRows` a row whose
 /// every element is -inf gives zeros instead of NaN (Attention's convention).
 mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
-                    int64_t axis, bool logSoftmax, bool guardMaskedRows = false);
+                    int64_t axis, bool logSoftmax,
+                    bool guardMaskedRows = false);
 
 /// numpy matmul: 1-D promotion and batch broadcast, on linalg.matmul, a
 /// generic batched GEMM (several batch dimensions, floats) or
@@ -100,21 +102,29 @@ mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                       mlir::Value padValue);
 
 /// Converts a scalar or a tensor to `elementType` (ONNX Cast semantics).
-mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                       mlir::Type elementType);
-mlir::Value castTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                       mlir::Type elementType);
+mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value value, mlir::Type elementType);
+mlir::Value castTensor(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value value, mlir::Type elementType);
 
 // Scalar arithmetic choosing the float or integer form from the operand type.
-mlir::Value addS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
-mlir::Value subS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
-mlir::Value mulS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
-mlir::Value divS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
-mlir::Value maxS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
-mlir::Value minS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, mlir::Value y);
+mlir::Value addS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
+mlir::Value subS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
+mlir::Value mulS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
+mlir::Value divS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
+mlir::Value maxS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
+mlir::Value minS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                 mlir::Value y);
 
 /// Whether an element type is floating point.
-inline bool isFloat(mlir::Type type) { return llvm::isa<mlir::FloatType>(type); }
+inline bool isFloat(mlir::Type type) {
+  return llvm::isa<mlir::FloatType>(type);
+}
 inline mlir::RankedTensorType tensorTypeOf(mlir::Value value) {
   return llvm::cast<mlir::RankedTensorType>(value.getType());
 }

@@ -183,10 +183,9 @@ ConstTensor ConstTensor::castTo(Type newType) const {
   return t;
 }
 
-ConstTensor
-ConstTensor::gather(ArrayRef<int64_t> resultShape,
-                    const std::function<int64_t(ArrayRef<int64_t>)> &sourceIndex)
-    const {
+ConstTensor ConstTensor::gather(
+    ArrayRef<int64_t> resultShape,
+    const std::function<int64_t(ArrayRef<int64_t>)> &sourceIndex) const {
   ConstTensor t;
   t.elementType = elementType;
   t.shape.assign(resultShape.begin(), resultShape.end());

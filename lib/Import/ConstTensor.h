@@ -4,8 +4,8 @@
 // behind (Shape -> Gather -> Concat -> Reshape, causal masks, rotary tables).
 // A ConstTensor is such a folded value: an element type, a static shape and its
 // elements, held as int64 for integer and bool types and as double for floating
-// point types. Floating point results are rounded to their element type when they
-// are created, so folding sees the same values the compiled program would.
+// point types. Floating point results are rounded to their element type when
+// they are created, so folding sees the same values the compiled program would.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +31,12 @@ public:
   static ConstTensor ints(mlir::Type elementType, llvm::ArrayRef<int64_t> shape,
                           std::vector<int64_t> values);
   /// Builds a floating point tensor, rounding every value to `elementType`.
-  static ConstTensor floats(mlir::Type elementType, llvm::ArrayRef<int64_t> shape,
+  static ConstTensor floats(mlir::Type elementType,
+                            llvm::ArrayRef<int64_t> shape,
                             std::vector<double> values);
   /// A tensor of `shape` whose every element is `value`.
-  static ConstTensor splat(mlir::Type elementType, llvm::ArrayRef<int64_t> shape,
-                           double value);
+  static ConstTensor splat(mlir::Type elementType,
+                           llvm::ArrayRef<int64_t> shape, double value);
   /// A 1-D int64 tensor, as shape values are.
   static ConstTensor i64Vector(mlir::MLIRContext *ctx,
                                llvm::ArrayRef<int64_t> values);
@@ -59,9 +60,9 @@ public:
   ConstTensor castTo(mlir::Type newType) const;
   /// Gathers elements: element `i` of the result (of `resultShape`) is element
   /// `sourceIndex(i's multi-index)` of this tensor.
-  ConstTensor gather(llvm::ArrayRef<int64_t> resultShape,
-                     const std::function<int64_t(llvm::ArrayRef<int64_t>)>
-                         &sourceIndex) const;
+  ConstTensor gather(
+      llvm::ArrayRef<int64_t> resultShape,
+      const std::function<int64_t(llvm::ArrayRef<int64_t>)> &sourceIndex) const;
 
   mlir::DenseElementsAttr toAttr() const;
   mlir::RankedTensorType getType() const;

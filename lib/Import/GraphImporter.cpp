@@ -1,8 +1,8 @@
 //===- GraphImporter.cpp - Walks an ONNX graph into func @main ------------===//
 //
-// Declares graph inputs and weights as function arguments, dispatches every node
-// to its handler, and returns the graph outputs. Also implements NodeContext and
-// the OpRegistry that handlers are looked up in.
+// Declares graph inputs and weights as function arguments, dispatches every
+// node to its handler, and returns the graph outputs. Also implements
+// NodeContext and the OpRegistry that handlers are looked up in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +35,8 @@ using namespace cleave::onnx_import;
 // OpRegistry
 //===----------------------------------------------------------------------===//
 
-void OpRegistry::add(StringRef opType, int64_t sinceVersion, OpHandler handler) {
+void OpRegistry::add(StringRef opType, int64_t sinceVersion,
+                     OpHandler handler) {
   auto &versions = handlers[opType];
   versions.emplace_back(sinceVersion, handler);
   llvm::sort(versions, [](auto &a, auto &b) { return a.first < b.first; });
@@ -203,7 +204,8 @@ std::optional<std::string> NodeContext::firstUnreadAttr() const {
 }
 
 bool NodeContext::hasOutput(unsigned i) const {
-  return i < static_cast<unsigned>(node.output_size()) && !node.output(i).empty();
+  return i < static_cast<unsigned>(node.output_size()) &&
+         !node.output(i).empty();
 }
 
 void NodeContext::setOutput(unsigned i, Value value) {
@@ -302,8 +304,8 @@ bool GraphImporter::derivable(StringRef name, int64_t &budget,
   StringRef op = node.op_type();
   // A Constant left as a value is a weight (a parameter); control flow
   // imports subgraphs.
-  if (!node.domain().empty() || op == "Constant" || op == "If" || op == "Loop" ||
-      op == "Scan")
+  if (!node.domain().empty() || op == "Constant" || op == "If" ||
+      op == "Loop" || op == "Scan")
     return known[name] = false;
   if (foldsFromType(node))
     return known[name] = true;
@@ -334,7 +336,8 @@ bool GraphImporter::evaluateInScope(StringRef name) {
   return lookup(name)->constant != nullptr;
 }
 
-const ConstTensor *GraphImporter::evaluateConstant(StringRef name, int64_t limit) {
+const ConstTensor *GraphImporter::evaluateConstant(StringRef name,
+                                                   int64_t limit) {
   GraphValue *value = lookup(name);
   if (!value)
     return nullptr;
@@ -346,7 +349,8 @@ const ConstTensor *GraphImporter::evaluateConstant(StringRef name, int64_t limit
     return nullptr;
   // The nodes again, into a scratch scope and block, folding up to `limit`;
   // their failures are not the model's.
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
   OpBuilder::InsertionGuard guard(opBuilder);
   Block scratch;
   opBuilder.setInsertionPointToStart(&scratch);
@@ -383,9 +387,8 @@ Location GraphImporter::nodeLocation(StringRef name) {
 static std::string formatShape(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
-  return llvm::join(llvm::map_range(shape,
-                                    [](int64_t d) { return std::to_string(d); }),
-                    "x");
+  return llvm::join(
+      llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x");
 }
 
 LogicalResult GraphImporter::checkOptions(const onnx::GraphProto &graph) {
@@ -433,7 +436,8 @@ GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
   };
   std::vector<Pin> pins;
   for (const auto &input : graph.input()) {
-    if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape())
+    if (!input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
       continue;
     const auto &dims = input.type().tensor_type().shape().dim();
     for (const auto &dim : dims)
@@ -468,24 +472,23 @@ GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
   for (const Pin &pin : pins) {
     StringRef name = StringRef(pin.expr).trim();
     std::vector<std::string> names = dimNames(name);
-    if (names.size() != 1 || name != names.front() || explicitNames.contains(name))
+    if (names.size() != 1 || name != names.front() ||
+        explicitNames.contains(name))
       continue;
     auto [from, inserted] = learnedFrom.try_emplace(name, pin.input, pin.size);
     if (inserted)
       sizes[name] = pin.size;
     else if (from->second.second != pin.size)
       ambiguous[name] = "'" + from->second.first + "' makes it " +
-                        std::to_string(from->second.second) + ", '" + pin.input +
-                        "' " + std::to_string(pin.size);
+                        std::to_string(from->second.second) + ", '" +
+                        pin.input + "' " + std::to_string(pin.size);
   }
   return success();
 }
 
-LogicalResult
-GraphImporter::declareInputs(const onnx::GraphProto &graph,
-                             SmallVectorImpl<Type> &argTypes,
-                             SmallVectorImpl<std::string> &argNames,
-                             SmallVectorImpl<bool> &argIsParam) {
+LogicalResult GraphImporter::declareInputs(
+    const onnx::GraphProto &graph, SmallVectorImpl<Type> &argTypes,
+    SmallVectorImpl<std::string> &argNames, SmallVectorImpl<bool> &argIsParam) {
   Location loc = FileLineColLoc::get(&context, modelPath, 0, 0);
   llvm::StringSet<> initializers;
   for (const auto &init : graph.initializer())
@@ -501,8 +504,9 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
     if (initializers.contains(input.name()))
       continue; // An initializer listed as an input: a weight with a default.
     if (!input.type().has_tensor_type())
-      return mlir::emitError(loc) << "graph input '" << input.name()
-                                  << "' is not a tensor; only tensors are supported";
+      return mlir::emitError(loc)
+             << "graph input '" << input.name()
+             << "' is not a tensor; only tensors are supported";
     const auto &tensorType = input.type().tensor_type();
     Type elementType = elementTypeFor(&context, tensorType.elem_type());
     if (!elementType)
@@ -563,9 +567,9 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
       for (size_t d = 0; hasShape && d < declared.size(); ++d)
         if (declared[d] != ShapedType::kDynamic && declared[d] != shape[d])
           return mlir::emitError(loc)
-                 << "--input-shape " << input.name() << "=" << formatShape(shape)
-                 << " sets dimension " << d << " to " << shape[d]
-                 << ", the model fixes it to " << declared[d];
+                 << "--input-shape " << input.name() << "="
+                 << formatShape(shape) << " sets dimension " << d << " to "
+                 << shape[d] << ", the model fixes it to " << declared[d];
     } else if (!hasShape) {
       unpinned.push_back("'" + input.name() + "' (rank unknown)");
       continue;
@@ -581,10 +585,11 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
           if (ambiguous.count(name))
             return mlir::emitError(loc)
                    << "input '" << input.name() << "' has a dimension named '"
-                   << symbolic[d] << "', and the --input-shape pins disagree on '"
-                   << name << "' (" << ambiguous.lookup(name)
-                   << "); pin it with --dim " << name << "=N or pin '"
-                   << input.name() << "' with --input-shape";
+                   << symbolic[d]
+                   << "', and the --input-shape pins disagree on '" << name
+                   << "' (" << ambiguous.lookup(name) << "); pin it with --dim "
+                   << name << "=N or pin '" << input.name()
+                   << "' with --input-shape";
         if (std::optional<int64_t> size = evaluateDim(symbolic[d], namedSizes);
             size && *size >= 0) {
           shape[d] = *size;
@@ -606,8 +611,8 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
         return mlir::emitError(loc)
                << "--microbatches " << m << ": input '" << input.name()
                << "' has shape " << formatShape(shape)
-               << ", whose first dimension (the batch) does not split into " << m
-               << " microbatches";
+               << ", whose first dimension (the batch) does not split into "
+               << m << " microbatches";
       if (fixedBatchInput.empty() && hasShape && !declared.empty() &&
           declared[0] != ShapedType::kDynamic)
         fixedBatchInput = input.name();
@@ -620,7 +625,8 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
   if (!unpinned.empty()) {
     auto diag = mlir::emitError(loc)
                 << "graph inputs with unpinned dimensions: "
-                << llvm::join(unpinned, "; ") << "; pin them with --input-shape NAME=DxD";
+                << llvm::join(unpinned, "; ")
+                << "; pin them with --input-shape NAME=DxD";
     if (!unsized.empty())
       diag << " or size their names with --dim NAME=N (unsized: "
            << llvm::join(unsized, ", ") << ")";
@@ -630,16 +636,17 @@ GraphImporter::declareInputs(const onnx::GraphProto &graph,
   for (const auto &init : graph.initializer()) {
     Type elementType = elementTypeFor(&context, init.data_type());
     if (!elementType)
-      return mlir::emitError(loc) << "initializer '" << init.name()
-                                  << "' has unsupported type "
-                                  << onnxDataTypeName(init.data_type());
+      return mlir::emitError(loc)
+             << "initializer '" << init.name() << "' has unsupported type "
+             << onnxDataTypeName(init.data_type());
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     int64_t elements = productOf(shape);
     // Shape values and scalars are inlined so shape chains fold; any float
     // tensor with more than one element is a weight, however small (a norm's
     // scale, a rotary frequency table), and stays a parameter.
-    bool inlined = elements <= 1 || (!isa<FloatType>(elementType) &&
-                                     elements <= importOptions.inlineElementLimit);
+    bool inlined =
+        elements <= 1 || (!isa<FloatType>(elementType) &&
+                          elements <= importOptions.inlineElementLimit);
     if (inlined) {
       auto tensor = readTensorProto(&context, init, modelDirectory);
       if (!tensor)
@@ -703,7 +710,7 @@ static void collectShardingSpecs(const onnx::ModelProto &model,
 }
 
 OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
-                           ImportExtras *extras) {
+                                                 ImportExtras *extras) {
   Location fileLoc = FileLineColLoc::get(&context, modelPath, 0, 0);
   for (const auto &opset : model.opset_import()) {
     std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
@@ -777,7 +784,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     if (output.type().has_tensor_type()) {
       const auto &declared = output.type().tensor_type();
       Type declaredElement = elementTypeFor(&context, declared.elem_type());
-      if (declared.elem_type() != 0 && declaredElement != type.getElementType()) {
+      if (declared.elem_type() != 0 &&
+          declaredElement != type.getElementType()) {
         mlir::emitError(fileLoc)
             << "graph output '" << output.name() << "' is computed as " << type
             << " but the model declares element type "
@@ -790,13 +798,14 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
         int64_t batchScale = importOptions.microbatches;
         for (int d = 0; matches && d < declared.shape().dim_size(); ++d) {
           const auto &dim = declared.shape().dim(d);
-          matches = !dim.has_dim_value() ||
-                    dim.dim_value() == type.getDimSize(d) * (d == 0 ? batchScale : 1);
+          matches =
+              !dim.has_dim_value() ||
+              dim.dim_value() == type.getDimSize(d) * (d == 0 ? batchScale : 1);
         }
         if (!matches) {
           mlir::emitError(fileLoc)
-              << "graph output '" << output.name() << "' is computed with shape "
-              << formatShape(type.getShape())
+              << "graph output '" << output.name()
+              << "' is computed with shape " << formatShape(type.getShape())
               << (batchScale > 1 ? " per microbatch" : "")
               << ", which does not fit the shape the model declares";
           return nullptr;
@@ -811,15 +820,16 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   for (unsigned i = 0; i < argTypes.size(); ++i)
     argAttrs.push_back(func.getArgAttrDict(i));
   for (const std::string &name : lateParams) {
-    argAttrs.push_back(opBuilder.getDictionaryAttr(opBuilder.getNamedAttr(
-        kParamAttrName, opBuilder.getStringAttr(name))));
+    argAttrs.push_back(opBuilder.getDictionaryAttr(
+        opBuilder.getNamedAttr(kParamAttrName, opBuilder.getStringAttr(name))));
     argIsParam.push_back(true);
   }
   func.setFunctionType(
       opBuilder.getFunctionType(entry->getArgumentTypes(), resultTypes));
   func.setAllArgAttrs(argAttrs);
   for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(output.name()));
+    func.setResultAttr(i, kOutputAttrName,
+                       opBuilder.getStringAttr(output.name()));
 
   // Ops nothing reads are erased (a Reshape imported through a transpose
   // leaves the transpose it replaced), so that neither the sharding preset
@@ -874,19 +884,21 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
   Location loc = nodeLocation(name);
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
   if (!domain.empty() && !opsets.count(domain))
-    return mlir::emitError(loc) << "node '" << name << "' uses domain '" << domain
-                                << "', which the model does not import";
+    return mlir::emitError(loc)
+           << "node '" << name << "' uses domain '" << domain
+           << "', which the model does not import";
   int64_t opset = opsets.lookup(domain);
-  OpHandler handler =
-      domain.empty() ? OpRegistry::get().lookup(node.op_type(), opset) : nullptr;
+  OpHandler handler = domain.empty()
+                          ? OpRegistry::get().lookup(node.op_type(), opset)
+                          : nullptr;
   if (!handler) {
     if (!domain.empty())
       return mlir::emitError(loc)
              << "unsupported ONNX op '" << domain << "." << node.op_type()
              << "' (opset " << opset << ") at node '" << name << "'";
-    return mlir::emitError(loc) << "unsupported ONNX op '" << node.op_type()
-                                << "' (opset " << opset << ") at node '" << name
-                                << "'";
+    return mlir::emitError(loc)
+           << "unsupported ONNX op '" << node.op_type() << "' (opset " << opset
+           << ") at node '" << name << "'";
   }
   for (const std::string &input : node.input())
     if (!input.empty() && !lookup(input))
@@ -904,10 +916,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
            << "'";
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !lookup(node.output(i)))
-      return mlir::emitError(loc)
-             << "node '" << name << "' (" << node.op_type() << "-" << opset
-             << "): result " << i << " ('" << node.output(i)
-             << "') is not supported";
+      return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
+                                  << "-" << opset << "): result " << i << " ('"
+                                  << node.output(i) << "') is not supported";
   return success();
 }
 
@@ -915,7 +926,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
 // Entry points
 //===----------------------------------------------------------------------===//
 
-OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context, StringRef path,
+OwningOpRef<ModuleOp> cleave::importOnnxModel(MLIRContext &context,
+                                              StringRef path,
                                               const ImportOptions &options,
                                               ImportExtras *extras) {
   context.loadDialect<arith::ArithDialect, func::FuncDialect,

@@ -29,8 +29,8 @@ public:
                                                 ImportExtras *extras = nullptr);
 
   /// Imports `nodes` in order into the current scope.
-  mlir::LogicalResult importNodes(
-      const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes);
+  mlir::LogicalResult
+  importNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes);
 
   mlir::OpBuilder &builder() { return opBuilder; }
   const ImportOptions &options() const { return importOptions; }
@@ -62,10 +62,11 @@ public:
 
 private:
   mlir::LogicalResult importNode(const onnx::NodeProto &node, unsigned index);
-  mlir::LogicalResult declareInputs(const onnx::GraphProto &graph,
-                                    llvm::SmallVectorImpl<mlir::Type> &argTypes,
-                                    llvm::SmallVectorImpl<std::string> &argNames,
-                                    llvm::SmallVectorImpl<bool> &argIsParam);
+  mlir::LogicalResult
+  declareInputs(const onnx::GraphProto &graph,
+                llvm::SmallVectorImpl<mlir::Type> &argTypes,
+                llvm::SmallVectorImpl<std::string> &argNames,
+                llvm::SmallVectorImpl<bool> &argIsParam);
   mlir::LogicalResult checkOptions(const onnx::GraphProto &graph);
   /// The sizes of the inputs' named dimensions: --dim's, and those the
   /// --input-shape pins set where a dimension is named by a name alone. A
@@ -77,7 +78,8 @@ private:
   mlir::Location nodeLocation(llvm::StringRef name);
   /// Whether `name` is computed from constants and shapes alone, looking at
   /// most `budget` nodes up; memoized in `known`.
-  bool derivable(llvm::StringRef name, int64_t &budget, llvm::StringMap<bool> &known);
+  bool derivable(llvm::StringRef name, int64_t &budget,
+                 llvm::StringMap<bool> &known);
   /// Imports the nodes `name` is computed from into the current (scratch)
   /// scope, folding; whether `name` came out constant.
   bool evaluateInScope(llvm::StringRef name);

@@ -4,8 +4,8 @@
 // its op type and opset select in the OpRegistry. A handler sees one
 // NodeContext: its operands (SSA tensors, or constants the importer folded),
 // typed attribute accessors, and setters for its results. The context remembers
-// which attributes a handler read, so an attribute nobody understood is reported
-// instead of silently ignored.
+// which attributes a handler read, so an attribute nobody understood is
+// reported instead of silently ignored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,8 +81,8 @@ public:
   const ConstTensor *knownInput(unsigned i);
   /// Operand `i`'s value, or an error saying that `role` must be known at
   /// compile time (and how to make it so).
-  mlir::FailureOr<const ConstTensor *> requireConstantInput(unsigned i,
-                                                            llvm::StringRef role);
+  mlir::FailureOr<const ConstTensor *>
+  requireConstantInput(unsigned i, llvm::StringRef role);
   /// Whether every given operand is a compile-time constant.
   bool allInputsConstant() const;
 

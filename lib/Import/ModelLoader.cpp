@@ -36,7 +36,8 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
-Expected<onnx::ModelProto> cleave::onnx_import::loadModelProto(llvm::StringRef path) {
+Expected<onnx::ModelProto>
+cleave::onnx_import::loadModelProto(llvm::StringRef path) {
   // Parse from a file stream, not a buffer holding the whole file: a model
   // with embedded weights is then in memory once (as parsed), not twice.
   int fd = -1;
@@ -57,9 +58,10 @@ Expected<onnx::ModelProto> cleave::onnx_import::loadModelProto(llvm::StringRef p
   stream.SetTotalBytesLimit(INT_MAX);
   onnx::ModelProto model;
   if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    return makeError("'" + path +
-                     "' is not a valid ONNX model: the protobuf is truncated or "
-                     "malformed");
+    return makeError(
+        "'" + path +
+        "' is not a valid ONNX model: the protobuf is truncated or "
+        "malformed");
   if (!model.has_graph())
     return makeError("ONNX model '" + path + "' has no graph");
   return model;
@@ -152,7 +154,8 @@ cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
                      tensor.name() + "' cannot be read: " + ec.message());
   ref.path = std::string(fullPath);
   if (ref.length < 0)
-    ref.length = static_cast<int64_t>(fileSize - std::min(fileSize, ref.offset));
+    ref.length =
+        static_cast<int64_t>(fileSize - std::min(fileSize, ref.offset));
   if (expectedBytes >= 0 && ref.length != expectedBytes)
     return makeError("external data of tensor '" + tensor.name() + "' holds " +
                      llvm::Twine(ref.length) + " bytes, its shape needs " +
@@ -240,7 +243,8 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
   llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
   for (int64_t d : shape)
     if (d < 0)
-      return makeError("tensor '" + tensor.name() + "' has a negative dimension");
+      return makeError("tensor '" + tensor.name() +
+                       "' has a negative dimension");
   int64_t count = productOf(shape);
   int64_t bytesPerElement = onnxElementBytes(dataType);
   std::vector<int64_t> ints;
@@ -250,8 +254,8 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
     auto ref = resolveExternalData(tensor, modelDir, count * bytesPerElement);
     if (!ref)
       return ref.takeError();
-    auto buffer = llvm::MemoryBuffer::getFileSlice(ref->path, ref->length,
-                                                   ref->offset);
+    auto buffer =
+        llvm::MemoryBuffer::getFileSlice(ref->path, ref->length, ref->offset);
     if (!buffer)
       return makeError("cannot read external data file '" + ref->path +
                        "': " + buffer.getError().message());
@@ -264,8 +268,9 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
     const std::string &raw = tensor.raw_data();
     if (static_cast<int64_t>(raw.size()) != count * bytesPerElement)
       return makeError("tensor '" + tensor.name() + "' holds " +
-                       llvm::Twine(raw.size()) + " bytes of raw data, its shape " +
-                       "needs " + llvm::Twine(count * bytesPerElement));
+                       llvm::Twine(raw.size()) +
+                       " bytes of raw data, its shape " + "needs " +
+                       llvm::Twine(count * bytesPerElement));
     decodeRaw(raw.data(), count, dataType, ints, floats);
     return finishTensor(elementType, shape, std::move(ints), std::move(floats),
                         tensor.name());
@@ -287,7 +292,8 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
   case onnx::TensorProto::BFLOAT16:
     for (int32_t bits : tensor.int32_data()) {
       uint16_t half = static_cast<uint16_t>(bits);
-      decodeRaw(reinterpret_cast<const char *>(&half), 1, dataType, ints, floats);
+      decodeRaw(reinterpret_cast<const char *>(&half), 1, dataType, ints,
+                floats);
     }
     break;
   default:
@@ -301,10 +307,14 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
 /// The ONNX data type of a Cleave .npy dtype name.
 static int32_t onnxTypeOfDtype(const std::string &dtype) {
   static const std::pair<const char *, int32_t> table[] = {
-      {"f32", onnx::TensorProto::FLOAT},   {"f16", onnx::TensorProto::FLOAT16},
-      {"bf16", onnx::TensorProto::BFLOAT16}, {"f64", onnx::TensorProto::DOUBLE},
-      {"i64", onnx::TensorProto::INT64},   {"i32", onnx::TensorProto::INT32},
-      {"i16", onnx::TensorProto::INT16},   {"i8", onnx::TensorProto::INT8},
+      {"f32", onnx::TensorProto::FLOAT},
+      {"f16", onnx::TensorProto::FLOAT16},
+      {"bf16", onnx::TensorProto::BFLOAT16},
+      {"f64", onnx::TensorProto::DOUBLE},
+      {"i64", onnx::TensorProto::INT64},
+      {"i32", onnx::TensorProto::INT32},
+      {"i16", onnx::TensorProto::INT16},
+      {"i8", onnx::TensorProto::INT8},
       {"bool", onnx::TensorProto::BOOL}};
   for (auto &[name, type] : table)
     if (dtype == name)
@@ -326,12 +336,12 @@ static Expected<ConstTensor> readNpy(MLIRContext *ctx, llvm::StringRef path,
   std::vector<int64_t> ints;
   std::vector<double> floats;
   decodeRaw(array.data.data(), count, dataType, ints, floats);
-  return finishTensor(elementTypeFor(ctx, dataType), array.shape, std::move(ints),
-                      std::move(floats), path);
+  return finishTensor(elementTypeFor(ctx, dataType), array.shape,
+                      std::move(ints), std::move(floats), path);
 }
 
-Expected<ConstTensor> cleave::onnx_import::readTensorFile(MLIRContext *ctx,
-                                                          llvm::StringRef path) {
+Expected<ConstTensor>
+cleave::onnx_import::readTensorFile(MLIRContext *ctx, llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)

@@ -41,9 +41,9 @@ struct ExternalDataRef {
 
 /// Resolves (relative to `modelDir`) and checks the external data reference of
 /// `tensor`: the file must exist and hold the tensor's bytes.
-llvm::Expected<ExternalDataRef> resolveExternalData(const onnx::TensorProto &tensor,
-                                                    llvm::StringRef modelDir,
-                                                    int64_t expectedBytes);
+llvm::Expected<ExternalDataRef>
+resolveExternalData(const onnx::TensorProto &tensor, llvm::StringRef modelDir,
+                    int64_t expectedBytes);
 
 /// Reads a TensorProto's elements (inline or external) into a ConstTensor.
 llvm::Expected<ConstTensor> readTensorProto(mlir::MLIRContext *ctx,

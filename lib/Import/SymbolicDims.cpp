@@ -49,10 +49,12 @@ private:
     while (true) {
       if (consume('+')) {
         std::optional<int64_t> term = product();
-        value = value && term ? std::optional<int64_t>(*value + *term) : std::nullopt;
+        value = value && term ? std::optional<int64_t>(*value + *term)
+                              : std::nullopt;
       } else if (consume('-')) {
         std::optional<int64_t> term = product();
-        value = value && term ? std::optional<int64_t>(*value - *term) : std::nullopt;
+        value = value && term ? std::optional<int64_t>(*value - *term)
+                              : std::nullopt;
       } else {
         return value;
       }
@@ -63,7 +65,8 @@ private:
     std::optional<int64_t> value = factor();
     while (consume('*')) {
       std::optional<int64_t> next = factor();
-      value = value && next ? std::optional<int64_t>(*value * *next) : std::nullopt;
+      value =
+          value && next ? std::optional<int64_t>(*value * *next) : std::nullopt;
     }
     return value;
   }
@@ -79,8 +82,8 @@ private:
       rest = rest.drop_front(length);
       return tooLarge ? std::nullopt : std::optional<int64_t>(number);
     }
-    while (length < rest.size() &&
-           (llvm::isAlnum(rest[length]) || rest[length] == '_' || rest[length] == '.'))
+    while (length < rest.size() && (llvm::isAlnum(rest[length]) ||
+                                    rest[length] == '_' || rest[length] == '.'))
       ++length;
     if (length == 0) {
       rest = StringRef(); // bad syntax: nothing more is read
@@ -91,7 +94,8 @@ private:
     if (seen && !llvm::is_contained(*seen, name))
       seen->push_back(name);
     auto it = sizes.find(name);
-    return it == sizes.end() ? std::nullopt : std::optional<int64_t>(it->second);
+    return it == sizes.end() ? std::nullopt
+                             : std::optional<int64_t>(it->second);
   }
 
   StringRef rest;
@@ -102,7 +106,8 @@ private:
 } // namespace
 
 std::optional<int64_t>
-cleave::onnx_import::evaluateDim(StringRef expr, const llvm::StringMap<int64_t> &sizes) {
+cleave::onnx_import::evaluateDim(StringRef expr,
+                                 const llvm::StringMap<int64_t> &sizes) {
   return DimParser(expr, sizes, nullptr).parse();
 }
 

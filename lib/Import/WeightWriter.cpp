@@ -102,8 +102,9 @@ struct WeightSink {
   }
   void pad() {
     static const char zeros[CLEAVE_WEIGHTS_ALIGNMENT] = {};
-    emit(zeros, (CLEAVE_WEIGHTS_ALIGNMENT - position % CLEAVE_WEIGHTS_ALIGNMENT) %
-                    CLEAVE_WEIGHTS_ALIGNMENT);
+    emit(zeros,
+         (CLEAVE_WEIGHTS_ALIGNMENT - position % CLEAVE_WEIGHTS_ALIGNMENT) %
+             CLEAVE_WEIGHTS_ALIGNMENT);
   }
 };
 
@@ -153,7 +154,8 @@ std::string reorderColumns(llvm::StringRef data, int64_t lastDim,
       for (int64_t r = 0; r < shards; ++r) {
         int64_t from = row * lastDim + offset + r * columns;
         int64_t to = row * lastDim + r * block + offset / shards;
-        std::memcpy(&out[to * bytes], data.data() + from * bytes, columns * bytes);
+        std::memcpy(&out[to * bytes], data.data() + from * bytes,
+                    columns * bytes);
       }
       offset += size;
     }
@@ -228,8 +230,8 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     bool isFloat = false;
     /// `size` bytes from `offset`, where they are (a mapped slice of an
     /// external data file, or the model's own bytes), not copied.
-    std::function<Expected<std::unique_ptr<llvm::MemoryBuffer>>(
-        uint64_t offset, uint64_t size)>
+    std::function<Expected<std::unique_ptr<llvm::MemoryBuffer>>(uint64_t offset,
+                                                                uint64_t size)>
         view;
   };
   auto viewOf = [](llvm::StringRef bytes) {
@@ -239,8 +241,10 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
   auto open = [&](const std::string &name) -> Expected<Source> {
     auto it = initializers.find(name);
     if (it == initializers.end())
-      return makeError("parameter '" + name + "' is neither an initializer nor "
-                       "a Constant of '" + modelPath + "'");
+      return makeError("parameter '" + name +
+                       "' is neither an initializer nor "
+                       "a Constant of '" +
+                       modelPath + "'");
     const onnx::TensorProto &tensor = *it->second;
     Source source;
     source.shape.assign(tensor.dims().begin(), tensor.dims().end());
@@ -358,14 +362,16 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
         // One piece: in slices, from where the model keeps it (mapped, not
         // copied, unless narrowed).
         for (uint64_t done = 0; done < total; done += kSlice) {
-          auto slice = sources.front().view(done, std::min(kSlice, total - done));
+          auto slice =
+              sources.front().view(done, std::min(kSlice, total - done));
           if (!slice)
             return slice.takeError();
           emit((*slice)->getBuffer());
         }
         continue;
       }
-      uint64_t rowsPerChunk = std::max<uint64_t>(1, kSlice / std::max<uint64_t>(1, rowTotal));
+      uint64_t rowsPerChunk =
+          std::max<uint64_t>(1, kSlice / std::max<uint64_t>(1, rowTotal));
       for (uint64_t row = 0; row < rows; row += rowsPerChunk) {
         uint64_t count = std::min(rowsPerChunk, rows - row);
         if (count == 1 && rowTotal > kSlice) {
@@ -412,17 +418,16 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       viewed.push_back(std::move(*view));
       data.push_back(viewed.back()->getBuffer());
       if (!piece->columnParts.empty()) {
-        reordered.push_back(reorderColumns(data.back(), source.shape.back(),
-                                           piece->columnParts,
-                                           piece->columnShards,
-                                           source.elementBytes));
+        reordered.push_back(
+            reorderColumns(data.back(), source.shape.back(), piece->columnParts,
+                           piece->columnShards, source.elementBytes));
         data.back() = reordered.back();
       }
       // Joined along `joinAxis`: a rank's block is `rows` runs of
       // `rowBytes`, one run from each piece in turn.
-      rowBytes.push_back(runBytes(
-          piece->offsets.empty() ? source.shape : piece->sliceShape,
-          request.joinAxis, source.elementBytes));
+      rowBytes.push_back(
+          runBytes(piece->offsets.empty() ? source.shape : piece->sliceShape,
+                   request.joinAxis, source.elementBytes));
     }
     for (auto [rank, sink] : llvm::enumerate(sinks)) {
       if (!holds(rank))
@@ -480,7 +485,8 @@ Expected<uint64_t> cleave::checksumFile(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
-    return makeError("cannot read '" + path + "': " + buffer.getError().message());
+    return makeError("cannot read '" + path +
+                     "': " + buffer.getError().message());
   cleave_checksum_state state;
   cleave_checksum_init(&state);
   cleave_checksum_update(&state, (*buffer)->getBufferStart(),

@@ -1,4 +1,5 @@
-//===- AnnotateCosts.cpp - The cost model's estimate on every op -----------===//
+//===- AnnotateCosts.cpp - The cost model's estimate on every op
+//-----------===//
 
 #include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
@@ -14,7 +15,8 @@ using namespace mlir;
 
 namespace {
 
-DictionaryAttr costAttr(Builder &b, const cleave::OpCost &cost, double seconds) {
+DictionaryAttr costAttr(Builder &b, const cleave::OpCost &cost,
+                        double seconds) {
   return b.getDictionaryAttr({
       b.getNamedAttr("flops", b.getF64FloatAttr(cost.flops)),
       b.getNamedAttr("read", b.getF64FloatAttr(cost.bytesRead)),
@@ -43,7 +45,8 @@ struct AnnotateCostsPass
         cleave::OpCost cost = cleave::estimateCost(&op);
         total += cost;
         seconds += parsed->seconds(cost);
-        op.setAttr(cleave::kCostAttrName, costAttr(b, cost, parsed->seconds(cost)));
+        op.setAttr(cleave::kCostAttrName,
+                   costAttr(b, cost, parsed->seconds(cost)));
       }
     func->setAttr(cleave::kCostAttrName, costAttr(b, total, seconds));
   }

@@ -1,4 +1,5 @@
-//===- AnnotateStages.cpp - Balanced pipeline stages on the op sequence ----===//
+//===- AnnotateStages.cpp - Balanced pipeline stages on the op sequence
+//----===//
 //
 // Builds the StageProblem of a function's top-level ops (predicted seconds,
 // parameter bytes, activation bytes live across each position), solves it
@@ -55,7 +56,8 @@ struct AnnotateStagesPass
     // `stages:` hints and pipeline_stage fields); a stage starts at the
     // node's first op.
     llvm::DenseSet<size_t> fixedAt;
-    if (auto starts = func->getAttrOfType<ArrayAttr>(cleave::kStageStartsAttrName))
+    if (auto starts =
+            func->getAttrOfType<ArrayAttr>(cleave::kStageStartsAttrName))
       for (auto node : starts.getAsRange<StringAttr>()) {
         auto it = llvm::find_if(ops, [&](Operation *op) {
           return cleave::onnxNodeName(op->getLoc()) == node.getValue();
@@ -97,7 +99,8 @@ struct AnnotateStagesPass
         }
       });
       problem.params.push_back(std::move(params));
-      if ((op->hasAttr(cleave::kStageStartAttrName) || fixedAt.contains(i)) && i > 0)
+      if ((op->hasAttr(cleave::kStageStartAttrName) || fixedAt.contains(i)) &&
+          i > 0)
         problem.fixedCuts.push_back(i);
       // A result live from op i to its last user crosses every cut between.
       for (Value result : op->getResults()) {
@@ -123,8 +126,8 @@ struct AnnotateStagesPass
       for (size_t s = 0; s < stages; ++s)
         llvm::dbgs() << DEBUG_TYPE ": stage " << s << " from ONNX node '"
                      << cleave::onnxNodeName(ops[plan->begin[s]]->getLoc())
-                     << "': " << plan->seconds[s] << " s, "
-                     << plan->memory[s] << " parameter bytes\n";
+                     << "': " << plan->seconds[s] << " s, " << plan->memory[s]
+                     << " parameter bytes\n";
     });
     Builder b(&getContext());
     for (size_t s = 0; s < stages; ++s)

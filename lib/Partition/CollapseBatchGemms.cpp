@@ -61,7 +61,8 @@ struct CollapseBatchGemmsPass
     auto fill = init.getDefiningOp<linalg::FillOp>();
     Value merged;
     if (fill && cleave::isZeroFill(fill)) {
-      SmallVector<int64_t> shape(cast<RankedTensorType>(lhs.getType()).getShape());
+      SmallVector<int64_t> shape(
+          cast<RankedTensorType>(lhs.getType()).getShape());
       shape.back() = cast<RankedTensorType>(rhs.getType()).getShape().back();
       Value empty = tensor::EmptyOp::create(
           b, loc, shape, getElementTypeOrSelf(init.getType()));

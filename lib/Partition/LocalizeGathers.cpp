@@ -1,4 +1,5 @@
-//===- LocalizeGathers.cpp - Vocabulary-parallel embedding lookups ---------===//
+//===- LocalizeGathers.cpp - Vocabulary-parallel embedding lookups
+//---------===//
 //
 // See Passes.td. A lookup is a linalg.generic whose body extracts from a
 // parameter of @main; only parameters split on their first dimension alone
@@ -23,7 +24,8 @@ namespace {
 
 /// The grid axes a parameter's first dimension is split over, if that is its
 /// only split.
-std::optional<SmallVector<int16_t>> rowSplit(func::FuncOp func, BlockArgument arg) {
+std::optional<SmallVector<int16_t>> rowSplit(func::FuncOp func,
+                                             BlockArgument arg) {
   auto split = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(),
                                                 cleave::kShardingAttrName);
   if (!split || split.empty())
@@ -98,7 +100,8 @@ struct LocalizeGathersPass
       SmallVector<Value> indices(extract.getIndices());
       indices.front() = safe;
       b.setInsertionPointAfter(extract);
-      auto read = tensor::ExtractOp::create(b, loc, extract.getTensor(), indices);
+      auto read =
+          tensor::ExtractOp::create(b, loc, extract.getTensor(), indices);
       Type element = extract.getType();
       Value nothing = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
       Value value = arith::SelectOp::create(b, loc, held, read, nothing);
@@ -108,8 +111,9 @@ struct LocalizeGathersPass
       // Every row is held by exactly one rank of the group: sum the lookups.
       b.setInsertionPointAfter(generic);
       Value result = generic.getResult(0);
-      auto sum = shard::AllReduceOp::create(b, generic.getLoc(), result.getType(),
-                                            cleave::kGridName, axes, result);
+      auto sum =
+          shard::AllReduceOp::create(b, generic.getLoc(), result.getType(),
+                                     cleave::kGridName, axes, result);
       result.replaceAllUsesExcept(sum.getResult(), sum);
     }
   }

@@ -38,7 +38,8 @@ bool isPlainF32Gemm(Operation *op) {
     return false;
   MLIRContext *ctx = op->getContext();
   if (auto mm = dyn_cast<linalg::MatmulOp>(op)) {
-    if (mm.getIndexingMapsArray() != linalg::MatmulOp::getDefaultIndexingMaps(ctx))
+    if (mm.getIndexingMapsArray() !=
+        linalg::MatmulOp::getDefaultIndexingMaps(ctx))
       return false;
   } else if (auto bmm = dyn_cast<linalg::BatchMatmulOp>(op)) {
     if (bmm.getIndexingMapsArray() !=
@@ -56,7 +57,8 @@ bool isPlainF32Gemm(Operation *op) {
 /// Ops a narrowed parameter may flow through on its way to GEMMs: they only
 /// annotate or reshape, so their result takes the operand's element type.
 bool isTypeAgnostic(Operation *op) {
-  return isa<shard::ShardOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
+  return isa<shard::ShardOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+      op);
 }
 
 struct LowerPrecisionPass
@@ -100,7 +102,8 @@ struct LowerPrecisionPass
       arg.setType(withElementType(arg.getType(), low));
       argTypes[arg.getArgNumber()] = arg.getType();
       for (Operation *op : chain)
-        op->getResult(0).setType(withElementType(op->getResult(0).getType(), low));
+        op->getResult(0).setType(
+            withElementType(op->getResult(0).getType(), low));
     }
     func.setType(builder.getFunctionType(argTypes, func.getResultTypes()));
 
@@ -119,9 +122,8 @@ struct LowerPrecisionPass
         narrow = linalg::MatmulOp::create(b, op->getLoc(), op->getResultTypes(),
                                           inputs, gemm.getDpsInits());
       else if (isa<linalg::BatchMatmulOp>(op))
-        narrow = linalg::BatchMatmulOp::create(b, op->getLoc(),
-                                               op->getResultTypes(), inputs,
-                                               gemm.getDpsInits());
+        narrow = linalg::BatchMatmulOp::create(
+            b, op->getLoc(), op->getResultTypes(), inputs, gemm.getDpsInits());
       else
         narrow = narrowedGeneric(b, cast<linalg::GenericOp>(op), inputs);
       narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
@@ -228,8 +230,8 @@ struct LowerPrecisionPass
     std::optional<cleave::ScaledOperand> scaled =
         scale ? cleave::scaledOperand(scale) : std::nullopt;
     if (isLayoutOp(def)) {
-      result = narrowLayout(def, truncate(def->getOperand(0), low, truncated),
-                            low);
+      result =
+          narrowLayout(def, truncate(def->getOperand(0), low, truncated), low);
     } else if (scaled && isLayoutOp(scaled->unscaled.getDefiningOp())) {
       result = scaleAndTruncate(scaled->unscaled, scaled->scale, low);
       replacedScales.insert(scale);
@@ -272,7 +274,8 @@ struct LowerPrecisionPass
                                              transpose.getPermutation());
       else
         narrow = linalg::BroadcastOp::create(
-            b, loc, source, empty, cast<linalg::BroadcastOp>(op).getDimensions());
+            b, loc, source, empty,
+            cast<linalg::BroadcastOp>(op).getDimensions());
       narrow->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       return narrow->getResult(0);
     }

@@ -54,8 +54,8 @@ SplitAxes capturedSplit(Value value) {
   }
   if (!annotation)
     return split;
-  for (auto [dim, axes] :
-       llvm::enumerate(shard::Sharding(annotation.getSharding()).getSplitAxes()))
+  for (auto [dim, axes] : llvm::enumerate(
+           shard::Sharding(annotation.getSharding()).getSplitAxes()))
     if (dim < split.size())
       split[dim] = SmallVector<int16_t>(axes.asArrayRef());
   return split;
@@ -65,10 +65,12 @@ SplitAxes capturedSplit(Value value) {
 /// cleave-pin-argument-shardings routes it through): partition hands it the
 /// argument, which is what cleave-localize-gathers looks for.
 bool isParameter(Value value) {
-  if (auto pin = value.getDefiningOp<shard::ShardOp>(); pin && !pin.getAnnotateForUsers())
+  if (auto pin = value.getDefiningOp<shard::ShardOp>();
+      pin && !pin.getAnnotateForUsers())
     value = pin.getSrc();
   return isa<BlockArgument>(value) &&
-         isa<func::FuncOp>(cast<BlockArgument>(value).getOwner()->getParentOp());
+         isa<func::FuncOp>(
+             cast<BlockArgument>(value).getOwner()->getParentOp());
 }
 
 /// The grid axes partition splits each loop of `op` over, as upstream's
@@ -76,7 +78,8 @@ bool isParameter(Value value) {
 /// all known (partition then leaves it whole).
 std::optional<SplitAxes> loopSplit(linalg::LinalgOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (!llvm::all_of(maps, [](AffineMap m) { return m.isProjectedPermutation(); }))
+  if (!llvm::all_of(maps,
+                    [](AffineMap m) { return m.isProjectedPermutation(); }))
     return std::nullopt;
   std::vector<shard::Sharding> operands, results;
   for (OpOperand &operand : op->getOpOperands()) {
@@ -84,13 +87,15 @@ std::optional<SplitAxes> loopSplit(linalg::LinalgOp op) {
       operands.push_back(shard::Sharding());
       continue;
     }
-    FailureOr<std::pair<bool, shard::Sharding>> sharding = shard::getSharding(operand);
+    FailureOr<std::pair<bool, shard::Sharding>> sharding =
+        shard::getSharding(operand);
     if (failed(sharding))
       return std::nullopt;
     operands.push_back(sharding->second);
   }
   for (OpResult result : op->getResults()) {
-    FailureOr<std::pair<bool, shard::Sharding>> sharding = shard::getSharding(result);
+    FailureOr<std::pair<bool, shard::Sharding>> sharding =
+        shard::getSharding(result);
     if (failed(sharding))
       return std::nullopt;
     results.push_back(sharding->second);
@@ -116,8 +121,8 @@ bool sameBlocks(linalg::LinalgOp op, unsigned loop, ArrayRef<int16_t> loopAxes,
 /// Whether `use` of loop index `index` reads a tensor from outside the body
 /// at a dimension cut like the loop: the local index is then the position in
 /// the rank's block of the tensor, as it must be.
-bool readsAlignedBlock(OpOperand &use, linalg::LinalgOp op, linalg::IndexOp index,
-                       ArrayRef<int16_t> axes) {
+bool readsAlignedBlock(OpOperand &use, linalg::LinalgOp op,
+                       linalg::IndexOp index, ArrayRef<int16_t> axes) {
   auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
   if (!extract || use.getOperandNumber() == 0 || !readsFromOutside(op, extract))
     return false;
@@ -169,26 +174,31 @@ struct MarkSplitIndicesPass
       for (auto [dim, axes] : llvm::enumerate(split)) {
         if (axes.empty())
           continue;
-        bool rowsAlone = dim == 0 && llvm::all_of(llvm::drop_begin(split),
-                                                  [](auto &a) { return a.empty(); });
+        bool rowsAlone =
+            dim == 0 && llvm::all_of(llvm::drop_begin(split),
+                                     [](auto &a) { return a.empty(); });
         if (rowsAlone && isParameter(extract.getTensor())) {
           // cleave-localize-gathers reads the rank's rows and sums the
           // lookups over the table's axes, which must then split no loop.
           for (const SmallVector<int16_t> &loopAxes : *loops)
-            if (llvm::any_of(loopAxes, [&](int16_t a) { return llvm::is_contained(axes, a); }))
-              return refuse(op, "into a table split by rows over grid axes that "
-                                "also split its result (the sum over the "
-                                "table's rows would add up different positions)");
+            if (llvm::any_of(loopAxes, [&](int16_t a) {
+                  return llvm::is_contained(axes, a);
+                }))
+              return refuse(op,
+                            "into a table split by rows over grid axes that "
+                            "also split its result (the sum over the "
+                            "table's rows would add up different positions)");
           continue;
         }
         auto index = extract.getIndices()[dim].getDefiningOp<linalg::IndexOp>();
         if (index && sameBlocks(op, index.getDim(), (*loops)[index.getDim()],
                                 extract.getTensor(), dim))
           continue;
-        return refuse(op, "into a tensor split on its dimension " + Twine(dim) +
-                              " at a position other than this rank's block of a "
-                              "loop split alike (the rank would read another "
-                              "rank's values)");
+        return refuse(op,
+                      "into a tensor split on its dimension " + Twine(dim) +
+                          " at a position other than this rank's block of a "
+                          "loop split alike (the rank would read another "
+                          "rank's values)");
       }
     }
 

@@ -1,4 +1,5 @@
-//===- OffsetSplitIndices.cpp - Marked loop indices made global ------------===//
+//===- OffsetSplitIndices.cpp - Marked loop indices made global
+//------------===//
 //
 // See Passes.td. The second half of cleave-mark-split-indices: after
 // shard-partition each marked linalg.index counts from 0 in the rank's block
@@ -34,11 +35,13 @@ struct OffsetSplitIndicesPass
       return;
     shard::GridOp grid = cleave::lookupGrid(func);
     if (!grid) {
-      marked.front().emitError("loop index marked as split in a module without a grid");
+      marked.front().emitError(
+          "loop index marked as split in a module without a grid");
       return signalPassFailure();
     }
     for (linalg::IndexOp index : marked) {
-      auto axes = index->getAttrOfType<DenseI16ArrayAttr>(cleave::kSplitAxesAttrName);
+      auto axes =
+          index->getAttrOfType<DenseI16ArrayAttr>(cleave::kSplitAxesAttrName);
       auto op = index->getParentOfType<linalg::LinalgOp>();
       int64_t block = op.getStaticLoopRanges()[index.getDim()];
       if (!axes || ShapedType::isDynamic(block)) {

@@ -1,4 +1,5 @@
-//===- PinArgumentShardings.cpp - One sharding per tensor argument ---------===//
+//===- PinArgumentShardings.cpp - One sharding per tensor argument
+//---------===//
 
 #include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
@@ -33,17 +34,18 @@ struct PinArgumentShardingsPass
       shard::ShardOp pinned;
       for (Operation *user : arg.getUsers())
         if (auto op = dyn_cast<shard::ShardOp>(user);
-            op && (!pinned || (pinned.getAnnotateForUsers() &&
-                               !op.getAnnotateForUsers())))
+            op && (!pinned ||
+                   (pinned.getAnnotateForUsers() && !op.getAnnotateForUsers())))
           pinned = op;
       // A graph input is whole in the signature, every rank reading the
       // whole file, however propagation split it for its users: they slice
       // it locally.
-      bool isInput = func.getArgAttr(arg.getArgNumber(), cleave::kInputAttrName) !=
-                     nullptr;
-      bool split = pinned && llvm::any_of(
-                                 shard::Sharding(pinned.getSharding()).getSplitAxes(),
-                                 [](auto axes) { return !axes.empty(); });
+      bool isInput = func.getArgAttr(arg.getArgNumber(),
+                                     cleave::kInputAttrName) != nullptr;
+      bool split =
+          pinned &&
+          llvm::any_of(shard::Sharding(pinned.getSharding()).getSplitAxes(),
+                       [](auto axes) { return !axes.empty(); });
       if (!pinned || !arg.hasOneUse() || pinned.getAnnotateForUsers() ||
           (isInput && split)) {
         if (isInput)
@@ -51,14 +53,16 @@ struct PinArgumentShardingsPass
         b.setInsertionPointToStart(&entry);
         // A fresh sharding op at the top dominates every use of the argument.
         Value sharding =
-            pinned ? shard::ShardingOp::create(
-                         b, func.getLoc(), shard::Sharding(pinned.getSharding()))
-                         .getResult()
-                   : shard::ShardingOp::create(
-                         b, func.getLoc(), cleave::kGridName,
-                         {shard::GridAxesAttr::get(&getContext(), {})})
-                         .getResult();
-        auto op = shard::ShardOp::create(b, func.getLoc(), arg, sharding, false);
+            pinned
+                ? shard::ShardingOp::create(
+                      b, func.getLoc(), shard::Sharding(pinned.getSharding()))
+                      .getResult()
+                : shard::ShardingOp::create(
+                      b, func.getLoc(), cleave::kGridName,
+                      {shard::GridAxesAttr::get(&getContext(), {})})
+                      .getResult();
+        auto op =
+            shard::ShardOp::create(b, func.getLoc(), arg, sharding, false);
         arg.replaceAllUsesExcept(op.getResult(), op);
         pinned = op;
       }

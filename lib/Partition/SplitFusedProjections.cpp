@@ -1,4 +1,5 @@
-//===- SplitFusedProjections.cpp - Fused QKV split by head -----------------===//
+//===- SplitFusedProjections.cpp - Fused QKV split by head
+//-----------------===//
 //
 // Finds column-split matmuls whose output (after reshapes that keep the last
 // dimension and elementwise bias adds) is cut into parts along the split
@@ -63,7 +64,8 @@ struct SplitFusedProjectionsPass
 
   void rewrite(func::FuncOp func, linalg::MatmulOp matmul) {
     shard::ShardOp annotation;
-    BlockArgument weight = annotatedArgument(matmul.getInputs()[1], &annotation);
+    BlockArgument weight =
+        annotatedArgument(matmul.getInputs()[1], &annotation);
     if (!weight)
       return;
     shard::Sharding sharding(annotation.getSharding());
@@ -74,9 +76,8 @@ struct SplitFusedProjectionsPass
         sharding.getGridAttr());
     if (!grid)
       return;
-    int64_t shards =
-        shard::collectiveProcessGroupSize(sharding.getSplitAxes()[1].asArrayRef(),
-                                          grid);
+    int64_t shards = shard::collectiveProcessGroupSize(
+        sharding.getSplitAxes()[1].asArrayRef(), grid);
     // Follow the output through ops that keep its last dimension.
     Value value = matmul.getResult(0);
     SmallVector<BlockArgument> biases;
@@ -133,10 +134,12 @@ struct SplitFusedProjectionsPass
     std::map<int64_t, int64_t> parts; // offset -> size
     for (Operation *user : value.getUsers()) {
       auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
-      if (!slice || slice.getSourceType().getRank() != slice.getResultType().getRank())
+      if (!slice ||
+          slice.getSourceType().getRank() != slice.getResultType().getRank())
         return;
       for (int64_t d = 0; d < rank - 1; ++d)
-        if (slice.getStaticOffsets()[d] != 0 || slice.getStaticStrides()[d] != 1 ||
+        if (slice.getStaticOffsets()[d] != 0 ||
+            slice.getStaticStrides()[d] != 1 ||
             slice.getStaticSizes()[d] != type.getDimSize(d))
           return;
       int64_t offset = slice.getStaticOffsets()[rank - 1];
@@ -170,8 +173,8 @@ struct SplitFusedProjectionsPass
       groups.push_back({d});
     groups.push_back({rank - 1, rank});
     auto expanded = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get(expandedShape, type.getElementType()), value,
-        groups);
+        b, loc, RankedTensorType::get(expandedShape, type.getElementType()),
+        value, groups);
     for (tensor::ExtractSliceOp slice : slices) {
       b.setInsertionPoint(slice);
       int64_t offset = slice.getStaticOffsets()[rank - 1];

@@ -96,7 +96,8 @@ static LogicalResult verifyImported(ModuleOp module) {
   }
   module.walk([&](Operation *op) {
     for (Type type : op->getResultTypes())
-      if (auto shaped = dyn_cast<ShapedType>(type); shaped && !shaped.hasStaticShape()) {
+      if (auto shaped = dyn_cast<ShapedType>(type);
+          shaped && !shaped.hasStaticShape()) {
         op->emitError() << "result of type " << type << " is not static";
         ok = false;
       }

@@ -284,8 +284,7 @@ void cleave::buildCudaLowerPipeline(OpPassManager &pm,
 namespace {
 
 /// PipelineOptions as textual pipeline options, for cleave-opt.
-struct PhasePipelineOptions
-    : public PassPipelineOptions<PhasePipelineOptions> {
+struct PhasePipelineOptions : public PassPipelineOptions<PhasePipelineOptions> {
   Option<Target> target{
       *this, "target", llvm::cl::desc("Code generation target"),
       llvm::cl::init(Target::CPU),
@@ -318,8 +317,7 @@ struct PhasePipelineOptions
   Option<bool> sharded{*this, "sharded",
                        llvm::cl::desc("Partition the module's shardings"),
                        llvm::cl::init(false)};
-  Option<unsigned> stages{*this, "stages",
-                          llvm::cl::desc("Pipeline stages"),
+  Option<unsigned> stages{*this, "stages", llvm::cl::desc("Pipeline stages"),
                           llvm::cl::init(1)};
   Option<int> stageAxis{*this, "stage-axis",
                         llvm::cl::desc("The grid axis of the stages"),
@@ -362,9 +360,9 @@ void cleave::registerPhasePipelines() {
       [](OpPassManager &pm, const PhasePipelineOptions &o) {
         buildPartitionPipeline(pm, o.get());
       });
-  PassPipelineRegistration<>(
-      "cleave-fuse-pipeline", "The fuse phase: elementwise fusion",
-      [](OpPassManager &pm) { buildFusePipeline(pm); });
+  PassPipelineRegistration<>("cleave-fuse-pipeline",
+                             "The fuse phase: elementwise fusion",
+                             [](OpPassManager &pm) { buildFusePipeline(pm); });
   PassPipelineRegistration<>(
       "cleave-bufferize-pipeline",
       "The bufferize phase: buffers, outputs as arguments, frees",

@@ -23,7 +23,8 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
   int64_t params = 0, paramBytes = 0;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = cast<ShapedType>(main.getArgument(i).getType());
-    if (auto name = main.getArgAttrOfType<StringAttr>(i, cleave::kInputAttrName)) {
+    if (auto name =
+            main.getArgAttrOfType<StringAttr>(i, cleave::kInputAttrName)) {
       os << "input   " << name.getValue() << " : " << type << "\n";
     } else {
       ++params;
@@ -31,7 +32,8 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
     }
   }
   for (unsigned i = 0; i < main.getNumResults(); ++i) {
-    auto name = main.getResultAttrOfType<StringAttr>(i, cleave::kOutputAttrName);
+    auto name =
+        main.getResultAttrOfType<StringAttr>(i, cleave::kOutputAttrName);
     os << "output  " << (name ? name.getValue() : "?") << " : "
        << main.getResultTypes()[i] << "\n";
   }
@@ -54,8 +56,10 @@ void cleave::printModuleSummary(ModuleOp module, llvm::raw_ostream &os) {
   });
   os << "largest inline constant: " << largestConstant << " elements\n";
   os << "dynamic shapes: " << dynamic << "\n";
-  std::vector<std::pair<StringRef, int64_t>> sorted(counts.begin(), counts.end());
-  llvm::stable_sort(sorted, [](auto &a, auto &b) { return a.second > b.second; });
+  std::vector<std::pair<StringRef, int64_t>> sorted(counts.begin(),
+                                                    counts.end());
+  llvm::stable_sort(sorted,
+                    [](auto &a, auto &b) { return a.second > b.second; });
   os << "ops:";
   for (auto &[name, count] : sorted)
     os << " " << name << "=" << count;

@@ -1,4 +1,5 @@
-//===- Annotate.cpp - Writing sharding hints into an ONNX model ------------===//
+//===- Annotate.cpp - Writing sharding hints into an ONNX model
+//------------===//
 
 #include "cleave/Sharding/Annotate.h"
 #include "cleave/Support/Attributes.h"
@@ -23,10 +24,10 @@ namespace {
 
 /// A tensor of the graph that hints can name.
 struct NamedTensor {
-  int64_t rank = -1;               // -1: unknown (intermediate, no value_info)
-  std::vector<int64_t> shape;      // empty dims unknown
-  int producer = -1;               // node index, -1 for inputs/initializers
-  std::vector<int> consumers;      // node indices
+  int64_t rank = -1;          // -1: unknown (intermediate, no value_info)
+  std::vector<int64_t> shape; // empty dims unknown
+  int producer = -1;          // node index, -1 for inputs/initializers
+  std::vector<int> consumers; // node indices
 };
 
 void recordType(NamedTensor &t, const onnx::TypeProto &type) {
@@ -76,8 +77,8 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
   for (auto &[name, tensor] : tensors) {
     HintTarget target{name, std::nullopt};
     if (tensor.rank >= 0)
-      target.shape = llvm::SmallVector<int64_t>(tensor.shape.begin(),
-                                                tensor.shape.end());
+      target.shape =
+          llvm::SmallVector<int64_t>(tensor.shape.begin(), tensor.shape.end());
     targets.push_back(std::move(target));
   }
   AnnotateResult result;
@@ -91,7 +92,8 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
                   }))
     return annotateError(firstProblem);
   for (const ShardHint *hint : unmatched)
-    result.unmatched.push_back("'" + hint->pattern + "' (" + hint->origin + ")");
+    result.unmatched.push_back("'" + hint->pattern + "' (" + hint->origin +
+                               ")");
 
   // Replace earlier annotations of ours, then write the new ones.
   for (auto &node : *graph.mutable_node()) {
@@ -100,7 +102,8 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
       if (configs->Get(i).configuration_id() == kOnnxMeshConfiguration)
         configs->DeleteSubrange(i, 1);
   }
-  auto specFor = [&](onnx::NodeProto &node) -> onnx::NodeDeviceConfigurationProto & {
+  auto specFor =
+      [&](onnx::NodeProto &node) -> onnx::NodeDeviceConfigurationProto & {
     for (auto &config : *node.mutable_device_configurations())
       if (config.configuration_id() == kOnnxMeshConfiguration)
         return config;
@@ -116,8 +119,9 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
     if (!spec)
       return spec.takeError();
     const NamedTensor &tensor = tensors[name];
-    std::vector<int> nodes = tensor.producer >= 0 ? std::vector<int>{tensor.producer}
-                                                  : tensor.consumers;
+    std::vector<int> nodes = tensor.producer >= 0
+                                 ? std::vector<int>{tensor.producer}
+                                 : tensor.consumers;
     for (int n : nodes) {
       onnx::ShardingSpecProto *out =
           specFor(*graph.mutable_node(n)).add_sharding_spec();
@@ -134,7 +138,8 @@ cleave::annotateOnnxModel(llvm::StringRef inPath, llvm::StringRef outPath,
         auto *dim = out->add_sharded_dim();
         dim->set_axis(axis);
         auto *simple = dim->add_simple_sharding();
-        if (axis < static_cast<int64_t>(tensor.shape.size()) && tensor.shape[axis] > 0)
+        if (axis < static_cast<int64_t>(tensor.shape.size()) &&
+            tensor.shape[axis] > 0)
           simple->set_dim_value(tensor.shape[axis]);
         simple->set_num_shards(shards);
       }

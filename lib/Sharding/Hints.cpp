@@ -1,4 +1,5 @@
-//===- Hints.cpp - Sharding hints from a YAML file -------------------------===//
+//===- Hints.cpp - Sharding hints from a YAML file
+//-------------------------===//
 
 #include "cleave/Sharding/Hints.h"
 
@@ -95,7 +96,8 @@ bool cleave::matchHints(llvm::ArrayRef<ShardHint> hints, const MeshSpec &mesh,
     bool isGlob = hint.pattern.find_first_of("*?[") != std::string::npos;
     auto pattern = llvm::GlobPattern::create(hint.pattern);
     if (!pattern) {
-      problem(hint, ": not a valid glob: " + llvm::toString(pattern.takeError()));
+      problem(hint,
+              ": not a valid glob: " + llvm::toString(pattern.takeError()));
       continue;
     }
     bool matched = false;

@@ -1,4 +1,5 @@
-//===- LinalgShardingModels.cpp - Sharding rules for linalg ops ------------===//
+//===- LinalgShardingModels.cpp - Sharding rules for linalg ops
+//------------===//
 //
 // Upstream gives every structured linalg op a model; linalg.softmax is not
 // structured and has none. Its input, output and result share one sharding,
@@ -24,8 +25,10 @@ struct SoftmaxShardingModel
   static int64_t keptWhole(linalg::SoftmaxOp op) { return op.getDimension(); }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding>, ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap, SymbolTableCollection &symbols,
+                          ArrayRef<Sharding>,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbols,
                           OpBuilder &builder) const {
     auto softmax = cast<linalg::SoftmaxOp>(op);
     Type resultType = localType(op, softmax->getResult(0).getType(),

@@ -1,4 +1,5 @@
-//===- Megatron.cpp - The megatron sharding preset -------------------------===//
+//===- Megatron.cpp - The megatron sharding preset
+//-------------------------===//
 //
 // Finds Megatron-style tensor parallelism in an imported transformer without
 // relying on names. Every matmul by a 2-D parameter (or its transpose: an
@@ -88,7 +89,8 @@ public:
       Operation *leader = entry->getData();
       SplitBlock &block = blocks[leader];
       if (block.rows.empty() && !block.reachesOutput)
-        for (auto it = roots.member_begin(*entry); it != roots.member_end(); ++it)
+        for (auto it = roots.member_begin(*entry); it != roots.member_end();
+             ++it)
           failed.insert(*it);
     }
     return failed;
@@ -215,9 +217,10 @@ private:
     dropOneHeads(op, inputs);
     if (inputs.empty() && capturedLoops.empty())
       return;
-    Operation *root = (inputs.empty() ? capturedLoops : inputs).front().second.root;
-    for (auto &[index, track] : llvm::concat<std::pair<unsigned, Track>>(
-             inputs, capturedLoops))
+    Operation *root =
+        (inputs.empty() ? capturedLoops : inputs).front().second.root;
+    for (auto &[index, track] :
+         llvm::concat<std::pair<unsigned, Track>>(inputs, capturedLoops))
       join(root, track.root);
     if (generic)
       return visitGeneric(generic, inputs, capturedLoops);
@@ -236,7 +239,8 @@ private:
     }
     if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
       int64_t d = in.dim;
-      if (inputs.front().first != 0 || llvm::is_contained(reduce.getDimensions(), d))
+      if (inputs.front().first != 0 ||
+          llvm::is_contained(reduce.getDimensions(), d))
         return fail(root);
       int64_t below = llvm::count_if(reduce.getDimensions(),
                                      [&](int64_t r) { return r < d; });
@@ -258,7 +262,8 @@ private:
       // Input dimensions keep their order among the output's; the inserted
       // `dimensions` are new.
       int64_t seen = -1;
-      for (int64_t out = 0; out < broadcast.getInit().getType().getRank(); ++out) {
+      for (int64_t out = 0; out < broadcast.getInit().getType().getRank();
+           ++out) {
         if (llvm::is_contained(broadcast.getDimensions(), out))
           continue;
         if (++seen == in.dim)
@@ -309,7 +314,8 @@ private:
     }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
       int64_t d = in.dim;
-      for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+      for (auto [g, group] :
+           llvm::enumerate(collapse.getReassociationIndices())) {
         if (!llvm::is_contained(group, d))
           continue;
         // Dimensions folded in before the split one must hold one element
@@ -333,8 +339,8 @@ private:
       return;
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-      if (inputs.front().first != 0 || slice.getSourceType().getRank() !=
-                                           slice.getResultType().getRank())
+      if (inputs.front().first != 0 ||
+          slice.getSourceType().getRank() != slice.getResultType().getRank())
         return fail(root);
       int64_t d = in.dim;
       int64_t full = slice.getSourceType().getDimSize(d);
@@ -397,11 +403,12 @@ private:
         return expr.getPosition();
       };
       std::optional<unsigned> loop = loopOf(index, track);
-      if (!loop ||
-          generic.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
+      if (!loop || generic.getIteratorTypesArray()[*loop] !=
+                       utils::IteratorType::parallel)
         return true;
       return llvm::any_of(inputs, [&](auto &other) {
-        return !other.second.oneHead && other.first < generic.getNumDpsInputs() &&
+        return !other.second.oneHead &&
+               other.first < generic.getNumDpsInputs() &&
                loopOf(other.first, other.second) != loop;
       });
     };
@@ -469,9 +476,10 @@ private:
         blockOf(root).biases.push_back({param, *pos});
     }
     for (OpResult result : generic->getResults()) {
-      AffineMap map = maps[generic.getNumDpsInputs() + result.getResultNumber()];
-      std::optional<unsigned> pos = map.getResultPosition(
-          getAffineDimExpr(*loop, generic.getContext()));
+      AffineMap map =
+          maps[generic.getNumDpsInputs() + result.getResultNumber()];
+      std::optional<unsigned> pos =
+          map.getResultPosition(getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         return fail(root);
       tracked[result] = {int64_t(*pos), root, first.foldedBatch, first.oneHead};
@@ -486,7 +494,7 @@ private:
   const llvm::DenseSet<Operation *> &excluded;
   llvm::EquivalenceClasses<Operation *> roots;
   llvm::DenseMap<Operation *, SplitBlock> blocks; // by leader
-  llvm::DenseSet<Operation *> broken;        // leaders
+  llvm::DenseSet<Operation *> broken;             // leaders
   llvm::DenseMap<Value, Track> tracked;
 };
 
@@ -534,8 +542,10 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
         continue;
       unfused = true;
       auto widest = llvm::max_element(parts, [](Operation *a, Operation *b) {
-        return cast<RankedTensorType>(a->getResult(0).getType()).getNumElements() <
-               cast<RankedTensorType>(b->getResult(0).getType()).getNumElements();
+        return cast<RankedTensorType>(a->getResult(0).getType())
+                   .getNumElements() <
+               cast<RankedTensorType>(b->getResult(0).getType())
+                   .getNumElements();
       });
       unfusedQ.push_back(*widest);
       for (Operation *part : parts)
@@ -565,9 +575,9 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     auto [collapse, batch] = *batchFold;
     auto diag = mlir::emitWarning(collapse->getLoc())
                 << "preset megatron: attention at ONNX node '"
-                << nodeName(collapse) << "' (and any like it) is not split over '"
-                << axisName << "': the model merges its heads with a batch of "
-                << batch;
+                << nodeName(collapse)
+                << "' (and any like it) is not split over '" << axisName
+                << "': the model merges its heads with a batch of " << batch;
     if (others == 1)
       diag << " that no other mesh axis splits; compile for a batch of 1, or "
               "split the batch too (add dp="
@@ -577,9 +587,8 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
            << " ranks do not split into one sequence each";
   }
 
-  auto wholeQ = llvm::find_if(unfusedQ, [&](Operation *q) {
-    return excluded.contains(q);
-  });
+  auto wholeQ = llvm::find_if(
+      unfusedQ, [&](Operation *q) { return excluded.contains(q); });
   if (wholeQ != unfusedQ.end())
     mlir::emitWarning((*wholeQ)->getLoc())
         << "preset megatron: the projection at ONNX node '" << nodeName(*wholeQ)
@@ -617,9 +626,10 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     if (!table || !generic)
       return;
     auto type = cast<RankedTensorType>(table.getType());
-    bool columnsWhole = llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
-      return v.getDefiningOp<linalg::IndexOp>() != nullptr;
-    });
+    bool columnsWhole =
+        llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
+          return v.getDefiningOp<linalg::IndexOp>() != nullptr;
+        });
     bool constantRows = llvm::all_of(generic.getDpsInputs(), [](Value v) {
       return matchPattern(v, m_Constant());
     });

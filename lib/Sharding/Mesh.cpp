@@ -1,4 +1,5 @@
-//===- Mesh.cpp - Named device meshes --------------------------------------===//
+//===- Mesh.cpp - Named device meshes
+//--------------------------------------===//
 
 #include "cleave/Sharding/Mesh.h"
 
@@ -20,9 +21,10 @@ llvm::Expected<MeshSpec> cleave::parseMesh(llvm::StringRef text) {
     name = name.trim();
     int64_t value = 0;
     if (name.empty() || size.trim().getAsInteger(10, value))
-      return meshError(text, "expected NAME=SIZE[,NAME=SIZE]..., got '" + part +
-                                 "'");
-    if (!llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; }) ||
+      return meshError(text,
+                       "expected NAME=SIZE[,NAME=SIZE]..., got '" + part + "'");
+    if (!llvm::all_of(name,
+                      [](char c) { return llvm::isAlnum(c) || c == '_'; }) ||
         llvm::isDigit(name.front()))
       return meshError(text, "axis name '" + name + "' is not an identifier");
     if (value <= 0)
@@ -65,7 +67,8 @@ int64_t MeshSpec::groupSize(llvm::ArrayRef<int16_t> axes) const {
   return n;
 }
 
-int64_t MeshSpec::indexInGroup(int64_t rank, llvm::ArrayRef<int16_t> axes) const {
+int64_t MeshSpec::indexInGroup(int64_t rank,
+                               llvm::ArrayRef<int16_t> axes) const {
   llvm::SmallVector<int64_t> coords = coordinates(rank);
   int64_t index = 0;
   for (int16_t a : axes)

@@ -1,4 +1,5 @@
-//===- ModelSupport.h - What Cleave's sharding models share ----------------===//
+//===- ModelSupport.h - What Cleave's sharding models share
+//----------------===//
 //
 // Helpers for ShardingInterface models that map tensor dimensions to loops
 // themselves instead of through affine indexing maps. Private to
@@ -33,7 +34,8 @@ inline AxesList splitAxesOf(const Sharding &sharding, int64_t rank) {
   return axes;
 }
 
-inline Sharding makeSharding(MLIRContext *ctx, FlatSymbolRefAttr grid, AxesList axes) {
+inline Sharding makeSharding(MLIRContext *ctx, FlatSymbolRefAttr grid,
+                             AxesList axes) {
   removeTrailingEmptySubArray(axes);
   SmallVector<GridAxesAttr> attrs;
   for (auto &a : axes)
@@ -53,7 +55,7 @@ inline FlatSymbolRefAttr gridOf(ArrayRef<Sharding> a, ArrayRef<Sharding> b) {
 /// Inserts shard.shard ops on every tensor operand and result of `op` for the
 /// shardings `getShardingAnnotations` derived (operands first in the list).
 inline LogicalResult addAnnotations(Operation *op, OpBuilder &b,
-                             const ShardingOption &option) {
+                                    const ShardingOption &option) {
   auto shardingOp = cast<ShardingInterface>(op);
   FailureOr<std::vector<Sharding>> shardings =
       shardingOp.getShardingAnnotations(option);
@@ -73,7 +75,7 @@ inline LogicalResult addAnnotations(Operation *op, OpBuilder &b,
 
 /// The local type of `value`'s type under `sharding`.
 inline Type localType(Operation *op, Type type, const Sharding &sharding,
-               SymbolTableCollection &symbols) {
+                      SymbolTableCollection &symbols) {
   if (!sharding)
     return type;
   return shardType(type, getGridOrNull(op, sharding.getGridAttr(), symbols),
@@ -81,7 +83,7 @@ inline Type localType(Operation *op, Type type, const Sharding &sharding,
 }
 
 inline int64_t gridGroupSize(Operation *op, FlatSymbolRefAttr gridAttr,
-                      ArrayRef<GridAxis> axes) {
+                             ArrayRef<GridAxis> axes) {
   SymbolTableCollection symbols;
   GridOp grid = getGridOrNull(op, gridAttr, symbols);
   if (!grid)
@@ -108,7 +110,6 @@ struct DimensionMappingModel : ShardingInterface::ExternalModel<Model, OpT> {
     return addAnnotations(op, b, option);
   }
 };
-
 
 /// A model for ops whose operands and results all share one sharding in
 /// which one dimension, `Model::keptWhole(op)`, is never split (the

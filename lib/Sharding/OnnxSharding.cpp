@@ -1,4 +1,5 @@
-//===- OnnxSharding.cpp - ONNX sharding fields to and from mesh hints ------===//
+//===- OnnxSharding.cpp - ONNX sharding fields to and from mesh hints
+//------===//
 
 #include "cleave/Sharding/OnnxSharding.h"
 
@@ -7,11 +8,12 @@
 
 using namespace cleave;
 
-static llvm::Error specError(const OnnxShardingSpec &spec, const llvm::Twine &why) {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      "sharding spec of '" + spec.tensorName + "' in ONNX node '" +
-          spec.nodeName + "': " + why);
+static llvm::Error specError(const OnnxShardingSpec &spec,
+                             const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "sharding spec of '" + spec.tensorName +
+                                     "' in ONNX node '" + spec.nodeName +
+                                     "': " + why);
 }
 
 /// Every ordered list of distinct axes whose sizes multiply to `shards`.
@@ -37,14 +39,16 @@ llvm::Expected<ShardHint> cleave::hintFromOnnxSpec(const OnnxShardingSpec &spec,
   for (auto [axis, shards] : spec.shardedDims) {
     if (axis < -rank || axis >= rank)
       return specError(spec, "axis " + llvm::Twine(axis) +
-                                 " is out of range for rank " + llvm::Twine(rank));
+                                 " is out of range for rank " +
+                                 llvm::Twine(rank));
     if (shards <= 0)
       return specError(spec, "num_shards must be positive");
     total *= shards;
   }
   if (static_cast<int64_t>(spec.devices.size()) != total)
     return specError(spec, "lists " + llvm::Twine(spec.devices.size()) +
-                               " devices for " + llvm::Twine(total) + " shards");
+                               " devices for " + llvm::Twine(total) +
+                               " shards");
   // The devices holding each shard.
   std::vector<llvm::SmallVector<int64_t>> holders;
   llvm::SmallSet<int64_t, 16> covered;
@@ -65,7 +69,8 @@ llvm::Expected<ShardHint> cleave::hintFromOnnxSpec(const OnnxShardingSpec &spec,
     holders.push_back(std::move(group));
   }
   if (static_cast<int64_t>(covered.size()) != mesh.rankCount())
-    return specError(spec, "places the tensor on " + llvm::Twine(covered.size()) +
+    return specError(spec, "places the tensor on " +
+                               llvm::Twine(covered.size()) +
                                " devices, the mesh (" + mesh.str() + ") has " +
                                llvm::Twine(mesh.rankCount()) + " ranks");
 
@@ -87,7 +92,8 @@ llvm::Expected<ShardHint> cleave::hintFromOnnxSpec(const OnnxShardingSpec &spec,
     axisLists(mesh, shards, prefix, candidates);
     const llvm::SmallVector<int16_t> *match = nullptr;
     for (const auto &axes : candidates) {
-      if (llvm::any_of(axes, [&](int16_t a) { return llvm::is_contained(used, a); }))
+      if (llvm::any_of(axes,
+                       [&](int16_t a) { return llvm::is_contained(used, a); }))
         continue;
       bool fits = true;
       for (size_t s = 0; fits && s < holders.size(); ++s)
@@ -109,8 +115,8 @@ llvm::Expected<ShardHint> cleave::hintFromOnnxSpec(const OnnxShardingSpec &spec,
   return hint;
 }
 
-llvm::Expected<OnnxShardingSpec> cleave::onnxSpecFromHint(const ShardHint &hint,
-                                                          const MeshSpec &mesh) {
+llvm::Expected<OnnxShardingSpec>
+cleave::onnxSpecFromHint(const ShardHint &hint, const MeshSpec &mesh) {
   OnnxShardingSpec spec;
   spec.tensorName = hint.pattern;
   std::vector<llvm::SmallVector<int16_t>> dimAxes;
@@ -121,11 +127,10 @@ llvm::Expected<OnnxShardingSpec> cleave::onnxSpecFromHint(const ShardHint &hint,
     for (const std::string &name : axes) {
       std::optional<unsigned> index = mesh.axisIndex(name);
       if (!index)
-        return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "hint '" + hint.pattern + "' (" +
-                                           hint.origin + "): axis '" + name +
-                                           "' is not in the mesh (" +
-                                           mesh.str() + ")");
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "hint '" + hint.pattern + "' (" + hint.origin + "): axis '" + name +
+                "' is not in the mesh (" + mesh.str() + ")");
       indices.push_back(*index);
     }
     spec.shardedDims.push_back({int64_t(d), mesh.groupSize(indices)});

@@ -1,8 +1,8 @@
-//===- Plan.cpp - From sharding hints to shard dialect annotations ---------===//
+//===- Plan.cpp - From sharding hints to shard dialect annotations
+//---------===//
 
 #include "cleave/Sharding/Plan.h"
 #include "cleave/Support/Attributes.h"
-
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -23,19 +23,18 @@ cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
   std::vector<HintTarget> targets;
   for (const auto &entry : names) {
     auto type = dyn_cast<RankedTensorType>(entry.getValue().getType());
-    targets.push_back({entry.getKey().str(),
-                       type ? SmallVector<int64_t>(type.getShape())
-                            : SmallVector<int64_t>()});
+    targets.push_back(
+        {entry.getKey().str(), type ? SmallVector<int64_t>(type.getShape())
+                                    : SmallVector<int64_t>()});
   }
   llvm::sort(targets, [](const HintTarget &a, const HintTarget &b) {
     return a.name < b.name;
   });
   std::vector<HintMatch> matches;
   std::vector<const ShardHint *> unmatched;
-  bool ok = matchHints(hints, mesh, targets, matches, unmatched,
-                       [&](const std::string &message) {
-                         emitError(loc) << message;
-                       });
+  bool ok = matchHints(
+      hints, mesh, targets, matches, unmatched,
+      [&](const std::string &message) { emitError(loc) << message; });
   if (!unmatched.empty()) {
     InFlightDiagnostic diag = emitWarning(loc)
                               << unmatched.size()
@@ -49,8 +48,8 @@ cleave::resolveHints(ModuleOp module, const MeshSpec &mesh,
     return failure();
   std::vector<ValueSharding> result;
   for (HintMatch &m : matches)
-    result.push_back({names.lookup(m.name), std::move(m.axes),
-                      m.hint->describe()});
+    result.push_back(
+        {names.lookup(m.name), std::move(m.axes), m.hint->describe()});
   return result;
 }
 
@@ -110,14 +109,14 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
     Value annotated;
     if (isInput) {
       // Whole in the signature; sliced locally for its users.
-      auto whole = shard::ShardOp::create(b, loc, s.value,
-                                          shardingValue(b, loc, {}, mesh), false);
+      auto whole = shard::ShardOp::create(
+          b, loc, s.value, shardingValue(b, loc, {}, mesh), false);
       consumer = whole;
-      annotated = shard::ShardOp::create(b, loc, whole.getResult(),
-                                         shardingValue(b, loc, s.axes, mesh), true);
+      annotated = shard::ShardOp::create(
+          b, loc, whole.getResult(), shardingValue(b, loc, s.axes, mesh), true);
     } else {
-      auto op = shard::ShardOp::create(b, loc, s.value,
-                                       shardingValue(b, loc, s.axes, mesh), false);
+      auto op = shard::ShardOp::create(
+          b, loc, s.value, shardingValue(b, loc, s.axes, mesh), false);
       consumer = op;
       annotated = op.getResult();
     }

@@ -31,8 +31,8 @@ ImportExtras namedArguments(ModuleOp module) {
     return extras;
   for (BlockArgument arg : main.getArguments())
     for (StringRef attr : {kInputAttrName, kParamAttrName})
-      if (auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        attr))
+      if (auto name =
+              main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr))
         extras.values[name.getValue()] = arg;
   return extras;
 }

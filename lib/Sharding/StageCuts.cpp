@@ -1,4 +1,5 @@
-//===- StageCuts.cpp - Pipeline cuts the user fixes ------------------------===//
+//===- StageCuts.cpp - Pipeline cuts the user fixes
+//------------------------===//
 
 #include "cleave/Sharding/StageCuts.h"
 #include "cleave/Support/Attributes.h"
@@ -53,9 +54,8 @@ cleave::fixStageCuts(ModuleOp module, ArrayRef<StageHint> hints,
                << "stage hint '" << hint.pattern << "' (" << hint.origin
                << ") is not a valid glob";
       }
-      auto it = llvm::find_if(nodes, [&](const std::string &n) {
-        return glob->match(n);
-      });
+      auto it = llvm::find_if(
+          nodes, [&](const std::string &n) { return glob->match(n); });
       if (it == nodes.end())
         return emitError(module.getLoc())
                << "stage hint '" << hint.pattern << "' (" << hint.origin

@@ -1,4 +1,5 @@
-//===- TensorShardingModels.cpp - Sharding rules for tensor ops ------------===//
+//===- TensorShardingModels.cpp - Sharding rules for tensor ops
+//------------===//
 //
 // Each model describes its op by loops (one per dimension of the op's larger
 // side) and maps tensor dimensions to loops itself, instead of through affine
@@ -39,7 +40,8 @@ namespace {
 template <typename ReshapeOp>
 struct ReshapeShardingModel
     : DimensionMappingModel<ReshapeShardingModel<ReshapeOp>, ReshapeOp> {
-  static constexpr bool kExpand = std::is_same_v<ReshapeOp, tensor::ExpandShapeOp>;
+  static constexpr bool kExpand =
+      std::is_same_v<ReshapeOp, tensor::ExpandShapeOp>;
 
   static RankedTensorType bigType(ReshapeOp op) {
     return kExpand ? op.getResultType() : op.getSrcType();
@@ -68,7 +70,8 @@ struct ReshapeShardingModel
   }
 
   /// The splits of a group's dimensions for `axes` on the small dimension.
-  static std::optional<AxesList> decompose(Operation *op, FlatSymbolRefAttr grid,
+  static std::optional<AxesList> decompose(Operation *op,
+                                           FlatSymbolRefAttr grid,
                                            ArrayRef<int64_t> sizes,
                                            ArrayRef<GridAxis> axes) {
     AxesList splits(sizes.size());
@@ -188,9 +191,9 @@ struct ReshapeShardingModel
                                             source,
                                             reshape.getReassociationIndices());
     else
-      local = tensor::CollapseShapeOp::create(builder, op->getLoc(), resultType,
-                                              source,
-                                              reshape.getReassociationIndices());
+      local = tensor::CollapseShapeOp::create(
+          builder, op->getLoc(), resultType, source,
+          reshape.getReassociationIndices());
     partitionMap.map(reshape.getResult(), local);
     partitionMap.map(op, local.getDefiningOp());
     return success();
@@ -307,8 +310,8 @@ struct ConcatShardingModel
                           IRMapping &partitionMap, SymbolTableCollection &,
                           OpBuilder &builder) const {
     auto concat = cast<tensor::ConcatOp>(op);
-    auto local = tensor::ConcatOp::create(builder, op->getLoc(), concat.getDim(),
-                                          partitionedOperands);
+    auto local = tensor::ConcatOp::create(builder, op->getLoc(),
+                                          concat.getDim(), partitionedOperands);
     partitionMap.map(concat.getResult(), local.getResult());
     partitionMap.map(op, local.getOperation());
     return success();
@@ -360,7 +363,8 @@ struct PadShardingModel
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding>, ArrayRef<Sharding> resultShardings,
+                          ArrayRef<Sharding>,
+                          ArrayRef<Sharding> resultShardings,
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbols,
                           OpBuilder &builder) const {
@@ -383,9 +387,11 @@ struct PadShardingModel
 /// sharding asked of it and is rebuilt at its local shape; any other
 /// constant is replicated on every rank and its users slice it locally.
 struct ConstantShardingModel
-    : ShardingInterface::ExternalModel<ConstantShardingModel, arith::ConstantOp> {
+    : ShardingInterface::ExternalModel<ConstantShardingModel,
+                                       arith::ConstantOp> {
   static bool isSplat(Operation *op) {
-    auto dense = dyn_cast<DenseElementsAttr>(cast<arith::ConstantOp>(op).getValue());
+    auto dense =
+        dyn_cast<DenseElementsAttr>(cast<arith::ConstantOp>(op).getValue());
     return dense && dense.isSplat();
   }
 
@@ -399,7 +405,8 @@ struct ConstantShardingModel
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!type)
       return {};
-    return {AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext())};
+    return {
+        AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext())};
   }
 
   FailureOr<ShardingOption>

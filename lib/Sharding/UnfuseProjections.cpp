@@ -40,9 +40,8 @@ namespace {
 
 /// How many of `map`'s results read loop `loop`.
 int64_t readsOfLoop(AffineMap map, unsigned loop) {
-  return llvm::count_if(map.getResults(), [&](AffineExpr e) {
-    return e.isFunctionOfDim(loop);
-  });
+  return llvm::count_if(map.getResults(),
+                        [&](AffineExpr e) { return e.isFunctionOfDim(loop); });
 }
 
 /// Whether `map` sends the last loop to its last result.
@@ -59,9 +58,8 @@ bool keepsLastLoop(AffineMap map, unsigned lastLoop) {
 bool keepsLastDim(Operation *op) {
   auto onlyUnitsBefore = [](ReassociationIndices group,
                             RankedTensorType expanded) {
-    return llvm::all_of(ArrayRef<int64_t>(group).drop_back(), [&](int64_t d) {
-      return expanded.getDimSize(d) == 1;
-    });
+    return llvm::all_of(ArrayRef<int64_t>(group).drop_back(),
+                        [&](int64_t d) { return expanded.getDimSize(d) == 1; });
   };
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
     return onlyUnitsBefore(expand.getReassociationIndices().back(),
@@ -149,9 +147,8 @@ public:
       end = offset + size;
     }
     // Parts of one size split alike: stored reordered instead.
-    return llvm::any_of(parts, [&](auto part) {
-      return part.second != parts.begin()->second;
-    });
+    return llvm::any_of(
+        parts, [&](auto part) { return part.second != parts.begin()->second; });
   }
 
   /// The parameters the rewrite replaces (the weight, biases in the chain).
@@ -171,7 +168,8 @@ public:
       return op && llvm::any_of(op->getResults(),
                                 [&](Value v) { return values.contains(v); });
     };
-    if (llvm::any_of(parameters(), [&](Value v) { return values.contains(v); }) ||
+    if (llvm::any_of(parameters(),
+                     [&](Value v) { return values.contains(v); }) ||
         named(matmul) || named(transpose) || llvm::any_of(chain, named))
       return true;
     return llvm::any_of(leaves, [&](const Leaf &leaf) {
@@ -196,8 +194,9 @@ public:
         value = reshapeLike(b, op, value, leaf.size);
       if (leaf.heads) {
         auto type = leaf.slice.getResultType();
-        value = tensor::ExpandShapeOp::create(b, leaf.slice.getLoc(), type, value,
-                                              leaf.heads.getReassociationIndices());
+        value =
+            tensor::ExpandShapeOp::create(b, leaf.slice.getLoc(), type, value,
+                                          leaf.heads.getReassociationIndices());
       }
       leaf.slice.getResult().replaceAllUsesWith(value);
     }
@@ -361,7 +360,8 @@ private:
     if (transpose) {
       auto type = cast<RankedTensorType>(part.getType());
       Value empty = tensor::EmptyOp::create(
-          b, loc, {type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
+          b, loc, {type.getDimSize(1), type.getDimSize(0)},
+          type.getElementType());
       rhs = linalg::TransposeOp::create(b, transpose.getLoc(), part, empty,
                                         transpose.getPermutation())
                 ->getResult(0);

@@ -35,23 +35,24 @@ bool hasGemmBody(linalg::LinalgOp op) {
   auto mul = product.getDefiningOp<arith::MulFOp>();
   if (out != body.getArgument(2) || !mul)
     return false;
-  return (isArgument(mul.getLhs(), body, 0) && isArgument(mul.getRhs(), body, 1)) ||
-         (isArgument(mul.getLhs(), body, 1) && isArgument(mul.getRhs(), body, 0));
+  return (isArgument(mul.getLhs(), body, 0) &&
+          isArgument(mul.getRhs(), body, 1)) ||
+         (isArgument(mul.getLhs(), body, 1) &&
+          isArgument(mul.getRhs(), body, 0));
 }
 
 } // namespace
 
 std::optional<cleave::GemmLoops> cleave::gemmLoops(linalg::LinalgOp op) {
-  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
-      !hasGemmBody(op))
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 || !hasGemmBody(op))
     return std::nullopt;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (!llvm::all_of(maps, [](AffineMap m) { return m.isProjectedPermutation(); }))
+  if (!llvm::all_of(maps,
+                    [](AffineMap m) { return m.isProjectedPermutation(); }))
     return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(maps);
-  if (failed(dims) || dims->m.empty() || dims->n.empty() ||
-      dims->k.size() != 1)
+  if (failed(dims) || dims->m.empty() || dims->n.empty() || dims->k.size() != 1)
     return std::nullopt;
   // The M and N loops innermost in C are the matrix's rows and columns. Any
   // other M (N) loop is a batch loop that B (A) does not index, so reads
@@ -143,7 +144,8 @@ static std::optional<double> constantValue(Value v) {
 
 std::optional<cleave::ScaledOperand>
 cleave::scaledOperand(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops() ||
+  if (op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
       !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
     return std::nullopt;
   Block &body = op.getRegion().front();

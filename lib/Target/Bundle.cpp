@@ -43,7 +43,6 @@ using namespace cleave;
 #define CLEAVE_LLVM_TOOLS_DIR ""
 #endif
 
-
 /// The most bytes the allocations of `main` hold at once, in program order
 /// (allocations are freed by cleave-free-buffers). A pipelined program's
 /// stages are walked one after another: each frees what it allocates.
@@ -167,10 +166,12 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     if (auto name = main.getArgAttrOfType<StringAttr>(i, kInputAttrName)) {
       buffer.kind = BufferSignature::Kind::Input;
       buffer.name = name.str();
-    } else if (auto name = main.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+    } else if (auto name =
+                   main.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
       buffer.kind = BufferSignature::Kind::Param;
       buffer.name = name.str();
-    } else if (auto name = main.getArgAttrOfType<StringAttr>(i, kOutputAttrName)) {
+    } else if (auto name =
+                   main.getArgAttrOfType<StringAttr>(i, kOutputAttrName)) {
       buffer.kind = BufferSignature::Kind::Output;
       buffer.name = name.str();
     } else {
@@ -185,8 +186,8 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
     }
     buffer.shape.assign(type.getShape().begin(), type.getShape().end());
     buffer.bytes = storageBytes(type);
-    if (failed(describeParameter(buffer, main.getArgAttrDict(i),
-                                 signature.mesh, main)))
+    if (failed(describeParameter(buffer, main.getArgAttrDict(i), signature.mesh,
+                                 main)))
       return failure();
     auto parts = main.getArgAttrOfType<ArrayAttr>(i, kJoinedAttrName);
     auto widths =
@@ -196,10 +197,10 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       auto attrs = dyn_cast<DictionaryAttr>(a);
       return attrs && attrs.getAs<StringAttr>(kParamAttrName);
     };
-    if (parts && (!widths || widths.size() != int64_t(parts.size()) || !axis ||
-                  axis.getInt() < 0 ||
-                  axis.getInt() >= int64_t(buffer.shape.size()) ||
-                  !llvm::all_of(parts, isPart))) {
+    if (parts &&
+        (!widths || widths.size() != int64_t(parts.size()) || !axis ||
+         axis.getInt() < 0 || axis.getInt() >= int64_t(buffer.shape.size()) ||
+         !llvm::all_of(parts, isPart))) {
       main.emitError() << "joined parameter '" << buffer.name
                        << "' does not say how its parts are joined";
       return failure();
@@ -249,8 +250,8 @@ static std::string descriptorText(const ModelSignature &signature) {
   os << "\n";
   const PipelineSignature &pipeline = signature.pipeline;
   if (pipeline.stages > 1 || pipeline.microbatches > 1) {
-    os << CLEAVE_DESC_PIPELINE " " << pipeline.axis << " " << pipeline.stages << " "
-       << pipeline.microbatches;
+    os << CLEAVE_DESC_PIPELINE " " << pipeline.axis << " " << pipeline.stages
+       << " " << pipeline.microbatches;
     for (double s : pipeline.seconds)
       os << " " << llvm::formatv("{0:e}", s * pipeline.microbatches);
     os << "\n";
@@ -314,7 +315,8 @@ static LogicalResult linkProgram(ArrayRef<std::string> objects,
     args.push_back(std::string(cudaRuntime));
   }
   args.push_back(runtime.str());
-  for (StringRef a : {"-fuse-ld=lld", "-lopenblas", "-lmpich", "-fopenmp", "-lm"})
+  for (StringRef a :
+       {"-fuse-ld=lld", "-lopenblas", "-lmpich", "-fopenmp", "-lm"})
     args.push_back(a.str());
   // cuBLASLt and cudart are in the toolkit's lib64; CUDA 13 puts NCCL in
   // its lib.
@@ -382,7 +384,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   if (fs::exists(options.outDir)) {
     bool isBundle = fs::exists(options.outDir + "/manifest.json");
     std::error_code ec;
-    bool empty = fs::directory_iterator(options.outDir, ec) == fs::directory_iterator();
+    bool empty =
+        fs::directory_iterator(options.outDir, ec) == fs::directory_iterator();
     if (!fs::is_directory(options.outDir) || (!isBundle && !empty))
       return fail("'" + options.outDir +
                   "' exists and is not a Cleave bundle; not replacing it");
@@ -400,7 +403,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     WeightRequest request;
     request.name = b.name;
     request.dtype = b.dtype;
-    bool split = llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
+    bool split =
+        llvm::any_of(b.split, [](auto &axes) { return !axes.empty(); });
     // Each rank's block of the model's tensor: its share of the split, inside
     // the parameter's own block of the tensor if it is one.
     if (split || b.blockDim >= 0) {
@@ -408,7 +412,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       for (int64_t rank = 0; rank < ranks; ++rank) {
         SmallVector<int64_t> offsets;
         for (auto [d, axes] : llvm::enumerate(b.split))
-          offsets.push_back(signature.mesh.indexInGroup(rank, axes) * b.shape[d]);
+          offsets.push_back(signature.mesh.indexInGroup(rank, axes) *
+                            b.shape[d]);
         offsets.resize(b.shape.size(), 0);
         if (b.blockDim >= 0)
           offsets[b.blockDim] += b.blockOffset;
@@ -421,7 +426,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     }
     if (!b.stages.empty())
       for (int64_t rank = 0; rank < ranks; ++rank)
-        request.heldBy.push_back(llvm::is_contained(b.stages, signature.stageOf(rank)));
+        request.heldBy.push_back(
+            llvm::is_contained(b.stages, signature.stageOf(rank)));
     return request;
   };
   std::vector<WeightRequest> requests;
@@ -500,9 +506,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return failure();
   SmallVector<std::string> objects = code->paths;
   objects.append(descriptor->paths);
-  if (failed(linkProgram(objects, options.runtimeLibrary,
-                         staging + "/program", staging + "/link.log",
-                         options.cudaRoot)))
+  if (failed(linkProgram(objects, options.runtimeLibrary, staging + "/program",
+                         staging + "/link.log", options.cudaRoot)))
     return failure();
   for (const std::string &object : objects)
     fs::remove(object);
@@ -527,20 +532,21 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     weightFiles.push_back(path.substr(staging.size() + 1));
     bytesPerRank.push_back(int64_t(bytes));
   }
-  llvm::json::Object target{{"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
-                            {"triple", llvm::sys::getProcessTriple()},
-                            {"cpu", llvm::sys::getHostCPUName().str()},
-                            {"precision", precisionName(options.precision).str()}};
+  llvm::json::Object target{
+      {"kind", options.cudaRoot.empty() ? "cpu" : "cuda"},
+      {"triple", llvm::sys::getProcessTriple()},
+      {"cpu", llvm::sys::getHostCPUName().str()},
+      {"precision", precisionName(options.precision).str()}};
   if (!options.cudaRoot.empty())
     target["gpu_arch"] = options.gpuArch;
   llvm::json::Object manifest{
       {"format", "cleave-bundle"},
       {"format_version", 1},
       {"compiler", options.compilerVersion},
-      {"model", llvm::json::Object{
-                    {"path", options.modelPath},
-                    {"checksum",
-                     llvm::utohexstr(*modelChecksum, /*LowerCase=*/true, 16)}}},
+      {"model", llvm::json::Object{{"path", options.modelPath},
+                                   {"checksum",
+                                    llvm::utohexstr(*modelChecksum,
+                                                    /*LowerCase=*/true, 16)}}},
       {"target", std::move(target)},
       {"mesh", llvm::json::Object{{"spec", signature.mesh.str()},
                                   {"axes", std::move(meshAxes)}}},
@@ -549,13 +555,14 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
       {"weights", std::move(weightFiles)},
       {"inputs", bufferList(signature, BufferSignature::Kind::Input)},
       {"outputs", bufferList(signature, BufferSignature::Kind::Output)},
-      {"parameters", llvm::json::Object{{"count", int64_t(paramCount)},
-                                        {"bytes_per_rank", int64_t(paramBytes)}}},
+      {"parameters",
+       llvm::json::Object{{"count", int64_t(paramCount)},
+                          {"bytes_per_rank", int64_t(paramBytes)}}},
       {"bytes_per_rank", std::move(bytesPerRank)},
       {"collectives", int64_t(signature.collectives.size())},
-      {"pipeline", llvm::json::Object{
-                       {"stages", signature.pipeline.stages},
-                       {"microbatches", signature.pipeline.microbatches}}},
+      {"pipeline",
+       llvm::json::Object{{"stages", signature.pipeline.stages},
+                          {"microbatches", signature.pipeline.microbatches}}},
       {"writer_rank", signature.writerRank},
   };
   std::string manifestText;

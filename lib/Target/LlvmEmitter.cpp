@@ -72,8 +72,9 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   llvm::Type *ptr = llvm::PointerType::getUnqual(context);
   auto *runType =
       llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, false);
-  auto *run = llvm::Function::Create(runType, llvm::GlobalValue::ExternalLinkage,
-                                     CLEAVE_ABI_MODEL_RUN, *llvmModule);
+  auto *run =
+      llvm::Function::Create(runType, llvm::GlobalValue::ExternalLinkage,
+                             CLEAVE_ABI_MODEL_RUN, *llvmModule);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", run));
   SmallVector<llvm::Value *> args;
   for (auto [i, buffer] : llvm::enumerate(signature.buffers)) {
@@ -92,7 +93,8 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   }
   if (args.size() != main->arg_size()) {
     module.emitError() << "@main takes " << main->arg_size()
-                       << " LLVM arguments, the signature gives " << args.size();
+                       << " LLVM arguments, the signature gives "
+                       << args.size();
     return failure();
   }
   b.CreateCall(main, args);
@@ -198,7 +200,8 @@ std::string optimizeAndEmit(const HostTarget &host, llvm::Module &module,
   if (!out.has_error())
     return "";
   // Cleared, or the stream's destructor would abort the compiler.
-  std::string error = "cannot write '" + path.str() + "': " + out.error().message();
+  std::string error =
+      "cannot write '" + path.str() + "': " + out.error().message();
   out.clear_error();
   return error;
 }
@@ -295,8 +298,8 @@ SmallVector<SmallString<0>> splitModule(llvm::Module &module, unsigned parts) {
   parts = std::max<size_t>(1, std::min<size_t>(parts, sizes.size()));
   SmallVector<std::pair<const llvm::GlobalValue *, size_t>> bySize(
       sizes.begin(), sizes.end());
-  llvm::stable_sort(bySize,
-                    [](const auto &a, const auto &b) { return a.second > b.second; });
+  llvm::stable_sort(
+      bySize, [](const auto &a, const auto &b) { return a.second > b.second; });
   llvm::DenseMap<const llvm::GlobalValue *, unsigned> partOf;
   SmallVector<size_t> load(parts, 0);
   for (auto [leader, size] : bySize) {

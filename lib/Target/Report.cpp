@@ -1,4 +1,5 @@
-//===- Report.cpp - The plan report of a bundle ----------------------------===//
+//===- Report.cpp - The plan report of a bundle
+//----------------------------===//
 //
 // plan.txt (and --report): what each rank holds and what ranks exchange, tied
 // to the model's names, so that a user can check a sharding plan by reading.
@@ -34,18 +35,20 @@ std::string axesString(const ModelSignature &sig,
   llvm::SmallVector<std::string> names;
   for (int16_t a : axes)
     names.push_back(sig.mesh.axisNames[a]);
-  return names.size() == 1 ? names.front() : "[" + llvm::join(names, ", ") + "]";
+  return names.size() == 1 ? names.front()
+                           : "[" + llvm::join(names, ", ") + "]";
 }
 
 /// `[null, tp]`, or `whole` when nothing is split.
-std::string shardingString(const ModelSignature &sig, const BufferSignature &b) {
+std::string shardingString(const ModelSignature &sig,
+                           const BufferSignature &b) {
   if (llvm::all_of(b.split, [](auto &axes) { return axes.empty(); }))
     return "whole";
   std::string s = "[";
   for (size_t d = 0; d < b.shape.size(); ++d) {
     s += d ? ", " : "";
     s += d < b.split.size() && !b.split[d].empty() ? axesString(sig, b.split[d])
-                                                  : "null";
+                                                   : "null";
   }
   return s + "]";
 }
@@ -56,8 +59,9 @@ std::string paramName(const BufferSignature &b) {
   if (b.blockDim < 0)
     return b.name;
   llvm::SmallVector<std::string> ranges(b.globalShape.size(), ":");
-  ranges[b.blockDim] = std::to_string(b.blockOffset) + ":" +
-                       std::to_string(b.blockOffset + b.globalShape[b.blockDim]);
+  ranges[b.blockDim] =
+      std::to_string(b.blockOffset) + ":" +
+      std::to_string(b.blockOffset + b.globalShape[b.blockDim]);
   return b.name + "[" + llvm::join(ranges, ", ") + "]";
 }
 
@@ -180,17 +184,19 @@ std::string cleave::planReport(const ModelSignature &sig,
                          bytesString(stageParams[st]).c_str());
     }
     if (p > 1 && smallest > 0)
-      os << llvm::format("  balance (largest / smallest predicted stage): %.3f\n",
-                         largest / smallest);
+      os << llvm::format(
+          "  balance (largest / smallest predicted stage): %.3f\n",
+          largest / smallest);
     uint64_t crossing = 0;
     for (const TransferSignature &t : pipe.transfers)
       crossing += t.bytes;
     os << "Transfers per microbatch: " << pipe.transfers.size() << ", "
        << bytesString(crossing) << " bytes\n";
     for (const TransferSignature &t : pipe.transfers)
-      os << llvm::format("  stage %lld -> %lld %12llu bytes  from ONNX node '%s'\n",
-                         (long long)t.from, (long long)t.to,
-                         (unsigned long long)t.bytes, t.node.c_str());
+      os << llvm::format(
+          "  stage %lld -> %lld %12llu bytes  from ONNX node '%s'\n",
+          (long long)t.from, (long long)t.to, (unsigned long long)t.bytes,
+          t.node.c_str());
   }
 
   uint64_t sent = 0;
@@ -210,15 +216,16 @@ std::string cleave::planReport(const ModelSignature &sig,
     std::string where = llvm::StringRef(c.node).starts_with("graph output")
                             ? c.node
                             : "ONNX node '" + c.node + "'";
-    os << llvm::format("  %-15s over %-8s %10llu bytes  at %s\n", c.kind.c_str(),
-                       axesString(sig, c.axes).c_str(),
+    os << llvm::format("  %-15s over %-8s %10llu bytes  at %s\n",
+                       c.kind.c_str(), axesString(sig, c.axes).c_str(),
                        (unsigned long long)c.bytes, where.c_str());
   }
 
   os << "\nMemory per rank:\n"
      << "  weights              " << bytesString(perRank) << "\n"
      << "  inputs and outputs   " << bytesString(io) << "\n"
-     << "  intermediates (peak) " << bytesString(sig.activationPeakBytes) << "\n"
+     << "  intermediates (peak) " << bytesString(sig.activationPeakBytes)
+     << "\n"
      << "  total                "
      << bytesString(perRank + io + sig.activationPeakBytes) << "\n";
   return text;

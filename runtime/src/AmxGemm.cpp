@@ -177,8 +177,8 @@ void packA(const uint16_t *a, const MatrixLayout &layout, int64_t m, int64_t k,
   const int64_t rowTiles = roundUp(m, kBlock) / kTileRows;
   out.resize(rowTiles * steps * 512);
   for (int64_t i = 0; i < rowTiles * kTileRows; ++i) {
-    uint16_t *tileRow = out.data() + (i / kTileRows) * steps * 512 +
-                        (i % kTileRows) * kStep;
+    uint16_t *tileRow =
+        out.data() + (i / kTileRows) * steps * 512 + (i % kTileRows) * kStep;
     for (int64_t s = 0; s < steps; ++s) {
       int64_t length = i < m ? std::min(kStep, k - s * kStep) : 0;
       uint16_t *to = tileRow + s * 512;
@@ -217,7 +217,8 @@ void block(const Problem &pb, int64_t p, int64_t row0, const char *prefetch,
   float *c = pb.c + row0 * pb.ldc + col0;
   const int64_t ldcBytes = pb.ldc * sizeof(float);
   const bool whole = rows == kBlock && cols == kBlock;
-  const bool direct = whole && (pb.beta == 0.0f || (pb.beta == 1.0f && !pb.bias));
+  const bool direct =
+      whole && (pb.beta == 0.0f || (pb.beta == 1.0f && !pb.bias));
   if (direct && pb.beta == 1.0f) {
     _tile_loadd(0, c, ldcBytes);
     _tile_loadd(1, c + 16, ldcBytes);
@@ -338,9 +339,9 @@ void compute(const Problem &pb, bool parallel) {
           // Row block r prefetches its part of panel p + 1.
           const int64_t first = r * panelLines / rowBlocks;
           const int64_t last = (r + 1) * panelLines / rowBlocks;
-          const char *next = reinterpret_cast<const char *>(
-                                 pb.b + (p + 1) * steps * 2 * 512) +
-                             first * 64;
+          const char *next =
+              reinterpret_cast<const char *>(pb.b + (p + 1) * steps * 2 * 512) +
+              first * 64;
           block(pb, p, r * kBlock, next, p + 1 < panels ? last - first : 0);
         }
     }
@@ -350,11 +351,10 @@ void compute(const Problem &pb, bool parallel) {
 
 } // namespace
 
-bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
-                             const uint16_t *a, const MatrixLayout &layoutA,
-                             const uint16_t *b, const MatrixLayout &layoutB,
-                             float *c, int64_t ldc, float beta,
-                             const float *bias) {
+bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                             const MatrixLayout &layoutA, const uint16_t *b,
+                             const MatrixLayout &layoutB, float *c, int64_t ldc,
+                             float beta, const float *bias) {
   bool weight;
   if (!takes(m, n, k, b, layoutB, weight))
     return false;
@@ -372,9 +372,8 @@ bool cleave::rt::amxGemmBf16(int64_t m, int64_t n, int64_t k,
 }
 
 bool cleave::rt::amxGemmBf16Batch(
-    int64_t count, int64_t m, int64_t n, int64_t k,
-    const MatrixLayout &layoutA, const MatrixLayout &layoutB, int64_t ldc,
-    float beta, const float *bias,
+    int64_t count, int64_t m, int64_t n, int64_t k, const MatrixLayout &layoutA,
+    const MatrixLayout &layoutB, int64_t ldc, float beta, const float *bias,
     const std::function<Bf16GemmOperands(int64_t)> &operands,
     const std::function<void(int64_t)> &finished) {
   if (count <= 0)
@@ -410,9 +409,8 @@ bool cleave::rt::amxGemmBf16Batch(
         copied = ops.b;
       }
       packA(ops.a, layoutA, m, k, packedA);
-      compute(
-          Problem{m, n, k, packedA.data(), packedB, ops.c, ldc, beta, bias},
-          /*parallel=*/false);
+      compute(Problem{m, n, k, packedA.data(), packedB, ops.c, ldc, beta, bias},
+              /*parallel=*/false);
       if (finished)
         finished(i);
     }

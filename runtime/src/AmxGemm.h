@@ -31,8 +31,8 @@ const char *amxKernel();
 /// weight and the GEMM has too few rows to repay copying it.
 bool amxGemmBf16(int64_t m, int64_t n, int64_t k, const uint16_t *a,
                  const MatrixLayout &layoutA, const uint16_t *b,
-                 const MatrixLayout &layoutB, float *c, int64_t ldc,
-                 float beta, const float *bias);
+                 const MatrixLayout &layoutB, float *c, int64_t ldc, float beta,
+                 const float *bias);
 
 /// Where one GEMM of a batch reads A and B and writes C.
 struct Bf16GemmOperands {

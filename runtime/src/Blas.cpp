@@ -92,8 +92,8 @@ GemmCall decodeOrAbort(CLEAVE_ABI_GEMM_PARAMS, bool rounded) {
 /// is written there; `Element` is A's and B's storage (float, or uint16_t
 /// widened by `Widen`).
 template <typename Element, float (*Widen)(uint16_t)>
-void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t index,
-            float *ci, int64_t ldc, float beta, const float *bias) {
+void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t index, float *ci,
+            int64_t ldc, float beta, const float *bias) {
   GemmOffsets at = g.at(index);
   const Element *ai = reinterpret_cast<const Element *>(a) + at.a;
   const Element *bi = reinterpret_cast<const Element *>(b) + at.b;
@@ -126,7 +126,8 @@ void gemmAt(const GemmCall &g, intptr_t a, intptr_t b, int64_t index,
 template <typename Element, float (*Widen)(uint16_t)>
 void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   profile::Span span([&] {
-    return profile::describeGemm(type, /*rounded=*/false, outer * batch, m, n, k);
+    return profile::describeGemm(type, /*rounded=*/false, outer * batch, m, n,
+                                 k);
   });
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/false);
   float *pc = reinterpret_cast<float *>(c);
@@ -168,7 +169,8 @@ void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
 template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
 void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
   profile::Span span([&] {
-    return profile::describeGemm(type, /*rounded=*/true, outer * batch, m, n, k);
+    return profile::describeGemm(type, /*rounded=*/true, outer * batch, m, n,
+                                 k);
   });
   GemmCall g = decodeOrAbort(CLEAVE_ABI_GEMM_ARGS, /*rounded=*/true);
   uint16_t *pc = reinterpret_cast<uint16_t *>(c);
@@ -188,8 +190,7 @@ void runRounded(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
     };
     if (g.count() > 1 && distinctResults(g) &&
         amxGemmBf16Batch(
-            g.count(), g.m, g.n, g.k, g.a.layout, g.b.layout, n, 0.0f,
-            nullptr,
+            g.count(), g.m, g.n, g.k, g.a.layout, g.b.layout, n, 0.0f, nullptr,
             [&](int64_t index) {
               GemmOffsets at = g.at(index);
               return Bf16GemmOperands{

@@ -29,8 +29,8 @@ static std::string percentDecode(const std::string &text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size()) {
-      out.push_back(static_cast<char>(std::strtol(text.substr(i + 1, 2).c_str(),
-                                                  nullptr, 16)));
+      out.push_back(static_cast<char>(
+          std::strtol(text.substr(i + 1, 2).c_str(), nullptr, 16)));
       i += 2;
     } else {
       out.push_back(text[i]);
@@ -68,7 +68,8 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
         std::string checksum;
         fields >> bytes >> checksum;
         desc.weightBytes.push_back(bytes);
-        desc.weightChecksums.push_back(std::strtoull(checksum.c_str(), nullptr, 16));
+        desc.weightChecksums.push_back(
+            std::strtoull(checksum.c_str(), nullptr, 16));
       }
       if (!fields)
         throw RuntimeError("malformed model descriptor line '" + line + "'");

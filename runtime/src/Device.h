@@ -1,4 +1,5 @@
-//===- Device.h - Hooks a GPU program's runtime provides ----------*- C++ -*-===//
+//===- Device.h - Hooks a GPU program's runtime provides ----------*- C++
+//-*-===//
 //
 // The runtime's main serves CPU and GPU programs alike. A GPU program links
 // libcleave_rt_cuda, which defines these hooks; in a CPU program they stay
@@ -14,15 +15,15 @@
 extern "C" {
 /// A zeroed device buffer; with `hostVisible` the host can read and write
 /// it too (managed memory), else only the device can (weights).
-__attribute__((weak)) void *cleave_rt_device_alloc(size_t bytes, int hostVisible);
+__attribute__((weak)) void *cleave_rt_device_alloc(size_t bytes,
+                                                   int hostVisible);
 __attribute__((weak)) void cleave_rt_device_free(void *pointer);
 /// Copies `bytes` from host memory to device memory and waits for the copy.
-__attribute__((weak)) void cleave_rt_device_upload(void *device, const void *host,
-                                                   size_t bytes);
+__attribute__((weak)) void
+cleave_rt_device_upload(void *device, const void *host, size_t bytes);
 /// Copies `bytes` from device memory to host memory and waits for the copy.
-__attribute__((weak)) void cleave_rt_device_download(void *host,
-                                                     const void *device,
-                                                     size_t bytes);
+__attribute__((weak)) void
+cleave_rt_device_download(void *host, const void *device, size_t bytes);
 /// Returns once everything the program queued on the device has finished.
 __attribute__((weak)) void cleave_rt_device_wait();
 /// After the ranks have joined the job: the device's communicators. Before

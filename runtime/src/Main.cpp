@@ -60,7 +60,8 @@ int parseCount(const std::string &option, const std::string &text) {
   char *end = nullptr;
   long value = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || value <= 0 || value > 1000000)
-    throw RuntimeError(option + " expects a positive number, got '" + text + "'");
+    throw RuntimeError(option + " expects a positive number, got '" + text +
+                       "'");
   return static_cast<int>(value);
 }
 
@@ -120,7 +121,8 @@ void makeDirs(const std::string &path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
-      if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
+      if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 &&
+          errno != EEXIST)
         throw RuntimeError("cannot create output folder '" + partial +
                            "': " + std::strerror(errno));
     }
@@ -250,8 +252,9 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
       std::string list;
       for (const std::string &k : known)
         list += (list.empty() ? "'" : ", '") + k + "'";
-      throw RuntimeError("'" + name + "' is not an input of the model (its inputs: " +
-                         list + ")");
+      throw RuntimeError("'" + name +
+                         "' is not an input of the model (its inputs: " + list +
+                         ")");
     }
   std::vector<std::string> missing;
   for (const std::string &k : known)
@@ -261,7 +264,8 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
     std::string list;
     for (const std::string &m : missing)
       list += (list.empty() ? "'" : ", '") + m + "'";
-    throw RuntimeError("missing input " + list + ": pass --input NAME=FILE.npy");
+    throw RuntimeError("missing input " + list +
+                       ": pass --input NAME=FILE.npy");
   }
   if (!desc.buffers.empty() && options.outputDir.empty())
     throw RuntimeError("--output-dir is required");
@@ -283,8 +287,9 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
                                        : options.bundle + "/weights/rank" +
                                              std::to_string(rank) + ".bin";
     if (rank >= static_cast<int>(desc.weightChecksums.size()))
-      throw RuntimeError("the model descriptor has no weight checksum for rank " +
-                         std::to_string(rank));
+      throw RuntimeError(
+          "the model descriptor has no weight checksum for rank " +
+          std::to_string(rank));
     weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
                                            desc.weightChecksums[rank]);
     if (!onDevice())
@@ -301,7 +306,8 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   if (weights && onDevice()) {
     owned.push_back(std::make_unique<AlignedBuffer>(desc.weightBytes[rank],
                                                     /*deviceOnly=*/true));
-    cleave_rt_device_upload(owned.back()->data, weightBase, desc.weightBytes[rank]);
+    cleave_rt_device_upload(owned.back()->data, weightBase,
+                            desc.weightBytes[rank]);
     weightBase = static_cast<const char *>(owned.back()->data);
   }
   for (const BufferDesc &b : desc.buffers) {
@@ -362,7 +368,8 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
       auto start = Clock::now();
       runModel(pointers);
       double elapsed =
-          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          std::chrono::duration<double, std::milli>(Clock::now() - start)
+              .count();
       std::vector<double> times(desc.stages + 1, 0.0);
       times[0] = elapsed;
       times[stage + 1] = elapsed - 1e3 * comm::takeTransferSeconds();
@@ -429,9 +436,10 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
   std::vector<std::pair<std::string, std::string>> written;
   try {
     for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string final = options.outputDir + "/" + fileNameFor(outputs[i]->name);
-      std::string temp = options.outputDir + "/." + fileNameFor(outputs[i]->name) +
-                         ".partial";
+      std::string final =
+          options.outputDir + "/" + fileNameFor(outputs[i]->name);
+      std::string temp =
+          options.outputDir + "/." + fileNameFor(outputs[i]->name) + ".partial";
       written.emplace_back(temp, final);
       const void *data = outputData[i];
       std::vector<char> host;

@@ -21,8 +21,8 @@ struct DtypeName {
   const char *cleave;
   const char *numpy;
 };
-const DtypeName kDtypes[] = {{"f32", "<f4"}, {"f16", "<f2"}, {"f64", "<f8"},
-                             {"i64", "<i8"}, {"i32", "<i4"}, {"i16", "<i2"},
+const DtypeName kDtypes[] = {{"f32", "<f4"}, {"f16", "<f2"},  {"f64", "<f8"},
+                             {"i64", "<i8"}, {"i32", "<i4"},  {"i16", "<i2"},
                              {"i8", "|i1"},  {"bool", "|b1"}, {"bf16", "<u2"}};
 
 std::string numpyDtype(const std::string &dtype) {
@@ -97,8 +97,8 @@ NpyArray cleave::rt::parseNpy(const std::string &path, const char *data,
   size_t headerStart = major == 1 ? 10 : 12;
   if (bytes.size() < headerStart)
     throw bad("truncated header");
-  size_t headerLen = static_cast<uint8_t>(bytes[8]) |
-                     static_cast<uint8_t>(bytes[9]) << 8;
+  size_t headerLen =
+      static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8;
   if (major != 1)
     headerLen |= static_cast<size_t>(static_cast<uint8_t>(bytes[10])) << 16 |
                  static_cast<size_t>(static_cast<uint8_t>(bytes[11])) << 24;
@@ -159,7 +159,8 @@ void cleave::rt::writeNpy(const std::string &path, const std::string &dtype,
     throw NpyError("cannot write '" + path + "': " + std::strerror(errno));
   uint16_t len = static_cast<uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
-  char lenBytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  char lenBytes[2] = {static_cast<char>(len & 0xff),
+                      static_cast<char>(len >> 8)};
   out.write(lenBytes, 2);
   out.write(header.data(), header.size());
   out.write(static_cast<const char *>(data), bytes);

@@ -390,8 +390,7 @@ struct Problem {
 /// One whole tile of `Rows` rows of a row-major A (rows `lda` apart), steps
 /// [0, depth) from `a`, into `tile`: the row count known, the copy unrolls.
 template <int Rows>
-void copyRowMajorTile(const float *a, int64_t lda, int64_t depth,
-                      float *tile) {
+void copyRowMajorTile(const float *a, int64_t lda, int64_t depth, float *tile) {
   for (int64_t s = 0; s < depth; ++s)
 #pragma GCC unroll 16
     for (int r = 0; r < Rows; ++r)
@@ -489,9 +488,9 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
   const bool inPlaceA =
       !pb.layoutA.transposed && p1 - p0 <= kMostPanelsForInPlaceA;
   if (!inPlaceA)
-    copiedA.resize(std::max<size_t>(copiedA.size(),
-                                    std::min(blockRows, row1 - row0) *
-                                        std::min(kDepth, pb.k)));
+    copiedA.resize(
+        std::max<size_t>(copiedA.size(), std::min(blockRows, row1 - row0) *
+                                             std::min(kDepth, pb.k)));
   const float *a = inPlaceA ? nullptr : copiedA.data();
   auto depthAt = [&](int64_t s0) { return std::min(kDepth, pb.k - s0); };
   for (int64_t r0 = row0; r0 < row1; r0 += blockRows) {
@@ -513,16 +512,18 @@ void part(const Kernel &kern, const Problem &pb, int64_t p0, int64_t p1,
         const char *next = nullptr;
         int64_t nextLines = 0;
         if (nextP < p1) {
-          next = reinterpret_cast<const char *>(
-              pb.packed + (nextP * pb.k + nextS) * width);
+          next = reinterpret_cast<const char *>(pb.packed +
+                                                (nextP * pb.k + nextS) * width);
           nextLines = depthAt(nextS) * width * int64_t(sizeof(float)) / 64;
         }
         int64_t col0 = p * width;
         if (narrowLast && p == p1 - 1)
-          panelPass(kern, pb, p, s0, depth, r0, r1, a, scratch.data() + (r0 - row0) * width, width,
+          panelPass(kern, pb, p, s0, depth, r0, r1, a,
+                    scratch.data() + (r0 - row0) * width, width,
                     /*accumulate=*/true, nullptr, next, nextLines);
         else
-          panelPass(kern, pb, p, s0, depth, r0, r1, a, pb.c + r0 * pb.ldc + col0, pb.ldc,
+          panelPass(kern, pb, p, s0, depth, r0, r1, a,
+                    pb.c + r0 * pb.ldc + col0, pb.ldc,
                     /*accumulate=*/s0 > 0, pb.bias ? pb.bias + col0 : nullptr,
                     next, nextLines);
       }
@@ -619,10 +620,9 @@ bool cleave::rt::packedSgemmBatch(
       return false;
   const int64_t panels = (n + kern->panelWidth - 1) / kern->panelWidth;
   const int64_t rowTiles = (m + kern->tileRows - 1) / kern->tileRows;
-  const int64_t threads =
-      static_cast<double>(count) * m * n * k < kParallelWork
-          ? 1
-          : omp_get_max_threads();
+  const int64_t threads = static_cast<double>(count) * m * n * k < kParallelWork
+                              ? 1
+                              : omp_get_max_threads();
   // Units of work: a GEMM's rows in `rowParts` parts. Whole GEMMs when they
   // share evenly among the threads (or are many against them), else the
   // fewest parts that make them so.
@@ -634,7 +634,8 @@ bool cleave::rt::packedSgemmBatch(
   const size_t floats = packedFloats(k, n, kern->panelWidth);
   bool failed = false;
   // Each thread takes consecutive units.
-#pragma omp parallel num_threads(std::min(units, threads)) if (units > 1 && threads > 1)
+#pragma omp parallel num_threads(                                              \
+        std::min(units, threads)) if (units > 1 && threads > 1)
   {
     const int64_t team = omp_get_num_threads(), me = omp_get_thread_num();
     // Each thread's panels stay between calls: the same shapes come back

@@ -48,8 +48,8 @@ const char *packedGemmKernel();
 /// GEMM). Returns false, having done nothing, otherwise.
 bool packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
                  const MatrixLayout &layoutA, const float *b,
-                 const MatrixLayout &layoutB, float *c, int64_t ldc,
-                 float beta, const float *bias);
+                 const MatrixLayout &layoutB, float *c, int64_t ldc, float beta,
+                 const float *bias);
 
 /// Where one GEMM of a batch reads A and B and writes C.
 struct GemmOperands {

@@ -171,9 +171,8 @@ void profile::report(std::FILE *out, const std::string &who) {
   std::fflush(out);
 }
 
-std::string profile::describeGemm(const char *type, bool rounded,
-                                  int64_t gemms, int64_t m, int64_t n,
-                                  int64_t k) {
+std::string profile::describeGemm(const char *type, bool rounded, int64_t gemms,
+                                  int64_t m, int64_t n, int64_t k) {
   std::string text = std::string("GEMM ") + type + " " + std::to_string(m) +
                      "x" + std::to_string(n) + "x" + std::to_string(k);
   if (gemms != 1)

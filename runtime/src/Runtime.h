@@ -1,8 +1,8 @@
 //===- Runtime.h - Internal pieces of the Cleave runtime ------------------===//
 //
 // The model descriptor and the mapped weight file, as used by the program's
-// main (.npy files: cleave/Runtime/Npy.h). Errors are reported by throwing RuntimeError with a message
-// that names the culprit (input, file, output).
+// main (.npy files: cleave/Runtime/Npy.h). Errors are reported by throwing
+// RuntimeError with a message that names the culprit (input, file, output).
 //
 //===----------------------------------------------------------------------===//
 

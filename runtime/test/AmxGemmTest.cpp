@@ -95,14 +95,15 @@ int main(int argc, char **argv) {
       {{"A and B transposed, padded lines, beta 1, 37x100x70", 37, 100, 70,
         true, true, 3, 7, 2, false, 1.0f, 1},
        false},
-      {{"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64,
-        130, false, true, 0, 2, 0, true, 0.0f, 2},
+      {{"B outside the weights, transposed, 50x64x130, 2 threads", 50, 64, 130,
+        false, true, 0, 2, 0, true, 0.0f, 2},
        false},
       {{"short sum 100x300x64 (row blocks outside), bias, 2 threads, B a "
-        "weight", 100, 300, 64, false, false, 0, 0, 3, true, 0.0f, 2},
+        "weight",
+        100, 300, 64, false, false, 0, 0, 3, true, 0.0f, 2},
        true},
-      {{"after a GEMM of NaNs, 13x20x45, B a weight", 13, 20, 45, false,
-        false, 0, 0, 0, false, 0.0f, 1},
+      {{"after a GEMM of NaNs, 13x20x45, B a weight", 13, 20, 45, false, false,
+        0, 0, 0, false, 0.0f, 1},
        true,
        true},
   };
@@ -138,9 +139,8 @@ int main(int argc, char **argv) {
       std::vector<uint16_t> nans(64 * 96, 0x7fc0);
       std::vector<float> sink(64 * 64);
       omp_set_num_threads(1);
-      amxGemmBf16(64, 64, 96, nans.data(), MatrixLayout{false, 96},
-                  nans.data(), MatrixLayout{false, 64}, sink.data(), 64, 0.0f,
-                  nullptr);
+      amxGemmBf16(64, 64, 96, nans.data(), MatrixLayout{false, 96}, nans.data(),
+                  MatrixLayout{false, 64}, sink.data(), 64, 0.0f, nullptr);
     }
     std::vector<float> out = randoms(c.m * c.ldc());
     std::vector<float> bias = randoms(c.n);

@@ -1,4 +1,5 @@
-//===- CollectivesTest.cpp - The MPI collectives against their definitions -===//
+//===- CollectivesTest.cpp - The MPI collectives against their definitions
+//-===//
 //
 // Run on 4 ranks as a 2 x 2 mesh (mpiexec -n 4). Every rank fills its input
 // with values that encode (rank, position), calls each collective of the ABI
@@ -95,11 +96,13 @@ int main(int argc, char **argv) {
     // Reduce, then keep this member's half of axis 1.
     std::vector<float> out(rows * cols / 2), want(rows * cols / 2);
     Descriptor2D outDesc = describe(out, rows, cols / 2);
-    cleave_rt_reduce_scatter_f32(2, &inDesc, 2, &outDesc, 1, CLEAVE_REDUCE_SUM, 0);
+    cleave_rt_reduce_scatter_f32(2, &inDesc, 2, &outDesc, 1, CLEAVE_REDUCE_SUM,
+                                 0);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols / 2; ++j) {
         int64_t col = tp * (cols / 2) + j;
-        want[i * (cols / 2) + j] = value(peer[0], i, col) + value(peer[1], i, col);
+        want[i * (cols / 2) + j] =
+            value(peer[0], i, col) + value(peer[1], i, col);
       }
     check("reduce_scatter axis 1 over tp", out, want);
   }

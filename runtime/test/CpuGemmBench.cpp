@@ -249,8 +249,10 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--runs"))
       runs = value();
     else {
-      std::fprintf(stderr, "usage: %s [--llama | --attention | --bf16] "
-                           "[--rows M] [--threads T] [--runs N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--llama | --attention | --bf16] "
+                   "[--rows M] [--threads T] [--runs N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -264,12 +266,9 @@ int main(int argc, char **argv) {
     return benchBf16(rows, threads, runs);
   // (K, N) of each weight of a layer.
   std::vector<std::pair<int64_t, int64_t>> layer =
-      llama ? std::vector<std::pair<int64_t, int64_t>>{{768, 768},
-                                                       {768, 256},
-                                                       {768, 256},
-                                                       {768, 768},
-                                                       {768, 3072},
-                                                       {768, 3072},
+      llama ? std::vector<std::pair<int64_t, int64_t>>{{768, 768},  {768, 256},
+                                                       {768, 256},  {768, 768},
+                                                       {768, 3072}, {768, 3072},
                                                        {3072, 768}}
             : std::vector<std::pair<int64_t, int64_t>>{
                   {768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
@@ -299,9 +298,8 @@ int main(int argc, char **argv) {
   for (auto [k, n] : shapes) {
     bool packed = false;
     for (int call = 0; call < 2; ++call)
-      packed = packedSgemm(rows, n, k, a.data(), MatrixLayout{false, k},
-                           weight, MatrixLayout{false, n}, c.data(), n, 0.0f,
-                           nullptr);
+      packed = packedSgemm(rows, n, k, a.data(), MatrixLayout{false, k}, weight,
+                           MatrixLayout{false, n}, c.data(), n, 0.0f, nullptr);
     if (!packed) {
       std::fprintf(stderr, "no packed kernel runs here (without AVX-512, "
                            "CLEAVE_PACKED_GEMM=avx2 asks for the AVX2 one)\n");

@@ -1,4 +1,5 @@
-//===- GpuGemmCheck.cpp - The runtime's cuBLASLt GEMMs, checked and timed --===//
+//===- GpuGemmCheck.cpp - The runtime's cuBLASLt GEMMs, checked and timed
+//--===//
 //
 // Without a GPU: says so and exits 0 (--require-gpu: exits 1). With one:
 //  1. numerics: float32, float16 and bfloat16 GEMMs of awkward and transformer
@@ -95,18 +96,22 @@ double valueAt(GemmType type, const std::vector<char> &bytes, int64_t i) {
 /// whether the relative Frobenius error is within the type's tolerance.
 bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
   std::mt19937 rng(m * 131 + n * 17 + k);
-  HostMatrix a = randomMatrix(type, m * k, rng), b = randomMatrix(type, k * n, rng);
+  HostMatrix a = randomMatrix(type, m * k, rng),
+             b = randomMatrix(type, k * n, rng);
   size_t e = elementBytes(type);
   void *da, *db, *dc;
   check(cudaMalloc(&da, m * k * e), "cudaMalloc");
   check(cudaMalloc(&db, k * n * e), "cudaMalloc");
   check(cudaMalloc(&dc, m * n * e), "cudaMalloc");
-  check(cudaMemcpy(da, a.bytes.data(), m * k * e, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(db, b.bytes.data(), k * n * e, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(da, a.bytes.data(), m * k * e, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(db, b.bytes.data(), k * n * e, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
   gemm.run(type, m, n, k, da, db, dc);
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   std::vector<char> c(m * n * e);
-  check(cudaMemcpy(c.data(), dc, m * n * e, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(c.data(), dc, m * n * e, cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
   cudaFree(da);
   cudaFree(db);
   cudaFree(dc);
@@ -125,11 +130,14 @@ bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
   double relative = std::sqrt(errorSq / std::max(refSq, 1e-30));
   // The result is rounded to its type: about 2^-8 for bf16, 2^-11 for f16;
   // float32 is accumulated in float32 (TF32 is not enabled).
-  double tolerance = type == GemmType::BF16 ? 8e-3 : type == GemmType::F16 ? 2e-3 : 1e-5;
+  double tolerance = type == GemmType::BF16  ? 8e-3
+                     : type == GemmType::F16 ? 2e-3
+                                             : 1e-5;
   bool ok = relative <= tolerance;
-  std::printf("gemm %-4s %5lldx%-5lld x %5lldx%-5lld: relative error %.2e (tolerance %.0e): %s\n",
-              typeName(type), (long long)m, (long long)k, (long long)k, (long long)n,
-              relative, tolerance, ok ? "ok" : "WRONG");
+  std::printf("gemm %-4s %5lldx%-5lld x %5lldx%-5lld: relative error %.2e "
+              "(tolerance %.0e): %s\n",
+              typeName(type), (long long)m, (long long)k, (long long)k,
+              (long long)n, relative, tolerance, ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -140,7 +148,8 @@ bool checkGemm(Gemm &gemm, GemmType type, int64_t m, int64_t n, int64_t k) {
 /// stride 0, as grouped-query attention shares a K/V head), plus a bias
 /// over C's columns, float32.
 bool checkAbi() {
-  const int64_t outer = 2, batch = 3, m = 64, n = 48, k = 32, lda = 40, ldb = 36;
+  const int64_t outer = 2, batch = 3, m = 64, n = 48, k = 32, lda = 40,
+                ldb = 36;
   const int64_t count = outer * batch;
   std::mt19937 rng(3);
   HostMatrix a = randomMatrix(GemmType::F32, count * m * lda, rng);
@@ -151,18 +160,22 @@ bool checkAbi() {
   check(cudaMalloc(&db, b.bytes.size()), "cudaMalloc");
   check(cudaMalloc(&dc, count * m * n * 4), "cudaMalloc");
   check(cudaMalloc(&dbias, bias.bytes.size()), "cudaMalloc");
-  check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(dbias, bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice),
+  check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(dbias, bias.bytes.data(), bias.bytes.size(),
+                   cudaMemcpyHostToDevice),
         "cudaMemcpy");
   auto at = [](void *p) { return reinterpret_cast<intptr_t>(p); };
   // Element (r, c) of B in GEMM (o, i): o * n * ldb + r + c * ldb.
-  cleave_rt_cuda_sgemm(outer, batch, m, n, k, at(da), 0, batch * m * lda, m * lda,
-                       lda, 1, at(db), 0, n * ldb, 0, 1, ldb, at(dc), 0,
-                       batch * m * n, m * n, n, at(dbias), 0, 0.0f);
+  cleave_rt_cuda_sgemm(outer, batch, m, n, k, at(da), 0, batch * m * lda,
+                       m * lda, lda, 1, at(db), 0, n * ldb, 0, 1, ldb, at(dc),
+                       0, batch * m * n, m * n, n, at(dbias), 0, 0.0f);
   check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
   std::vector<char> c(count * m * n * 4);
-  check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
   for (void *p : {da, db, dc, dbias})
     cudaFree(p);
   double worst = 0;
@@ -177,9 +190,10 @@ bool checkAbi() {
         worst = std::max(worst, std::abs(got - ref) / (1 + std::abs(ref)));
       }
   bool ok = worst <= 1e-5;
-  std::printf("cleave_rt_cuda_sgemm, 2 x 3 x 64x32 (rows 40 apart) x 32x48 (stored "
-              "transposed, batch stride 0) + bias: worst relative error %.2e: %s\n",
-              worst, ok ? "ok" : "WRONG");
+  std::printf(
+      "cleave_rt_cuda_sgemm, 2 x 3 x 64x32 (rows 40 apart) x 32x48 (stored "
+      "transposed, batch stride 0) + bias: worst relative error %.2e: %s\n",
+      worst, ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -196,15 +210,18 @@ bool checkRounded() {
   check(cudaMalloc(&da, a.bytes.size()), "cudaMalloc");
   check(cudaMalloc(&db, b.bytes.size()), "cudaMalloc");
   check(cudaMalloc(&dc, m * ldc * 2), "cudaMalloc");
-  check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(da, a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(db, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
   auto at = [](void *p) { return reinterpret_cast<intptr_t>(p); };
   cleave_rt_cuda_gemm_bf16_rounded(1, batch, m, n, k, at(da), 0, 0, m * k, k, 1,
                                    at(db), 0, 0, k * n, n, 1, at(dc), 0, 0, n,
                                    ldc, 0, 0, 0.0f);
   check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
   std::vector<char> c(m * ldc * 2);
-  check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(c.data(), dc, c.size(), cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
   for (void *p : {da, db, dc})
     cudaFree(p);
   double worst = 0;
@@ -213,15 +230,17 @@ bool checkRounded() {
       for (int64_t j = 0; j < n; ++j) {
         double ref = 0;
         for (int64_t p = 0; p < k; ++p)
-          ref += a.values[q * m * k + i * k + p] * b.values[q * k * n + p * n + j];
+          ref +=
+              a.values[q * m * k + i * k + p] * b.values[q * k * n + p * n + j];
         double got = valueAt(GemmType::BF16, c, i * ldc + q * n + j);
         worst = std::max(worst, std::abs(got - ref) / (1e-3 + std::abs(ref)));
       }
   bool ok = worst <= std::ldexp(1.0, -8);
-  std::printf("cleave_rt_cuda_gemm_bf16_rounded, 3 x 16x32 x 32x64 into a merged "
-              "bf16 C (rows 192 apart): worst relative error %.2e (one bf16 "
-              "rounding: %.2e): %s\n",
-              worst, std::ldexp(1.0, -8), ok ? "ok" : "WRONG");
+  std::printf(
+      "cleave_rt_cuda_gemm_bf16_rounded, 3 x 16x32 x 32x64 into a merged "
+      "bf16 C (rows 192 apart): worst relative error %.2e (one bf16 "
+      "rounding: %.2e): %s\n",
+      worst, std::ldexp(1.0, -8), ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -241,8 +260,10 @@ double timeBf16(Gemm &gemm, cudaStream_t stream,
   std::mt19937 rng(7);
   for (uint16_t &h : host)
     h = static_cast<uint16_t>((rng() & 0x807f) | 0x3f00);
-  check(cudaMemcpy(da, host.data(), most * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(db, host.data(), most * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(da, host.data(), most * 2, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(db, host.data(), most * 2, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
   double flops = 0;
   for (auto &[m, n, k] : gemms)
     flops += 2.0 * m * n * k;
@@ -278,7 +299,8 @@ int run(int argc, char **argv) {
     else if (arg == "--runs" && i + 1 < argc)
       runs = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: cleave-gpu-gemm-check [--require-gpu] [--runs N]\n");
+      std::fprintf(stderr,
+                   "usage: cleave-gpu-gemm-check [--require-gpu] [--runs N]\n");
       return 2;
     }
   }
@@ -286,7 +308,8 @@ int run(int argc, char **argv) {
   cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
     std::printf("no CUDA device (%s): GPU checks skipped\n",
-                status != cudaSuccess ? cudaGetErrorName(status) : "none found");
+                status != cudaSuccess ? cudaGetErrorName(status)
+                                      : "none found");
     return requireGpu ? 1 : 0;
   }
   cudaDeviceProp prop;
@@ -306,16 +329,17 @@ int run(int argc, char **argv) {
   ok &= checkRounded();
 
   const int64_t tokens = 8 * 1024, d = 1024, ffn = 4096;
-  double layer = timeBf16(gemm, stream,
-                          {{tokens, 3 * d, d}, {tokens, d, d}, {tokens, ffn, d},
-                           {tokens, d, ffn}},
-                          runs);
+  double layer = timeBf16(
+      gemm, stream,
+      {{tokens, 3 * d, d}, {tokens, d, d}, {tokens, ffn, d}, {tokens, d, ffn}},
+      runs);
   double square = timeBf16(gemm, stream, {{8192, 8192, 8192}}, runs);
   std::printf("bf16 GPT-2-medium layer GEMMs (8x1024 tokens): %.1f TFLOP/s, "
               "%.0f%% of the %.0f TFLOP/s datasheet peak\n",
               layer, 100 * layer / kDatasheetBf16Tflops, kDatasheetBf16Tflops);
-  std::printf("bf16 8192x8192x8192: %.1f TFLOP/s, %.0f%% of the datasheet peak\n",
-              square, 100 * square / kDatasheetBf16Tflops);
+  std::printf(
+      "bf16 8192x8192x8192: %.1f TFLOP/s, %.0f%% of the datasheet peak\n",
+      square, 100 * square / kDatasheetBf16Tflops);
 
   // Last, since a fault may leave the context unusable: a GEMM on host
   // memory must fail, and say where.
@@ -332,7 +356,8 @@ int run(int argc, char **argv) {
                 named ? "ok" : "WRONG (rank and device not named)");
     ok &= named;
   }
-  std::printf("%s\n", ok ? "all GPU GEMM checks passed" : "GPU GEMM checks FAILED");
+  std::printf("%s\n",
+              ok ? "all GPU GEMM checks passed" : "GPU GEMM checks FAILED");
   return ok ? 0 : 1;
 }
 

@@ -23,7 +23,8 @@ inline const float *mappedFloats(const std::vector<float> &values) {
   char path[] = "/tmp/cleave-mapped-floats-XXXXXX";
   size_t bytes = values.size() * sizeof(float);
   int fd = mkstemp(path);
-  if (fd < 0 || write(fd, values.data(), bytes) != static_cast<ssize_t>(bytes)) {
+  if (fd < 0 ||
+      write(fd, values.data(), bytes) != static_cast<ssize_t>(bytes)) {
     std::perror("writing the mapped floats' file");
     std::exit(2);
   }

@@ -77,9 +77,8 @@ bool checkBatch(const Case &c, int64_t count, bool sharedB) {
   }
   std::vector<float> bias = randoms(c.n);
   omp_set_num_threads(c.threads);
-  if (!packedSgemmBatch(count, c.m, c.n, c.k, c.layoutA(), c.layoutB(),
-                        c.ldc(), c.beta, c.bias ? bias.data() : nullptr,
-                        [&](int64_t i) {
+  if (!packedSgemmBatch(count, c.m, c.n, c.k, c.layoutA(), c.layoutB(), c.ldc(),
+                        c.beta, c.bias ? bias.data() : nullptr, [&](int64_t i) {
                           return GemmOperands{as[i].data(),
                                               bs[sharedB ? 0 : i].data(),
                                               outs[i].data()};
@@ -106,12 +105,11 @@ int main() {
        0, 0, 0, true, 0.0f, 2},
       {"tails 13x45x300, bias, beta 0.5", 13, 45, 300, false, false, 0, 0, 5,
        true, 0.5f, 1},
-      {"one row 1x1000x64", 1, 1000, 64, false, false, 0, 0, 0, false, 0.0f,
-       2},
+      {"one row 1x1000x64", 1, 1000, 64, false, false, 0, 0, 0, false, 0.0f, 2},
       {"A and B transposed, padded lines, beta 1", 37, 100, 70, true, true, 3,
        7, 2, false, 1.0f, 1},
-      {"one panel, rows split over 2 threads", 300, 32, 128, false, false, 0,
-       0, 0, true, 0.0f, 2},
+      {"one panel, rows split over 2 threads", 300, 32, 128, false, false, 0, 0,
+       0, true, 0.0f, 2},
       {"B transposed, long sum 29x70x1100", 29, 70, 1100, false, true, 0, 4, 0,
        true, 0.0f, 2},
       {"row blocks 1000x70x300, A transposed, bias, beta 0.5", 1000, 70, 300,
@@ -136,9 +134,9 @@ int main() {
     std::vector<float> bias = randoms(c.n);
     // A weight's first GEMM is left to OpenBLAS; the second packs it.
     std::vector<float> a = randoms(c.linesA() * c.lda());
-    bool passed = !packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b,
-                               c.layoutB(), out.data(), c.ldc(), c.beta,
-                               nullptr);
+    bool passed =
+        !packedSgemm(c.m, c.n, c.k, a.data(), c.layoutA(), b, c.layoutB(),
+                     out.data(), c.ldc(), c.beta, nullptr);
     if (!passed)
       std::printf("%s: packed on its first GEMM\n", c.name);
     passed = passed && check(c, b, a, out, bias);
@@ -149,11 +147,10 @@ int main() {
   }
 
   // A B outside the weights is left to OpenBLAS.
-  std::vector<float> heapB = randoms(16 * 16), a = randoms(16 * 16),
-                     c(16 * 16);
-  bool refused = !packedSgemm(16, 16, 16, a.data(), MatrixLayout{false, 16},
-                              heapB.data(), MatrixLayout{false, 16}, c.data(),
-                              16, 0.0f, nullptr);
+  std::vector<float> heapB = randoms(16 * 16), a = randoms(16 * 16), c(16 * 16);
+  bool refused =
+      !packedSgemm(16, 16, 16, a.data(), MatrixLayout{false, 16}, heapB.data(),
+                   MatrixLayout{false, 16}, c.data(), 16, 0.0f, nullptr);
   std::printf("B outside the weights: %s\n", refused ? "refused" : "TAKEN");
   ok &= refused;
 
@@ -169,21 +166,26 @@ int main() {
     bool sharedB;
   };
   const Batch batches[] = {
-      {{"batch: scores 12 x 128x128x64, B transposed, 2 threads", 128, 128,
-        64, false, true, 5, 3, 0, false, 0.0f, 2},
-       12, false},
-      {{"batch: context 3 x 100x64x130, 2 threads", 100, 64, 130, false,
-        false, 2, 0, 7, false, 0.0f, 2},
-       3, false},
+      {{"batch: scores 12 x 128x128x64, B transposed, 2 threads", 128, 128, 64,
+        false, true, 5, 3, 0, false, 0.0f, 2},
+       12,
+       false},
+      {{"batch: context 3 x 100x64x130, 2 threads", 100, 64, 130, false, false,
+        2, 0, 7, false, 0.0f, 2},
+       3,
+       false},
       {{"batch: 2 x 50x300x70, B transposed (tail), bias, beta 0.5", 50, 300,
         70, false, true, 0, 2, 1, true, 0.5f, 1},
-       2, false},
+       2,
+       false},
       {{"batch: 3 x 40x200x600, A transposed, bias, 2 threads", 40, 200, 600,
         true, false, 0, 0, 0, true, 0.0f, 2},
-       3, false},
+       3,
+       false},
       {{"batch: 6 x 64x96x48, one B for all, 2 threads", 64, 96, 48, false,
         true, 0, 0, 0, false, 0.0f, 2},
-       6, true},
+       6,
+       true},
   };
   for (const auto &[c, count, sharedB] : batches) {
     bool passed = checkBatch(c, count, sharedB);
@@ -194,9 +196,8 @@ int main() {
   const float *weightB = weights + offsets[0];
   bool fewRows = !packedSgemmBatch(
       2, 1, 16, 16, MatrixLayout{false, 16}, MatrixLayout{false, 16}, 16, 0.0f,
-      nullptr, [&](int64_t) {
-        return GemmOperands{a.data(), heapB.data(), c.data()};
-      });
+      nullptr,
+      [&](int64_t) { return GemmOperands{a.data(), heapB.data(), c.data()}; });
   const Case &first = cases[0];
   std::vector<float> firstA = randoms(first.m * first.lda()),
                      firstC(first.m * first.ldc());

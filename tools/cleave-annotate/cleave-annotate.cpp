@@ -1,7 +1,8 @@
-//===- cleave-annotate.cpp - Writes sharding hints into an ONNX model ------===//
+//===- cleave-annotate.cpp - Writes sharding hints into an ONNX model
+//------===//
 //
-// cleave-annotate MODEL.onnx --mesh dp=2,tp=2 --shard-hints FILE.yaml -o OUT.onnx
-// The library does the work (cleave/Sharding/Annotate.h).
+// cleave-annotate MODEL.onnx --mesh dp=2,tp=2 --shard-hints FILE.yaml -o
+// OUT.onnx The library does the work (cleave/Sharding/Annotate.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,7 +64,8 @@ int main(int argc, char **argv) {
         << result->unmatched.size()
         << (result->unmatched.size() == 1 ? " hint matches" : " hints match")
         << " no tensor of the model: " << join(result->unmatched, " ") << "\n";
-  outs() << "cleave-annotate: " << result->annotated << " tensors annotated for "
-         << mesh->str() << " in '" << outputPath << "'\n";
+  outs() << "cleave-annotate: " << result->annotated
+         << " tensors annotated for " << mesh->str() << " in '" << outputPath
+         << "'\n";
   return 0;
 }

@@ -38,11 +38,13 @@ cl::OptionCategory category("cleave-compile options");
 cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"),
                                cl::cat(category));
 cl::opt<std::string> outputPath(
-    "o", cl::desc("Output: an .mlir file with --compile-to, else a bundle folder"),
+    "o",
+    cl::desc("Output: an .mlir file with --compile-to, else a bundle folder"),
     cl::value_desc("OUT"), cl::cat(category));
 cl::list<std::string> inputShapes(
     "input-shape",
-    cl::desc("Static shape of a graph input, e.g. input_ids=1x128 (repeatable)"),
+    cl::desc(
+        "Static shape of a graph input, e.g. input_ids=1x128 (repeatable)"),
     cl::value_desc("NAME=DxD"), cl::cat(category));
 cl::list<std::string> namedDims(
     "dim",
@@ -55,8 +57,9 @@ cl::list<std::string> namedDims(
     cl::value_desc("NAME=N"), cl::cat(category));
 cl::list<std::string> boundInputs(
     "bind-input",
-    cl::desc("Make a graph input a compile-time constant, read from a .npy file "
-             "or a serialized TensorProto (repeatable)"),
+    cl::desc(
+        "Make a graph input a compile-time constant, read from a .npy file "
+        "or a serialized TensorProto (repeatable)"),
     cl::value_desc("NAME=FILE"), cl::cat(category));
 cl::opt<std::string> meshOption(
     "mesh",
@@ -89,9 +92,10 @@ cl::opt<unsigned> microbatches(
     cl::value_desc("M"), cl::init(1), cl::cat(category));
 cl::opt<std::string> machineOption(
     "machine",
-    cl::desc("The machine the cost model predicts for, which balances the "
-             "pipeline stages: peak=..,mem-bw=..,link-bw=..,latency=..,memory=.. "
-             "(FLOP/s, B/s, B/s, s, B; any subset) or a file of key: value lines"),
+    cl::desc(
+        "The machine the cost model predicts for, which balances the "
+        "pipeline stages: peak=..,mem-bw=..,link-bw=..,latency=..,memory=.. "
+        "(FLOP/s, B/s, B/s, s, B; any subset) or a file of key: value lines"),
     cl::value_desc("SPEC|FILE"), cl::cat(category));
 cl::opt<double> deviceMemory(
     "device-memory",
@@ -116,10 +120,10 @@ cl::opt<Target> target(
                           "cuBLASLt, collectives on NCCL, one stream; not yet "
                           "run on a GPU by Cleave's tests")),
     cl::init(Target::CPU), cl::cat(category));
-cl::opt<std::string> gpuArch("gpu-arch",
-                             cl::desc("The GPU for --target cuda (default sm_90)"),
-                             cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
-                             cl::cat(category));
+cl::opt<std::string>
+    gpuArch("gpu-arch", cl::desc("The GPU for --target cuda (default sm_90)"),
+            cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
+            cl::cat(category));
 cl::opt<Precision> precision(
     "precision",
     cl::desc("GEMM operands (default f32); with 16 bits, GEMMs read 16-bit "
@@ -143,7 +147,8 @@ cl::opt<GemmBackend> cpuGemm(
 cl::opt<std::string> gpuAttention(
     "gpu-attention",
     cl::desc("With --target cuda (or --gpu-kernels-on-cpu) and --precision "
-             "bf16 or f16, attention: 'fused' (default: one tensor-core kernel each, "
+             "bf16 or f16, attention: 'fused' (default: one tensor-core kernel "
+             "each, "
              "the scores kept on chip) or 'gemms' (two cuBLASLt GEMMs around "
              "a softmax kernel; for comparison)"),
     cl::value_desc("fused|gemms"), cl::init("fused"), cl::cat(category));
@@ -162,9 +167,10 @@ cl::opt<unsigned> jobs(
     cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
-cl::opt<bool> summary("summary",
-                      cl::desc("Print a summary of the IR after the last phase"),
-                      cl::cat(category));
+cl::opt<bool>
+    summary("summary",
+            cl::desc("Print a summary of the IR after the last phase"),
+            cl::cat(category));
 cl::opt<bool> listOps("list-ops",
                       cl::desc("List the supported ONNX ops and exit"),
                       cl::cat(category));
@@ -231,7 +237,8 @@ int main(int argc, char **argv) {
                 gpuAttention + "'");
   if (gpuKernelsOnCpu && target != Target::CPU)
     return fail("--gpu-kernels-on-cpu runs the CUDA kernels on the CPU: it "
-                "needs --target cpu, not '" + targetName(target) + "'");
+                "needs --target cpu, not '" +
+                targetName(target) + "'");
   if (gpuArch != "sm_80" && gpuArch != "sm_90")
     return fail("--gpu-arch must be sm_80 or sm_90, not '" + gpuArch + "'");
   std::optional<Phase> last = parsePhase(compileTo);
@@ -239,10 +246,9 @@ int main(int argc, char **argv) {
     std::vector<std::string> names;
     for (const PhaseInfo &info : allPhases())
       names.push_back(info.name.str());
-    return fail("unknown phase '" + compileTo + "' (phases: " +
-                join(names, ", ") + ")");
+    return fail("unknown phase '" + compileTo +
+                "' (phases: " + join(names, ", ") + ")");
   }
-
 
   ImportOptions options;
   for (const std::string &text : inputShapes) {
@@ -304,10 +310,12 @@ int main(int argc, char **argv) {
 
   if (!dumpDir.empty())
     if (std::error_code ec = sys::fs::create_directories(dumpDir))
-      return fail("cannot create --dump-dir '" + dumpDir + "': " + ec.message());
+      return fail("cannot create --dump-dir '" + dumpDir +
+                  "': " + ec.message());
 
   if (!shardPreset.empty() && shardPreset != "megatron")
-    return fail("unknown --shard-preset '" + shardPreset + "' (presets: megatron)");
+    return fail("unknown --shard-preset '" + shardPreset +
+                "' (presets: megatron)");
   if (!shardHints.empty() && meshOption.empty())
     return fail("--shard-hints needs a mesh: pass --mesh, e.g. --mesh tp=2 "
                 "or --mesh pp=2");

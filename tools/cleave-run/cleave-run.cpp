@@ -33,7 +33,8 @@
 #include <unistd.h>
 #include <vector>
 
-static const char *kUsage = R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
+static const char *kUsage =
+    R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
                   [--bench N] [--profile] [--threads N] [--ranks N]
                   [--timeout SECONDS]
 
@@ -152,7 +153,8 @@ int main(int argc, char **argv) {
     return fail("'" + manifestPath +
                 "' is not valid JSON: " + llvm::toString(manifest.takeError()));
   const llvm::json::Object *root = manifest->getAsObject();
-  std::optional<int64_t> ranks = root ? root->getInteger("ranks") : std::nullopt;
+  std::optional<int64_t> ranks =
+      root ? root->getInteger("ranks") : std::nullopt;
   if (!root || root->getString("format") != "cleave-bundle" || !ranks)
     return fail("'" + manifestPath + "' is not a Cleave bundle manifest");
   // Options for this launcher; the rest go to the program.
@@ -248,7 +250,8 @@ int main(int argc, char **argv) {
   llvm::SmallString<128> progress;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("cleave-run", progress))
-    return fail("cannot create a folder for the ranks' progress: " + ec.message());
+    return fail("cannot create a folder for the ranks' progress: " +
+                ec.message());
   setenv("CLEAVE_PROGRESS_DIR", progress.c_str(), 1);
   setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
   pid_t child = fork();
@@ -268,7 +271,7 @@ int main(int argc, char **argv) {
   std::string how = WIFSIGNALED(status)
                         ? "killed by signal " + std::to_string(WTERMSIG(status))
                         : "exit status " + std::to_string(WEXITSTATUS(status));
-  fail("the job failed (" + how + ")" +
-       (ended.empty() ? "" : "; " + ended));
-  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+  fail("the job failed (" + how + ")" + (ended.empty() ? "" : "; " + ended));
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status)
+                                                       : 1;
 }

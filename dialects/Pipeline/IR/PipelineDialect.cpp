@@ -1,4 +1,5 @@
-//===- PipelineDialect.cpp - Cleave's pipeline-stage dialect ---------------===//
+//===- PipelineDialect.cpp - Cleave's pipeline-stage dialect
+//---------------===//
 
 #include "Pipeline/IR/PipelineDialect.h"
 

@@ -1,4 +1,5 @@
-//===- FormStages.cpp - Stage regions from stage marks ---------------------===//
+//===- FormStages.cpp - Stage regions from stage marks
+//---------------------===//
 //
 // See Passes.td. Values are routed stage by stage: a stage's operands are
 // what its ops use from outside (function arguments, other stages' values);
@@ -45,7 +46,8 @@ struct FormStagesPass
         continue;
       auto mark = op.getAttrOfType<IntegerAttr>(cleave::kStageAttrName);
       if (!mark) {
-        op.emitError("has no cleave.stage mark; run cleave-annotate-stages first");
+        op.emitError(
+            "has no cleave.stage mark; run cleave-annotate-stages first");
         return signalPassFailure();
       }
       int64_t s = mark.getInt();
@@ -118,9 +120,9 @@ struct FormStagesPass
       SmallVector<Value> operands;
       for (Value v : inputs)
         operands.push_back(outside.lookupOrDefault(v));
-      auto stage = StageOp::create(
-          b, func.getLoc(), ValueRange(results).getTypes(),
-          b.getI64IntegerAttr(s), operands);
+      auto stage =
+          StageOp::create(b, func.getLoc(), ValueRange(results).getTypes(),
+                          b.getI64IntegerAttr(s), operands);
       Block *body = new Block();
       stage.getBody().push_back(body);
       IRMapping inside;

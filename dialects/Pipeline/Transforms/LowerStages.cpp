@@ -78,7 +78,8 @@ private:
     int64_t rows =
         cast<RankedTensorType>(full.getType()).getDimSize(0) / microbatches;
     return arith::MulIOp::create(
-        b, full.getLoc(), i, arith::ConstantIndexOp::create(b, full.getLoc(), rows));
+        b, full.getLoc(), i,
+        arith::ConstantIndexOp::create(b, full.getLoc(), rows));
   }
   bool isParam(Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
@@ -154,7 +155,9 @@ LogicalResult Lowering::analyse() {
     for (Type type : func.getResultTypes())
       if (auto t = dyn_cast<RankedTensorType>(type); !t || t.getRank() == 0)
         return emitError(func.getLoc(),
-            "@" + func.getName() + " has a result with no batch dimension to split into microbatches");
+                         "@" + func.getName() +
+                             " has a result with no batch dimension to split "
+                             "into microbatches");
   }
   return success();
 }
@@ -178,7 +181,8 @@ Value Lowering::outsideValue(OpBuilder &b, Value v, Value i,
   SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
   for (int64_t d : type.getShape())
     sizes.push_back(b.getIndexAttr(d));
-  return tensor::ExtractSliceOp::create(b, loc, type, v, offsets, sizes, strides);
+  return tensor::ExtractSliceOp::create(b, loc, type, v, offsets, sizes,
+                                        strides);
 }
 
 SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
@@ -191,8 +195,8 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
   // shard.recv: one buffer per receive, reused by every microbatch).
   SmallVector<Value> placeholders;
   for (const Transfer &x : incoming[s]) {
-    auto type = cast<RankedTensorType>(
-        stages[x.from].getResult(x.index).getType());
+    auto type =
+        cast<RankedTensorType>(stages[x.from].getResult(x.index).getType());
     placeholders.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
                                                    type.getElementType()));
   }
@@ -206,8 +210,9 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
         for (auto [x, placeholder] : llvm::zip(incoming[s], placeholders)) {
           Value from = stages[x.from].getResult(x.index);
           received[from] = shard::RecvOp::create(
-              lb, loc, placeholder.getType(), grid, ArrayRef<int16_t>{int16_t(axis)},
-              placeholder, lb.getDenseI64ArrayAttr({x.from}), ValueRange{});
+              lb, loc, placeholder.getType(), grid,
+              ArrayRef<int16_t>{int16_t(axis)}, placeholder,
+              lb.getDenseI64ArrayAttr({x.from}), ValueRange{});
         }
         IRMapping map;
         Block &body = stage.getBody().front();
@@ -220,8 +225,9 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
           yielded.push_back(map.lookupOrDefault(v));
         for (auto [to, index] : outgoing[s])
           shard::SendOp::create(lb, loc, yielded[index].getType(), grid,
-                                ArrayRef<int16_t>{int16_t(axis)}, yielded[index],
-                                ArrayRef<int64_t>{to}, ValueRange{});
+                                ArrayRef<int16_t>{int16_t(axis)},
+                                yielded[index], ArrayRef<int64_t>{to},
+                                ValueRange{});
         if (!last) {
           scf::YieldOp::create(lb, loc);
           return;
@@ -242,8 +248,8 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
               strides(type.getRank(), lb.getIndexAttr(1));
           for (int64_t d : type.getShape())
             sizes.push_back(lb.getIndexAttr(d));
-          updated.push_back(tensor::InsertSliceOp::create(lb, loc, value, full,
-                                                          offsets, sizes, strides));
+          updated.push_back(tensor::InsertSliceOp::create(
+              lb, loc, value, full, offsets, sizes, strides));
         }
         scf::YieldOp::create(lb, loc, updated);
       });
@@ -277,14 +283,15 @@ LogicalResult Lowering::run() {
   SmallVector<Type> inputTypes, resultTypes;
   for (BlockArgument arg : func.getArguments()) {
     if (!isParam(arg) && microbatches > 1)
-      arg.setType(scaleBatch(cast<RankedTensorType>(arg.getType()), microbatches));
+      arg.setType(
+          scaleBatch(cast<RankedTensorType>(arg.getType()), microbatches));
     inputTypes.push_back(arg.getType());
   }
   for (Type type : func.getResultTypes())
-    resultTypes.push_back(microbatches > 1
-                              ? Type(scaleBatch(cast<RankedTensorType>(type),
-                                                microbatches))
-                              : type);
+    resultTypes.push_back(
+        microbatches > 1
+            ? Type(scaleBatch(cast<RankedTensorType>(type), microbatches))
+            : type);
 
   OpBuilder b(ret);
   Location loc = func.getLoc();
@@ -327,12 +334,15 @@ LogicalResult Lowering::run() {
   for (auto [s, list] : llvm::enumerate(outgoing))
     for (auto [to, index] : list) {
       Value v = stages[s].getResult(index);
-      Value inner = stages[s].getBody().front().getTerminator()->getOperand(index);
+      Value inner =
+          stages[s].getBody().front().getTerminator()->getOperand(index);
       transfers.push_back(attrs.getDictionaryAttr({
           attrs.getNamedAttr("from", attrs.getI64IntegerAttr(s)),
           attrs.getNamedAttr("to", attrs.getI64IntegerAttr(to)),
-          attrs.getNamedAttr("bytes", attrs.getI64IntegerAttr(cleave::storageBytes(v))),
-          attrs.getNamedAttr("node", attrs.getStringAttr(cleave::onnxNodeName(inner.getLoc()))),
+          attrs.getNamedAttr("bytes",
+                             attrs.getI64IntegerAttr(cleave::storageBytes(v))),
+          attrs.getNamedAttr("node", attrs.getStringAttr(
+                                         cleave::onnxNodeName(inner.getLoc()))),
       }));
     }
   SmallVector<NamedAttribute> plan = {
@@ -341,9 +351,11 @@ LogicalResult Lowering::run() {
       attrs.getNamedAttr("microbatches", attrs.getI64IntegerAttr(microbatches)),
       attrs.getNamedAttr("transfers", attrs.getArrayAttr(transfers)),
   };
-  for (StringRef name : {cleave::kStageSecondsAttrName, cleave::kStageMemoryAttrName})
+  for (StringRef name :
+       {cleave::kStageSecondsAttrName, cleave::kStageMemoryAttrName})
     if (Attribute a = func->getAttr(name))
-      plan.push_back(attrs.getNamedAttr(name.drop_front(strlen("cleave.stage_")), a));
+      plan.push_back(
+          attrs.getNamedAttr(name.drop_front(strlen("cleave.stage_")), a));
   planAttr = attrs.getDictionaryAttr(plan);
 
   for (StageOp stage : llvm::reverse(stages)) {
@@ -360,7 +372,8 @@ struct LowerStagesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (microbatches == 0) {
-      module.emitError("pipeline-lower-stages: microbatches must be at least 1");
+      module.emitError(
+          "pipeline-lower-stages: microbatches must be at least 1");
       return signalPassFailure();
     }
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
@@ -371,26 +384,30 @@ struct LowerStagesPass
       if (stages.empty())
         continue;
       if (module->hasAttr(cleave::kPipelineAttrName)) {
-        emitError(func.getLoc(), "a second function with pipeline stages; only one "
-                       "program per module is supported");
+        emitError(func.getLoc(),
+                  "a second function with pipeline stages; only one "
+                  "program per module is supported");
         return signalPassFailure();
       }
       if (axis < 0 && stages.size() > 1) {
-        emitError(func.getLoc()) << "@" << func.getName() << " has " << stages.size()
-                         << " stages but no grid axis to run them on";
+        emitError(func.getLoc())
+            << "@" << func.getName() << " has " << stages.size()
+            << " stages but no grid axis to run them on";
         return signalPassFailure();
       }
       if (axis >= 0) {
         auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
             module, FlatSymbolRefAttr::get(&getContext(), grid));
         if (!gridOp || axis >= gridOp.getRank()) {
-          emitError(func.getLoc()) << "grid @" << grid << " has no axis " << int(axis);
+          emitError(func.getLoc())
+              << "grid @" << grid << " has no axis " << int(axis);
           return signalPassFailure();
         }
         if (gridOp.getShape()[axis] != static_cast<int64_t>(stages.size())) {
-          emitError(func.getLoc()) << "@" << func.getName() << " has " << stages.size() << " stage(s) but axis "
-                           << int(axis) << " of @" << grid << " has "
-                           << gridOp.getShape()[axis] << " ranks";
+          emitError(func.getLoc())
+              << "@" << func.getName() << " has " << stages.size()
+              << " stage(s) but axis " << int(axis) << " of @" << grid
+              << " has " << gridOp.getShape()[axis] << " ranks";
           return signalPassFailure();
         }
       }

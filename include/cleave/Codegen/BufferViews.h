@@ -78,8 +78,9 @@ public:
   /// writer and the copy touches it, the writer reads it, something other
   /// than an allocation and views of it defines it after the writer, or the
   /// strides do not allow the view.
-  static mlir::FailureOr<CopyDestination>
-  of(mlir::linalg::GenericOp copy, mlir::Operation *writer, mlir::Value written);
+  static mlir::FailureOr<CopyDestination> of(mlir::linalg::GenericOp copy,
+                                             mlir::Operation *writer,
+                                             mlir::Value written);
 
   /// The buffer the copy reads.
   mlir::Value buffer() const { return readView.source; }

@@ -1,4 +1,5 @@
-//===- GpuKernelBuilder.h - Building GPU kernels from linalg.generic -------===//
+//===- GpuKernelBuilder.h - Building GPU kernels from linalg.generic
+//-------===//
 //
 // The pieces cleave-map-to-gpu and cleave-map-rows-to-gpu share when they
 // turn a linalg.generic on memrefs into the body of a gpu.launch: indices of
@@ -30,10 +31,9 @@ llvm::SmallVector<mlir::Value> delinearize(mlir::OpBuilder &b,
 
 /// The memref indices an operand with indexing map `map` reads at loop
 /// point `point`.
-llvm::SmallVector<mlir::Value> operandIndices(mlir::OpBuilder &b,
-                                              mlir::Location loc,
-                                              mlir::AffineMap map,
-                                              llvm::ArrayRef<mlir::Value> point);
+llvm::SmallVector<mlir::Value>
+operandIndices(mlir::OpBuilder &b, mlir::Location loc, mlir::AffineMap map,
+               llvm::ArrayRef<mlir::Value> point);
 
 /// How a kernel reads and writes its buffer operands: memref.load and
 /// memref.store on the operand itself, unless a subclass keeps some of them
@@ -74,13 +74,11 @@ mlir::Value combine(mlir::OpBuilder &b, const Combiner &c, mlir::Value acc,
 /// it, or up to `stopAt`, a combiner, whose `partial` value is returned), and
 /// returns what it yields. `outs` replaces the outputs' loaded values when
 /// given (a reduction's running values).
-llvm::SmallVector<mlir::Value> emitBody(mlir::OpBuilder &b, mlir::Location loc,
-                                        mlir::linalg::GenericOp op,
-                                        llvm::ArrayRef<mlir::Value> point,
-                                        mlir::Operation *stopAt,
-                                        mlir::Value partial,
-                                        mlir::ValueRange outs = {},
-                                        const Memory &memory = globalMemory());
+llvm::SmallVector<mlir::Value>
+emitBody(mlir::OpBuilder &b, mlir::Location loc, mlir::linalg::GenericOp op,
+         llvm::ArrayRef<mlir::Value> point, mlir::Operation *stopAt,
+         mlir::Value partial, mlir::ValueRange outs = {},
+         const Memory &memory = globalMemory());
 
 /// The combination by `c` of `op`'s partial values over `count` reduced
 /// points, across the block: each thread folds the points from `thread` on,

@@ -1,7 +1,8 @@
 //===- Passes.h - Passes of code generation for both targets ----*- C++ -*-===//
 //
-// The passes of code generation for both targets, declared from Passes.td beside this
-// file; registerCleaveCodegenPasses() makes them known to cleave-opt.
+// The passes of code generation for both targets, declared from Passes.td
+// beside this file; registerCleaveCodegenPasses() makes them known to
+// cleave-opt.
 //
 //===----------------------------------------------------------------------===//
 

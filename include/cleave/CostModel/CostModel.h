@@ -1,4 +1,5 @@
-//===- CostModel.h - What an op costs, and how long it takes ---------------===//
+//===- CostModel.h - What an op costs, and how long it takes
+//---------------===//
 //
 // The cost model pipeline partitioning balances stages with. Each op of the
 // imported (or partitioned) @main gets an OpCost: the arithmetic it does, the
@@ -38,11 +39,11 @@ struct OpCost {
 
 /// The machine the predictions are for.
 struct MachineModel {
-  double peakFlops = 1e12;        ///< FLOP/s of one device
-  double memoryBandwidth = 1e11;  ///< bytes/s between a device and its memory
-  double linkBandwidth = 1e10;    ///< bytes/s between two devices
-  double linkLatency = 5e-6;      ///< seconds per transfer
-  double deviceMemory = 16e9;     ///< bytes a device holds
+  double peakFlops = 1e12;       ///< FLOP/s of one device
+  double memoryBandwidth = 1e11; ///< bytes/s between a device and its memory
+  double linkBandwidth = 1e10;   ///< bytes/s between two devices
+  double linkLatency = 5e-6;     ///< seconds per transfer
+  double deviceMemory = 16e9;    ///< bytes a device holds
 
   /// Predicted seconds for `cost`: max(flops / peak, bytes / bandwidth).
   double seconds(const OpCost &cost) const;

@@ -1,11 +1,12 @@
-//===- StagePartition.h - Contiguous pipeline stages by dynamic programming -===//
+//===- StagePartition.h - Contiguous pipeline stages by dynamic programming
+//-===//
 //
 // Cuts a sequence of ops (in program order) into contiguous stages that
 // minimise the largest stage's predicted time, exactly (a dynamic program
 // over cut positions, not a greedy split). A stage's time includes moving
 // what crosses its cuts: it receives before it computes and sends after.
-// Ties go to the plan with fewer activation bytes crossing cuts. A stage must hold at most a memory limit of
-// parameters; cuts the user fixed are kept.
+// Ties go to the plan with fewer activation bytes crossing cuts. A stage must
+// hold at most a memory limit of parameters; cuts the user fixed are kept.
 //
 //===----------------------------------------------------------------------===//
 

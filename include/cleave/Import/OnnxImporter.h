@@ -1,10 +1,10 @@
 //===- OnnxImporter.h - ONNX model to MLIR on static tensors --------------===//
 //
-// The first phase of Cleave: reads an ONNX ModelProto and produces a module with
-// one `func.func @main` on static tensor types, written in linalg, tensor, arith
-// and math. Graph inputs and weights become function arguments tagged with their
-// ONNX names (`cleave.input`, `cleave.param`); outputs are tagged `cleave.output`.
-// Shape and constant-only subgraphs are folded on the way in.
+// The first phase of Cleave: reads an ONNX ModelProto and produces a module
+// with one `func.func @main` on static tensor types, written in linalg, tensor,
+// arith and math. Graph inputs and weights become function arguments tagged
+// with their ONNX names (`cleave.input`, `cleave.param`); outputs are tagged
+// `cleave.output`. Shape and constant-only subgraphs are folded on the way in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,10 +73,9 @@ struct ImportExtras {
 
 /// Imports the ONNX model at `path`. Errors are reported through the context's
 /// diagnostic engine, each naming the ONNX node or input that caused it.
-mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
-                                                  llvm::StringRef path,
-                                                  const ImportOptions &options,
-                                                  ImportExtras *extras = nullptr);
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
+                const ImportOptions &options, ImportExtras *extras = nullptr);
 
 /// Every supported ONNX op (default domain) with the opset its handler starts
 /// from, sorted by name.

@@ -34,7 +34,8 @@ enum class Phase {
   Fuse,
   /// Tensors -> buffers; outputs become arguments; buffers freed after use.
   Bufferize,
-  /// GEMMs -> runtime BLAS calls, the rest -> loops, everything -> LLVM dialect.
+  /// GEMMs -> runtime BLAS calls, the rest -> loops, everything -> LLVM
+  /// dialect.
   Lower,
   /// LLVM IR, host object code, link with the runtime, weights and manifest.
   Bundle,

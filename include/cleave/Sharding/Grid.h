@@ -1,4 +1,5 @@
-//===- Grid.h - The one grid of a sharded module ---------------------------===//
+//===- Grid.h - The one grid of a sharded module
+//---------------------------===//
 //
 // A sharded module has one `shard.grid`, named `@mesh`, made from --mesh (see
 // Plan.h). Passes that need it find it here.
@@ -40,9 +41,9 @@ inline mlir::Value linearProcessIndex(mlir::OpBuilder &b, mlir::Location loc,
   for (auto [i, axis] : llvm::enumerate(axes.drop_front()))
     linear = mlir::arith::AddIOp::create(
         b, loc,
-        mlir::arith::MulIOp::create(
-            b, loc, linear,
-            mlir::arith::ConstantIndexOp::create(b, loc, grid.getShape()[axis])),
+        mlir::arith::MulIOp::create(b, loc, linear,
+                                    mlir::arith::ConstantIndexOp::create(
+                                        b, loc, grid.getShape()[axis])),
         position->getResult(static_cast<unsigned>(i + 1)));
   return linear;
 }

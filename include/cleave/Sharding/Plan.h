@@ -1,4 +1,5 @@
-//===- Plan.h - From sharding hints to shard dialect annotations -----------===//
+//===- Plan.h - From sharding hints to shard dialect annotations
+//-----------===//
 //
 // Turns a mesh and the shardings asked for (hints file, ONNX sharding fields,
 // a preset) into a `shard.grid` and `shard.shard` annotations on the imported
@@ -51,7 +52,8 @@ resolveHints(mlir::ModuleOp module, const MeshSpec &mesh,
 
 /// Adds the grid for `mesh` and annotates @main with `shardings` (later
 /// entries for the same value are ignored), every output gathered whole.
-mlir::LogicalResult annotateShardings(mlir::ModuleOp module, const MeshSpec &mesh,
+mlir::LogicalResult annotateShardings(mlir::ModuleOp module,
+                                      const MeshSpec &mesh,
                                       llvm::ArrayRef<ValueSharding> shardings);
 
 /// The mesh recorded on a module by annotateShardings, if any.
@@ -69,10 +71,9 @@ std::optional<MeshSpec> meshOf(mlir::ModuleOp module);
 /// key/value head) is first given one GEMM a part (unfuseProjection), unless
 /// `given` (the shardings of hints and of the model's own fields, which the
 /// preset yields to) names its parameters.
-std::vector<ValueSharding> megatronShardings(mlir::ModuleOp module,
-                                             const MeshSpec &mesh,
-                                             llvm::StringRef axis,
-                                             llvm::ArrayRef<ValueSharding> given);
+std::vector<ValueSharding>
+megatronShardings(mlir::ModuleOp module, const MeshSpec &mesh,
+                  llvm::StringRef axis, llvm::ArrayRef<ValueSharding> given);
 
 /// Rewrites `matmul`, a GEMM by a parameter whose output is read only in
 /// column ranges of more than one size (a fused projection of Q and fewer

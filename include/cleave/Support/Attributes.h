@@ -119,7 +119,8 @@ inline constexpr llvm::StringLiteral kCommGroupsAttrName = "cleave.comm_groups";
 /// which `cleave.pipeline` lists) for the plan report: {kind, axes, bytes,
 /// node} per collective, in program order. Written by
 /// cleave-lower-collectives; read by the bundle.
-inline constexpr llvm::StringLiteral kCollectivesAttrName = "cleave.collectives";
+inline constexpr llvm::StringLiteral kCollectivesAttrName =
+    "cleave.collectives";
 /// func.call: the kind of collective a runtime call performs. Written by
 /// cleave-lower-collectives; read by a reader of the IR.
 inline constexpr llvm::StringLiteral kCollectiveAttrName = "cleave.collective";

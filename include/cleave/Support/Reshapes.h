@@ -1,4 +1,5 @@
-//===- Reshapes.h - The finest shape two static reshapes share -------------===//
+//===- Reshapes.h - The finest shape two static reshapes share
+//-------------===//
 //
 // Used by import (a transpose between two reshapes runs on the finer shape)
 // and by cleave-refine-reshapes (a collapse then an expand goes through it).
@@ -58,7 +59,8 @@ commonCoarsening(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to,
 /// wherever a dimension of `source` ends inside it. Fails where such a cut
 /// does not divide what lies outside it, or where the sizes differ.
 inline mlir::LogicalResult
-splitsToReshapeFrom(llvm::ArrayRef<int64_t> source, llvm::ArrayRef<int64_t> shape,
+splitsToReshapeFrom(llvm::ArrayRef<int64_t> source,
+                    llvm::ArrayRef<int64_t> shape,
                     llvm::SmallVectorImpl<llvm::SmallVector<int64_t>> &parts) {
   // Element counts outside each boundary between dimensions of `source`.
   llvm::SmallVector<int64_t> cuts;

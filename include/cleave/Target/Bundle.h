@@ -33,7 +33,7 @@ struct BufferSignature {
   llvm::SmallVector<int64_t> shape;
   /// Params: byte offset in each rank's weight file (-1: not held there).
   std::vector<int64_t> offsets;
-  uint64_t bytes = 0;   // on each rank that holds it
+  uint64_t bytes = 0; // on each rank that holds it
   /// Params of a pipelined program: the stages that read it (empty: all).
   llvm::SmallVector<int64_t> stages;
   // Params under a mesh: the grid axes each dimension is split over, the
@@ -121,7 +121,9 @@ struct ModelSignature {
 
   /// The pipeline stage rank `rank` runs.
   int64_t stageOf(int64_t rank) const {
-    return pipeline.axis < 0 ? 0 : mesh.indexInGroup(rank, {int16_t(pipeline.axis)});
+    return pipeline.axis < 0
+               ? 0
+               : mesh.indexInGroup(rank, {int16_t(pipeline.axis)});
   }
 };
 

@@ -139,17 +139,17 @@ struct FuseRowsPass : cleave::impl::CleaveFuseRowsBase<FuseRowsPass> {
     // loops have one point: the row's value is at index 0 of each.
     Combiner c = *findCombiner(op);
     OpOperand &out = op.getDpsInitsMutable()[0];
-    SmallVector<Value> at = operandIndices(
-        b, loc, op.getMatchingIndexingMap(&out), pointAt(lbs));
+    SmallVector<Value> at =
+        operandIndices(b, loc, op.getMatchingIndexingMap(&out), pointAt(lbs));
     Value init = memory.load(b, loc, out.get(), at);
-    scf::LoopNest nest = scf::buildLoopNest(
-        b, loc, lbs, ubs, steps, ValueRange{init},
-        [&](OpBuilder &nb, Location loc, ValueRange ivs,
-            ValueRange acc) -> scf::ValueVector {
-          Value x = emitBody(nb, loc, op, pointAt(ivs), c.op, c.partial, {},
-                             memory)[0];
-          return {combine(nb, c, acc[0], x)};
-        });
+    scf::LoopNest nest =
+        scf::buildLoopNest(b, loc, lbs, ubs, steps, ValueRange{init},
+                           [&](OpBuilder &nb, Location loc, ValueRange ivs,
+                               ValueRange acc) -> scf::ValueVector {
+                             Value x = emitBody(nb, loc, op, pointAt(ivs), c.op,
+                                                c.partial, {}, memory)[0];
+                             return {combine(nb, c, acc[0], x)};
+                           });
     memory.store(b, loc, nest.results[0], out.get(), at);
   }
 };

@@ -51,9 +51,8 @@ bool isConstant(Operation *op) {
 /// own: a constant, or a row buffer (cleave-fuse-rows), which holds nothing
 /// from one loop nest to the next.
 bool copiedIntoSegments(Operation *op) {
-  return isConstant(op) ||
-         (op && isa<memref::AllocaOp>(op) &&
-          op->hasAttr(cleave::kRowBufferAttrName));
+  return isConstant(op) || (op && isa<memref::AllocaOp>(op) &&
+                            op->hasAttr(cleave::kRowBufferAttrName));
 }
 
 /// Whether `op`, an op of the block, lies in the segment.
@@ -183,14 +182,15 @@ void outline(ArrayRef<Operation *> ops, func::FuncOp parent,
   // carries both attributes over).
   callee->setAttr("llvm.linkage",
                   LLVM::LinkageAttr::get(context, LLVM::Linkage::Internal));
-  callee->setAttr("passthrough",
-                  ArrayAttr::get(context, StringAttr::get(context, "noinline")));
+  callee->setAttr(
+      "passthrough",
+      ArrayAttr::get(context, StringAttr::get(context, "noinline")));
   symbols.insert(callee);
 
   b.setInsertionPoint(first);
-  auto call = func::CallOp::create(b, loc, callee,
-                                   SmallVector<Value>(segment.inputs.begin(),
-                                                      segment.inputs.end()));
+  auto call = func::CallOp::create(
+      b, loc, callee,
+      SmallVector<Value>(segment.inputs.begin(), segment.inputs.end()));
 
   Block *body = callee.addEntryBlock();
   for (Operation *op : segment.ops)
@@ -210,8 +210,9 @@ void outline(ArrayRef<Operation *> ops, func::FuncOp parent,
       return !callee->isProperAncestor(use.getOwner());
     });
   b.setInsertionPointToEnd(body);
-  func::ReturnOp::create(b, loc, SmallVector<Value>(segment.outputs.begin(),
-                                                    segment.outputs.end()));
+  func::ReturnOp::create(
+      b, loc,
+      SmallVector<Value>(segment.outputs.begin(), segment.outputs.end()));
 }
 
 struct OutlineSegmentsPass
@@ -225,8 +226,7 @@ struct OutlineSegmentsPass
       return signalPassFailure();
     }
     SymbolTable symbols(getOperation());
-    SmallVector<func::FuncOp> functions(
-        getOperation().getOps<func::FuncOp>());
+    SmallVector<func::FuncOp> functions(getOperation().getOps<func::FuncOp>());
     for (func::FuncOp function : functions) {
       if (function.isExternal())
         continue;

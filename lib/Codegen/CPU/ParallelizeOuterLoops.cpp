@@ -37,8 +37,8 @@ int64_t innerIterations(Block &block) {
     if (!loop)
       continue;
     std::optional<llvm::APInt> trips = loop.getStaticTripCount();
-    total += (trips ? trips->getSExtValue() : 1) *
-             innerIterations(*loop.getBody());
+    total +=
+        (trips ? trips->getSExtValue() : 1) * innerIterations(*loop.getBody());
   }
   return std::max<int64_t>(total, 1);
 }

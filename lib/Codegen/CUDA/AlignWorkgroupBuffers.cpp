@@ -1,4 +1,5 @@
-//===- AlignWorkgroupBuffers.cpp - Shared memory aligned for 16-byte access ===//
+//===- AlignWorkgroupBuffers.cpp - Shared memory aligned for 16-byte access
+//===//
 //
 // See Passes.td.
 //

@@ -22,7 +22,9 @@ using namespace mlir;
 
 namespace {
 
-bool insideKernel(Operation *op) { return op->getParentOfType<gpu::LaunchOp>(); }
+bool insideKernel(Operation *op) {
+  return op->getParentOfType<gpu::LaunchOp>();
+}
 
 /// Whether only the device touches `buffer` and its views: kernels, the
 /// runtime's CUDA entry points (which take the buffer's pointer or strided
@@ -94,13 +96,12 @@ struct AllocsToGpuPass : cleave::impl::CleaveAllocsToGpuBase<AllocsToGpuPass> {
           // asynchronous form: on the stream `gpu.wait async` names, which
           // is the program's one stream (the runtime's mgpuStreamCreate).
           Type token = gpu::AsyncTokenType::get(&getContext());
-          Value stream = gpu::WaitOp::create(b, loc, token, ValueRange{})
-                             .getAsyncToken();
-          memref = gpu::AllocOp::create(b, loc, alloc.getType(), token,
-                                        ValueRange{stream},
-                                        alloc.getDynamicSizes(),
-                                        alloc.getSymbolOperands(),
-                                        /*hostShared=*/false)
+          Value stream =
+              gpu::WaitOp::create(b, loc, token, ValueRange{}).getAsyncToken();
+          memref = gpu::AllocOp::create(
+                       b, loc, alloc.getType(), token, ValueRange{stream},
+                       alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+                       /*hostShared=*/false)
                        .getMemref();
         } else {
           memref = gpu::AllocOp::create(b, loc, alloc.getType(),

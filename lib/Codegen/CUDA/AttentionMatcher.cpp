@@ -73,7 +73,8 @@ bool isIdentityOn(AffineMap map, unsigned loops) {
 bool bodyIs(linalg::GenericOp op, ArrayRef<StringRef> names) {
   Block &body = op.getRegion().front();
   auto ops = body.without_terminator();
-  if (static_cast<size_t>(std::distance(ops.begin(), ops.end())) != names.size())
+  if (static_cast<size_t>(std::distance(ops.begin(), ops.end())) !=
+      names.size())
     return false;
   Value last;
   for (auto [inner, name] : llvm::zip(ops, names)) {
@@ -91,7 +92,6 @@ bool bodyIs(linalg::GenericOp op, ArrayRef<StringRef> names) {
   }
   return body.getTerminator()->getOperand(0) == last;
 }
-
 
 /// The element type both of a GEMM's inputs have, when it is 16-bit, and
 /// its output float32.
@@ -126,8 +126,7 @@ bool sameRows(Value read, Value written) {
 }
 
 /// Whether `reader` reads `op`'s output at its own point, in its rows.
-bool readsOutput(linalg::LinalgOp op, linalg::GenericOp reader,
-                 OpOperand &in) {
+bool readsOutput(linalg::LinalgOp op, linalg::GenericOp reader, OpOperand &in) {
   return sameRows(in.get(), op.getDpsInitOperand(0)->get()) &&
          isIdentityOn(reader.getMatchingIndexingMap(&in), reader.getNumLoops());
 }
@@ -151,9 +150,9 @@ public:
 
   /// Declines the match; -debug-only=cleave-attention-to-gpu says why.
   std::nullopt_t decline(const llvm::Twine &why) {
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": scores GEMM at "
-                            << a.scores->getLoc() << " not matched: " << why
-                            << "\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << DEBUG_TYPE ": scores GEMM at " << a.scores->getLoc()
+               << " not matched: " << why << "\n");
     return std::nullopt;
   }
 
@@ -206,7 +205,8 @@ public:
       auto reader = onlyOther<linalg::GenericOp>(usersOf(root), {producer});
       if (reader) { // one reader: an elementwise op on the scores
         if (!elementwise(reader, producer, chainRanges))
-          return decline("an op on the scores is not elementwise in their rows");
+          return decline(
+              "an op on the scores is not elementwise in their rows");
         a.prelude.push_back(reader);
         producer = reader;
         a.internal.push_back(cleave::viewedBuffer(reader.getDpsInits()[0]));
@@ -222,10 +222,10 @@ public:
       return decline("a buffer of the attention is filled for another op too");
     if (!safeBetween())
       return decline("an op between the members touches their buffers");
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": attention at " << a.scores->getLoc()
-                            << ": " << a.queries << " queries, " << a.keys
-                            << " keys, depth " << a.depth << ", width "
-                            << a.width << "\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << DEBUG_TYPE ": attention at " << a.scores->getLoc() << ": "
+               << a.queries << " queries, " << a.keys << " keys, depth "
+               << a.depth << ", width " << a.width << "\n");
     return a;
   }
 
@@ -287,8 +287,7 @@ private:
                  utils::IteratorType::reduction &&
              op.getNumDpsInputs() == 1 && sameRows(op.getDpsInputs()[0], in) &&
              isIdentityOn(op.getIndexingMapsArray()[0], n) &&
-             op.getIndexingMapsArray()[1] ==
-                 leading(n, op.getContext()) &&
+             op.getIndexingMapsArray()[1] == leading(n, op.getContext()) &&
              c->partial == op.getRegion().front().getArgument(0) &&
              llvm::is_contained(combiners, c->op->getName().getStringRef());
     };
@@ -301,12 +300,13 @@ private:
       return op.getNumParallelLoops() == n &&
              op.getStaticLoopRanges() == ranges && op.getNumDpsInputs() == 2 &&
              sameRows(op.getDpsInputs()[0], in) &&
-             op.getDpsInputs()[1] == row &&
-             isIdentityOn(maps[0], n) && isIdentityOn(maps[2], n) &&
+             op.getDpsInputs()[1] == row && isIdentityOn(maps[0], n) &&
+             isIdentityOn(maps[2], n) &&
              maps[1] == leading(n, op.getContext()) &&
-             (body.empty() ? op.getMatchingBlockArgument(op.getDpsInitOperand(0))
-                                 .use_empty()
-                           : bodyIs(op, body));
+             (body.empty()
+                  ? op.getMatchingBlockArgument(op.getDpsInitOperand(0))
+                        .use_empty()
+                  : bodyIs(op, body));
     };
     Value xView = producer.getDpsInitOperand(0)->get();
     Value m = a.max.getDpsInits()[0];
@@ -368,15 +368,17 @@ private:
       return false;
     // A rounding of the output, if it is the output's one reader.
     Value out = g2.getDpsInitOperand(0)->get();
-    auto reader = onlyOther<linalg::GenericOp>(usersOf(cleave::viewedBuffer(out)),
-                                               {g2});
-    if (reader && reader.getNumDpsInputs() == 1 && reader.getNumDpsInits() == 1 &&
+    auto reader =
+        onlyOther<linalg::GenericOp>(usersOf(cleave::viewedBuffer(out)), {g2});
+    if (reader && reader.getNumDpsInputs() == 1 &&
+        reader.getNumDpsInits() == 1 &&
         reader.getNumParallelLoops() == reader.getNumLoops() &&
         readsOutput(g2, reader, *reader.getDpsInputOperand(0)) &&
         cast<MemRefType>(reader.getDpsInits()[0].getType()).getElementType() ==
             a.half) {
       Block &body = reader.getRegion().front();
-      auto trunc = body.getTerminator()->getOperand(0).getDefiningOp<arith::TruncFOp>();
+      auto trunc =
+          body.getTerminator()->getOperand(0).getDefiningOp<arith::TruncFOp>();
       if (trunc && trunc.getIn() == body.getArgument(0) &&
           body.getOperations().size() == 2) {
         a.rounding = reader;

@@ -17,14 +17,14 @@
 
 namespace cleave::attention {
 
+using llvm::SmallVector;
 using mlir::FloatType;
 using mlir::Operation;
 using mlir::Value;
-using llvm::SmallVector;
 namespace linalg = mlir::linalg;
 
 /// The kernel's shape, which bounds what the matcher accepts.
-constexpr int64_t kWarps = 4;       // a block's warps
+constexpr int64_t kWarps = 4;        // a block's warps
 constexpr int64_t kRowsPerWarp = 16; // an MMA's M
 constexpr int64_t kKeys = 16;        // keys a step (an MMA's K for P x V)
 constexpr int64_t kChunk = 8;        // 16-bit elements a 16-byte access moves
@@ -37,8 +37,8 @@ static_assert(kKeys * kChunk == kWarps * 32);
 
 /// One attention, matched.
 struct Attention {
-  linalg::LinalgOp scores, values; // the two GEMMs
-  cleave::GemmLoops q, v;          // their loops
+  linalg::LinalgOp scores, values;        // the two GEMMs
+  cleave::GemmLoops q, v;                 // their loops
   SmallVector<linalg::GenericOp> prelude; // elementwise ops on the scores
   linalg::GenericOp max, exp, sum, normalize;
   linalg::GenericOp rounding; // an elementwise rounding of the output, or null

@@ -41,7 +41,6 @@ using namespace cleave::attention;
 
 namespace {
 
-
 /// The kernel for one matched attention.
 class KernelBuilder {
 public:
@@ -78,10 +77,10 @@ private:
   Attention a;
   OpBuilder &b;
   Location loc;
-  Value batchLinear;            // the block's batch entry, linear
+  Value batchLinear;           // the block's batch entry, linear
   SmallVector<Value> batchIdx; // the same as the softmax's loops
-  Value lane; // the thread's place in its warp
-  Value q2;   // 2 (lane % 4): the lane's first column in MMA fragments
+  Value lane;                  // the thread's place in its warp
+  Value q2; // 2 (lane % 4): the lane's first column in MMA fragments
   // Shared memory: a step's 16 keys of K (16 x depth) and of V (16 x
   // width), which the block's threads load together and its warps read
   // with ldmatrix.
@@ -94,7 +93,9 @@ private:
   Value f32(double v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   }
-  Value add(Value x, int64_t v) { return arith::AddIOp::create(b, loc, x, c(v)); }
+  Value add(Value x, int64_t v) {
+    return arith::AddIOp::create(b, loc, x, c(v));
+  }
   Value clamp(Value x, int64_t size) {
     return arith::MinUIOp::create(b, loc, x, c(size - 1));
   }
@@ -112,9 +113,9 @@ private:
                  : arith::TruncFOp::create(b, loc, a.half, x).getResult();
     };
     if (a.half.isF16())
-      return vector::FromElementsOp::create(
-          b, loc, VectorType::get({2}, a.half),
-          ValueRange{narrow(lo), narrow(hi)});
+      return vector::FromElementsOp::create(b, loc,
+                                            VectorType::get({2}, a.half),
+                                            ValueRange{narrow(lo), narrow(hi)});
     auto bits = [&](Value x) {
       Value i = arith::BitcastOp::create(b, loc, b.getI16Type(), narrow(x));
       return arith::ExtUIOp::create(b, loc, b.getI32Type(), i).getResult();
@@ -199,7 +200,8 @@ private:
       sizes.push_back(ranges[loops.back()]);
     }
     SmallVector<std::pair<unsigned, Value>> at;
-    for (auto [loop, v] : llvm::zip(loops, delinearize(b, loc, batchLinear, sizes)))
+    for (auto [loop, v] :
+         llvm::zip(loops, delinearize(b, loc, batchLinear, sizes)))
       at.push_back({loop, v});
     return at;
   }
@@ -215,8 +217,8 @@ private:
   Value mma(ValueRange aRegs, ValueRange bRegs, ValueRange acc,
             SmallVectorImpl<Value> &out) {
     Type f32 = b.getF32Type();
-    auto structType = LLVM::LLVMStructType::getLiteral(
-        b.getContext(), {f32, f32, f32, f32});
+    auto structType =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
     // bf16 pairs travel in i32s, so the PTX type is said; f16 pairs are
     // vector<2xf16>, whose type NVVM infers.
     std::optional<std::array<NVVM::MMATypes, 2>> types;
@@ -293,11 +295,10 @@ private:
     Value warp = arith::DivUIOp::create(b, loc, thread, c(32));
     lane = arith::RemUIOp::create(b, loc, thread, c(32));
     Value g = arith::DivUIOp::create(b, loc, lane, c(4)); // the lane's group
-    q2 = arith::MulIOp::create(b, loc,
-                               arith::RemUIOp::create(b, loc, lane, c(4)), c(2));
+    q2 = arith::MulIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, lane, c(4)), c(2));
     Value rowBase = arith::AddIOp::create(
-        b, loc,
-        arith::MulIOp::create(b, loc, tile, c(kWarps * kRowsPerWarp)),
+        b, loc, arith::MulIOp::create(b, loc, tile, c(kWarps * kRowsPerWarp)),
         arith::MulIOp::create(b, loc, warp, c(kRowsPerWarp)));
     // The lane's two rows (g and g + 8 of its warp's 16), and the same
     // clamped into the queries for reading.
@@ -332,17 +333,16 @@ private:
       SmallVector<Value, 4> regs;
       for (int64_t r = 0; r < 4; ++r) {
         int64_t group = kk * 16 + 8 * (r / 2);
-        regs.push_back(group < a.depth
-                           ? qPair(readRows[r % 2], add(q2, group))
-                           : pack(f32(0), f32(0)));
+        regs.push_back(group < a.depth ? qPair(readRows[r % 2], add(q2, group))
+                                       : pack(f32(0), f32(0)));
       }
       qRegs.push_back(regs);
     }
     if (a.depth % 16) {
       // 16 rows of 8 zeros: one element a thread (static_assert above).
       Value row = arith::DivUIOp::create(b, loc, thread, c(kChunk));
-      Value col = add(arith::RemUIOp::create(b, loc, thread, c(kChunk)),
-                      a.depth);
+      Value col =
+          add(arith::RemUIOp::create(b, loc, thread, c(kChunk)), a.depth);
       Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(a.half));
       memref::StoreOp::create(b, loc, zero, kTile, ValueRange{row, col});
     }
@@ -353,16 +353,18 @@ private:
     double negInf = -std::numeric_limits<double>::infinity();
     int64_t outTiles = a.width / 8;
     int64_t steps = (a.keys + kKeys - 1) / kKeys;
-    auto keyLoop = [&](Value end, ValueRange inits,
-                       function_ref<SmallVector<Value>(Value, ValueRange)> step) {
-      return scf::ForOp::create(
-          b, loc, c(0), end, c(kKeys), inits,
-          [&](OpBuilder &lb, Location, Value j0, ValueRange carried) {
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(lb.getInsertionBlock(), lb.getInsertionPoint());
-            scf::YieldOp::create(b, loc, step(j0, carried));
-          });
-    };
+    auto keyLoop =
+        [&](Value end, ValueRange inits,
+            function_ref<SmallVector<Value>(Value, ValueRange)> step) {
+          return scf::ForOp::create(
+              b, loc, c(0), end, c(kKeys), inits,
+              [&](OpBuilder &lb, Location, Value j0, ValueRange carried) {
+                OpBuilder::InsertionGuard guard(b);
+                b.setInsertionPoint(lb.getInsertionBlock(),
+                                    lb.getInsertionPoint());
+                scf::YieldOp::create(b, loc, step(j0, carried));
+              });
+        };
     // It also finds where the lane's live keys end: the end of the last
     // step in which one of its exponentials is not 0. (One that is 0 stays
     // 0 against the row's final maximum, which is no smaller.)
@@ -376,13 +378,13 @@ private:
           Value live = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
           SmallVector<Value> next;
           for (int64_t h = 0; h < 2; ++h) {
-            Value m = arith::MaximumFOp::create(b, loc, carried[h],
-                                                rowMax(x, h));
+            Value m =
+                arith::MaximumFOp::create(b, loc, carried[h], rowMax(x, h));
             Value l = arith::MulFOp::create(
                 b, loc, carried[2 + h],
-                math::ExpOp::create(b, loc,
-                                    arith::SubFOp::create(b, loc, carried[h],
-                                                          offset(m))));
+                math::ExpOp::create(
+                    b, loc,
+                    arith::SubFOp::create(b, loc, carried[h], offset(m))));
             for (int64_t nt = 0; nt < 2; ++nt)
               for (int64_t i = 2 * h; i < 2 * h + 2; ++i) {
                 Value e = exp(x.v[nt][i], m);
@@ -397,7 +399,8 @@ private:
           }
           Value stepEnd = arith::IndexCastOp::create(b, loc, b.getI32Type(),
                                                      add(j0, kKeys));
-          Value end = arith::SelectOp::create(b, loc, live, stepEnd, carried[4]);
+          Value end =
+              arith::SelectOp::create(b, loc, live, stepEnd, carried[4]);
           return SmallVector<Value>{next[0], next[2], next[1], next[3], end};
         });
     Value maxima[2], sums[2];
@@ -412,33 +415,34 @@ private:
     // sum and rounded as the IR rounds it, times V; over the block's keys
     // up to the end of its last live step (keysEnd).
     Value end = keysEnd(stats.getResult(4), sums, readRows, steps);
-    auto out = keyLoop(
-        end, SmallVector<Value>(outTiles * 4, f32(0)),
-        [&](Value j0, ValueRange carried) {
-          gpu::BarrierOp::create(b, loc);
-          loadK(j0);
-          loadV(j0);
-          gpu::BarrierOp::create(b, loc);
-          Scores x = scores(j0, readRows, qRegs);
-          Value p[2][4];
-          for (int64_t nt = 0; nt < 2; ++nt)
-            for (int64_t i = 0; i < 4; ++i)
-              p[nt][i] = normalize(exp(x.v[nt][i], maxima[i / 2]), sums[i / 2],
-                                   readRows[i / 2]);
-          // P (16 rows by 16 keys) as the A fragment: the scores' fragments
-          // of keys 0-7 and 8-15 side by side.
-          SmallVector<Value, 4> pRegs = {
-              pack(p[0][0], p[0][1]), pack(p[0][2], p[0][3]),
-              pack(p[1][0], p[1][1]), pack(p[1][2], p[1][3])};
-          SmallVector<Value> next;
-          SmallVector<SmallVector<Value, 2>> vRegs = vFragments(outTiles);
-          for (int64_t dt = 0; dt < outTiles; ++dt) {
-            SmallVector<Value> sum;
-            mma(pRegs, vRegs[dt], carried.slice(dt * 4, 4), sum);
-            next.append(sum);
-          }
-          return next;
-        });
+    auto out = keyLoop(end, SmallVector<Value>(outTiles * 4, f32(0)),
+                       [&](Value j0, ValueRange carried) {
+                         gpu::BarrierOp::create(b, loc);
+                         loadK(j0);
+                         loadV(j0);
+                         gpu::BarrierOp::create(b, loc);
+                         Scores x = scores(j0, readRows, qRegs);
+                         Value p[2][4];
+                         for (int64_t nt = 0; nt < 2; ++nt)
+                           for (int64_t i = 0; i < 4; ++i)
+                             p[nt][i] =
+                                 normalize(exp(x.v[nt][i], maxima[i / 2]),
+                                           sums[i / 2], readRows[i / 2]);
+                         // P (16 rows by 16 keys) as the A fragment: the
+                         // scores' fragments of keys 0-7 and 8-15 side by side.
+                         SmallVector<Value, 4> pRegs = {
+                             pack(p[0][0], p[0][1]), pack(p[0][2], p[0][3]),
+                             pack(p[1][0], p[1][1]), pack(p[1][2], p[1][3])};
+                         SmallVector<Value> next;
+                         SmallVector<SmallVector<Value, 2>> vRegs =
+                             vFragments(outTiles);
+                         for (int64_t dt = 0; dt < outTiles; ++dt) {
+                           SmallVector<Value> sum;
+                           mma(pRegs, vRegs[dt], carried.slice(dt * 4, 4), sum);
+                           next.append(sum);
+                         }
+                         return next;
+                       });
 
     for (int64_t dt = 0; dt < outTiles; ++dt)
       for (int64_t i = 0; i < 4; ++i) {
@@ -474,8 +478,8 @@ private:
           b, loc, skip,
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, p, f32(0)));
     }
-    Value lane = arith::SelectOp::create(b, loc, skip, laneEnd,
-                                         i32(steps * kKeys));
+    Value lane =
+        arith::SelectOp::create(b, loc, skip, laneEnd, i32(steps * kKeys));
     Value block = gpu::AllReduceOp::create(
         b, loc, lane,
         gpu::AllReduceOperationAttr::get(b.getContext(),
@@ -560,11 +564,11 @@ private:
     SmallVector<SmallVector<Value, 2>> regs;
     for (int64_t dt = 0; dt < outTiles; dt += 2) {
       int64_t count = std::min<int64_t>(outTiles - dt, 2) * 2;
-      SmallVector<Value, 4> loaded = ldmatrix(
-          vTile, /*transpose=*/true, count,
-          [&](int64_t i) -> std::pair<int64_t, int64_t> {
-            return {8 * (i % 2), 8 * (dt + i / 2)};
-          });
+      SmallVector<Value, 4> loaded =
+          ldmatrix(vTile, /*transpose=*/true, count,
+                   [&](int64_t i) -> std::pair<int64_t, int64_t> {
+                     return {8 * (i % 2), 8 * (dt + i / 2)};
+                   });
       for (int64_t t = 0; t < count / 2; ++t)
         regs.push_back({loaded[2 * t], loaded[2 * t + 1]});
     }
@@ -584,20 +588,20 @@ private:
     Value row = arith::RemUIOp::create(b, loc, lane, c(8));
     Value top = c(corner(0).first), left = c(corner(0).second);
     for (int64_t i = 1; i < count; ++i) {
-      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                       matrix, c(i));
+      Value is =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, matrix, c(i));
       top = arith::SelectOp::create(b, loc, is, c(corner(i).first), top);
       left = arith::SelectOp::create(b, loc, is, c(corner(i).second), left);
     }
     Value r = arith::AddIOp::create(b, loc, top, row);
     auto type = VectorType::get({count, 2}, a.half);
-    Value loaded = nvgpu::LdMatrixOp::create(b, loc, type, tile,
-                                             ValueRange{r, left}, transpose,
-                                             static_cast<uint32_t>(count));
+    Value loaded =
+        nvgpu::LdMatrixOp::create(b, loc, type, tile, ValueRange{r, left},
+                                  transpose, static_cast<uint32_t>(count));
     SmallVector<Value, 4> regs;
     for (int64_t i = 0; i < count; ++i) {
-      Value pair = vector::ExtractOp::create(b, loc, loaded,
-                                             ArrayRef<int64_t>{i});
+      Value pair =
+          vector::ExtractOp::create(b, loc, loaded, ArrayRef<int64_t>{i});
       if (a.half.isBF16()) {
         Value word = vector::BitCastOp::create(
             b, loc, VectorType::get({1}, b.getI32Type()), pair);
@@ -671,9 +675,9 @@ private:
   /// What a row subtracts from its scores: its maximum, or 0 while it has
   /// no finite score (so that -infinity minus it stays -infinity).
   Value offset(Value m) {
-    Value none = arith::CmpFOp::create(
-        b, loc, arith::CmpFPredicate::OEQ, m,
-        f32(-std::numeric_limits<double>::infinity()));
+    Value none =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m,
+                              f32(-std::numeric_limits<double>::infinity()));
     return arith::SelectOp::create(b, loc, none, f32(0), m);
   }
 

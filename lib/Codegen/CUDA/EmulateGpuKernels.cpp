@@ -41,8 +41,8 @@ namespace {
 constexpr int64_t kWarp = 32;
 
 /// `kind` applied to two floats or two integers.
-Value combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
-              Value x, Value y) {
+Value combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kind, Value x,
+              Value y) {
   using Kind = gpu::AllReduceOperation;
   bool isFloat = isa<FloatType>(x.getType());
   switch (kind) {
@@ -210,10 +210,9 @@ private:
       } else if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
         NVVM::MMAShapeAttr shape = mma.getShape();
         auto result = dyn_cast<LLVM::LLVMStructType>(mma.getType());
-        bool f32x4 = result && result.getBody().size() == 4 &&
-                     llvm::all_of(result.getBody(), [](Type t) {
-                       return t.isF32();
-                     });
+        bool f32x4 =
+            result && result.getBody().size() == 4 &&
+            llvm::all_of(result.getBody(), [](Type t) { return t.isF32(); });
         if (shape.getM() != 16 || shape.getN() != 8 || shape.getK() != 16 ||
             mma.getLayoutA() != NVVM::MMALayout::row ||
             mma.getLayoutB() != NVVM::MMALayout::col ||
@@ -236,8 +235,8 @@ private:
       if (threads % kWarp != 0 &&
           isa<gpu::ShuffleOp, NVVM::MmaOp, nvgpu::LdMatrixOp>(op))
         return op->emitOpError(
-            "cannot be emulated: a warp operation in a block of ") << threads
-               << " threads, not whole warps";
+                   "cannot be emulated: a warp operation in a block of ")
+               << threads << " threads, not whole warps";
     }
     return success();
   }
@@ -308,19 +307,19 @@ private:
   /// each loop-carried value (a loop's results share its iter_args' slots)
   /// and each MMA result.
   void allocateSlots(OpBuilder &b) {
-    auto slotType = [&](Type type) {
-      return MemRefType::get({threads}, type);
-    };
+    auto slotType = [&](Type type) { return MemRefType::get({threads}, type); };
     launch.getBody().walk([&](Operation *op) {
       if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
         slots[mma.getResult()] = memref::AllocaOp::create(
             b, loc, MemRefType::get({4, threads}, b.getF32Type()));
         return;
       }
-      if (auto loop = dyn_cast<scf::ForOp>(op); loop && loopSteps.contains(loop)) {
+      if (auto loop = dyn_cast<scf::ForOp>(op);
+          loop && loopSteps.contains(loop)) {
         for (auto [arg, result] :
              llvm::zip(loop.getRegionIterArgs(), loop.getResults())) {
-          Value slot = memref::AllocaOp::create(b, loc, slotType(arg.getType()));
+          Value slot =
+              memref::AllocaOp::create(b, loc, slotType(arg.getType()));
           slots[arg] = slot;
           slots[result] = slot;
         }
@@ -332,8 +331,8 @@ private:
           return stepHolding(user) != at;
         });
         if (elsewhere && !slots.count(result))
-          slots[result] = memref::AllocaOp::create(b, loc,
-                                                   slotType(result.getType()));
+          slots[result] =
+              memref::AllocaOp::create(b, loc, slotType(result.getType()));
       }
     });
   }
@@ -356,8 +355,8 @@ private:
   /// A loop over the block's threads.
   void forEachThread(OpBuilder &b,
                      function_ref<void(OpBuilder &, Value thread)> body) {
-    scf::ForOp::create(b, loc, index(b, loc, 0), threadCount,
-                       index(b, loc, 1), ValueRange{},
+    scf::ForOp::create(b, loc, index(b, loc, 0), threadCount, index(b, loc, 1),
+                       ValueRange{},
                        [&](OpBuilder &tb, Location, Value t, ValueRange) {
                          body(tb, t);
                          scf::YieldOp::create(tb, loc);
@@ -404,7 +403,8 @@ private:
         // A float of an MMA's result: its slot.
         auto extract = dyn_cast<LLVM::ExtractValueOp>(op);
         if (extract && extract.getPosition().size() == 1 &&
-            isa_and_nonnull<NVVM::MmaOp>(extract.getContainer().getDefiningOp())) {
+            isa_and_nonnull<NVVM::MmaOp>(
+                extract.getContainer().getDefiningOp())) {
           Value slot = slots.lookup(extract.getContainer());
           Value value = memref::LoadOp::create(
               tb, loc, slot,
@@ -447,7 +447,8 @@ private:
                            "cleave-emulate-gpu-kernels: the threads of a "
                            "block disagree on the bounds of a loop around "
                            "barriers, shuffles or MMAs");
-      for (auto [arg, init] : llvm::zip(loop.getRegionIterArgs(), loop.getInits()))
+      for (auto [arg, init] :
+           llvm::zip(loop.getRegionIterArgs(), loop.getInits()))
         store(tb, arg, valueAt(tb, init, map, thread), thread);
     });
     scf::ForOp::create(
@@ -484,8 +485,8 @@ private:
         b, loc, index(b, loc, 1), threadCount, index(b, loc, 1),
         ValueRange{total},
         [&](OpBuilder &lb, Location loc, Value t, ValueRange acc) {
-          scf::YieldOp::create(lb, loc,
-                               combine(lb, loc, *op.getOp(), acc[0], at(lb, t)));
+          scf::YieldOp::create(
+              lb, loc, combine(lb, loc, *op.getOp(), acc[0], at(lb, t)));
         });
     forEachThread(b, [&](OpBuilder &tb, Value thread) {
       store(tb, op.getResult(), fold.getResult(0), thread);
@@ -506,10 +507,10 @@ private:
       IRMapping map = uniform;
       map.map(launch.getThreadIds().x, thread);
       Value source = arith::XOrIOp::create(tb, loc, thread, offset);
-      Value valid = arith::CmpIOp::create(
-          tb, loc, arith::CmpIPredicate::eq,
-          arith::DivUIOp::create(tb, loc, source, width),
-          arith::DivUIOp::create(tb, loc, thread, width));
+      Value valid =
+          arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::eq,
+                                arith::DivUIOp::create(tb, loc, source, width),
+                                arith::DivUIOp::create(tb, loc, thread, width));
       Value from = arith::SelectOp::create(tb, loc, valid, source, thread);
       store(tb, op.getShuffleResult(), valueAt(tb, op.getValue(), map, from),
             thread);
@@ -538,9 +539,10 @@ private:
           Value row = op.getTranspose()
                           ? arith::AddIOp::create(tb, loc, q2, c(e)).getResult()
                           : g;
-          Value col = op.getTranspose()
-                          ? g
-                          : arith::AddIOp::create(tb, loc, q2, c(e)).getResult();
+          Value col =
+              op.getTranspose()
+                  ? g
+                  : arith::AddIOp::create(tb, loc, q2, c(e)).getResult();
           Value source = arith::AddIOp::create(
               tb, loc, warp, arith::AddIOp::create(tb, loc, row, c(8 * i)));
           IRMapping map = uniform;
@@ -602,58 +604,63 @@ private:
                            scf::YieldOp::create(lb, loc);
                          });
     };
-    forLoop(b, c_(b, 0), c_(b, threads / kWarp), [&](OpBuilder &wb, Value warp) {
-      Value base = arith::MulIOp::create(wb, loc, warp, c_(wb, kWarp));
-      // Unpack the warp's registers.
-      forLoop(wb, c_(wb, 0), c_(wb, kWarp), [&](OpBuilder &lb, Value lane) {
-        Value thread = arith::AddIOp::create(lb, loc, base, lane);
-        IRMapping map = uniform;
-        map.map(launch.getThreadIds().x, thread);
-        Value g = arith::DivUIOp::create(lb, loc, lane, c_(lb, 4));
-        Value q = arith::RemUIOp::create(lb, loc, lane, c_(lb, 4));
-        for (auto [r, reg] : llvm::enumerate(op.getOperandA())) {
-          Value pair = valueAt(lb, reg, map, thread);
-          Value row = affine(lb, g, 1, 8 * (r % 2));
-          for (int64_t h = 0; h < 2; ++h)
-            memref::StoreOp::create(
-                lb, loc, element(lb, pair, h, half), a,
-                ValueRange{row, affine(lb, q, 2, 8 * (r / 2) + h)});
-        }
-        for (auto [r, reg] : llvm::enumerate(op.getOperandB())) {
-          Value pair = valueAt(lb, reg, map, thread);
-          for (int64_t h = 0; h < 2; ++h)
-            memref::StoreOp::create(lb, loc, element(lb, pair, h, half), bm,
-                                    ValueRange{affine(lb, q, 2, 8 * r + h), g});
-        }
-        for (auto [i, reg] : llvm::enumerate(op.getOperandC()))
-          memref::StoreOp::create(
-              lb, loc, valueAt(lb, reg, map, thread), c,
-              ValueRange{affine(lb, g, 1, 8 * (i / 2)), affine(lb, q, 2, i % 2)});
-      });
-      // Each lane's four results.
-      forLoop(wb, c_(wb, 0), c_(wb, kWarp), [&](OpBuilder &lb, Value lane) {
-        Value thread = arith::AddIOp::create(lb, loc, base, lane);
-        Value g = arith::DivUIOp::create(lb, loc, lane, c_(lb, 4));
-        Value q = arith::RemUIOp::create(lb, loc, lane, c_(lb, 4));
-        for (int64_t i = 0; i < 4; ++i) {
-          Value row = affine(lb, g, 1, 8 * (i / 2));
-          Value col = affine(lb, q, 2, i % 2);
-          Value init = memref::LoadOp::create(lb, loc, c, ValueRange{row, col});
-          auto sum = scf::ForOp::create(
-              lb, loc, c_(lb, 0), c_(lb, 16), c_(lb, 1), ValueRange{init},
-              [&](OpBuilder &kb, Location, Value k, ValueRange acc) {
-                Value x = memref::LoadOp::create(kb, loc, a, ValueRange{row, k});
-                Value y = memref::LoadOp::create(kb, loc, bm, ValueRange{k, col});
-                Value p = arith::MulFOp::create(kb, loc, x, y);
-                scf::YieldOp::create(kb, loc,
-                                     ValueRange{arith::AddFOp::create(
-                                         kb, loc, acc[0], p)});
-              });
-          memref::StoreOp::create(lb, loc, sum.getResult(0), d,
-                                  ValueRange{c_(lb, i), thread});
-        }
-      });
-    });
+    forLoop(
+        b, c_(b, 0), c_(b, threads / kWarp), [&](OpBuilder &wb, Value warp) {
+          Value base = arith::MulIOp::create(wb, loc, warp, c_(wb, kWarp));
+          // Unpack the warp's registers.
+          forLoop(wb, c_(wb, 0), c_(wb, kWarp), [&](OpBuilder &lb, Value lane) {
+            Value thread = arith::AddIOp::create(lb, loc, base, lane);
+            IRMapping map = uniform;
+            map.map(launch.getThreadIds().x, thread);
+            Value g = arith::DivUIOp::create(lb, loc, lane, c_(lb, 4));
+            Value q = arith::RemUIOp::create(lb, loc, lane, c_(lb, 4));
+            for (auto [r, reg] : llvm::enumerate(op.getOperandA())) {
+              Value pair = valueAt(lb, reg, map, thread);
+              Value row = affine(lb, g, 1, 8 * (r % 2));
+              for (int64_t h = 0; h < 2; ++h)
+                memref::StoreOp::create(
+                    lb, loc, element(lb, pair, h, half), a,
+                    ValueRange{row, affine(lb, q, 2, 8 * (r / 2) + h)});
+            }
+            for (auto [r, reg] : llvm::enumerate(op.getOperandB())) {
+              Value pair = valueAt(lb, reg, map, thread);
+              for (int64_t h = 0; h < 2; ++h)
+                memref::StoreOp::create(
+                    lb, loc, element(lb, pair, h, half), bm,
+                    ValueRange{affine(lb, q, 2, 8 * r + h), g});
+            }
+            for (auto [i, reg] : llvm::enumerate(op.getOperandC()))
+              memref::StoreOp::create(lb, loc, valueAt(lb, reg, map, thread), c,
+                                      ValueRange{affine(lb, g, 1, 8 * (i / 2)),
+                                                 affine(lb, q, 2, i % 2)});
+          });
+          // Each lane's four results.
+          forLoop(wb, c_(wb, 0), c_(wb, kWarp), [&](OpBuilder &lb, Value lane) {
+            Value thread = arith::AddIOp::create(lb, loc, base, lane);
+            Value g = arith::DivUIOp::create(lb, loc, lane, c_(lb, 4));
+            Value q = arith::RemUIOp::create(lb, loc, lane, c_(lb, 4));
+            for (int64_t i = 0; i < 4; ++i) {
+              Value row = affine(lb, g, 1, 8 * (i / 2));
+              Value col = affine(lb, q, 2, i % 2);
+              Value init =
+                  memref::LoadOp::create(lb, loc, c, ValueRange{row, col});
+              auto sum = scf::ForOp::create(
+                  lb, loc, c_(lb, 0), c_(lb, 16), c_(lb, 1), ValueRange{init},
+                  [&](OpBuilder &kb, Location, Value k, ValueRange acc) {
+                    Value x =
+                        memref::LoadOp::create(kb, loc, a, ValueRange{row, k});
+                    Value y =
+                        memref::LoadOp::create(kb, loc, bm, ValueRange{k, col});
+                    Value p = arith::MulFOp::create(kb, loc, x, y);
+                    scf::YieldOp::create(
+                        kb, loc,
+                        ValueRange{arith::AddFOp::create(kb, loc, acc[0], p)});
+                  });
+              memref::StoreOp::create(lb, loc, sum.getResult(0), d,
+                                      ValueRange{c_(lb, i), thread});
+            }
+          });
+        });
   }
 };
 

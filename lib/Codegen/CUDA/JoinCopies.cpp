@@ -52,7 +52,8 @@ llvm::SetVector<Value> buffers(linalg::GenericOp op, bool written) {
 /// between `first` and `last`: nothing there touches them or calls out.
 bool untouchedBetween(linalg::GenericOp moved, Operation *first,
                       Operation *last) {
-  for (Operation *op = first->getNextNode(); op != last; op = op->getNextNode()) {
+  for (Operation *op = first->getNextNode(); op != last;
+       op = op->getNextNode()) {
     bool calls = false;
     op->walk([&](Operation *nested) { calls |= isa<CallOpInterface>(nested); });
     if (calls)
@@ -102,7 +103,8 @@ FailureOr<SmallVector<Operation *>> operandsAbove(linalg::GenericOp second,
     if (!available(operand))
       return failure();
   SmallVector<Operation *> order = hoisted.takeVector();
-  llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  llvm::sort(order,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return order;
 }
 
@@ -123,8 +125,7 @@ linalg::GenericOp join(linalg::GenericOp first, linalg::GenericOp second,
   OpBuilder b(at);
   Location loc = b.getFusedLoc({first.getLoc(), second.getLoc()});
   auto joined = linalg::GenericOp::create(
-      b, loc, TypeRange(), inputs, outputs, maps,
-      first.getIteratorTypesArray(),
+      b, loc, TypeRange(), inputs, outputs, maps, first.getIteratorTypesArray(),
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         linalg::YieldOp::create(nested, nestedLoc,
                                 args.take_front(inputs.size()));

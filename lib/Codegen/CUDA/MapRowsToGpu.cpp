@@ -32,7 +32,7 @@ namespace {
 /// members read and write the row there, and global memory sees it only
 /// where it must.
 struct CachedRow : RowBuffer {
-  bool load = false; // see needsLoad: load the row first
+  bool load = false;  // see needsLoad: load the row first
   bool store = false; // read after the chain: store the row at the end
 };
 
@@ -85,7 +85,8 @@ struct MapRowsToGpuPass
                   ValueRange{i});
             else
               memref::StoreOp::create(
-                  lb, loc, memref::LoadOp::create(lb, loc, buffer, ValueRange{i}),
+                  lb, loc,
+                  memref::LoadOp::create(lb, loc, buffer, ValueRange{i}),
                   c.root, at);
             scf::YieldOp::create(lb, loc);
           });
@@ -112,8 +113,8 @@ struct MapRowsToGpuPass
     }
     SmallVector<CachedRow> cached = rowsToCache(chain);
     SmallVector<Type> sharedTypes;
-    auto workgroup = gpu::AddressSpaceAttr::get(&getContext(),
-                                                gpu::AddressSpace::Workgroup);
+    auto workgroup =
+        gpu::AddressSpaceAttr::get(&getContext(), gpu::AddressSpace::Workgroup);
     for (const CachedRow &c : cached) {
       sharedTypes.push_back(MemRefType::get({c.slice}, c.type.getElementType(),
                                             MemRefLayoutAttrInterface(),
@@ -167,8 +168,8 @@ struct MapRowsToGpuPass
       return point;
     };
     if (op.getNumParallelLoops() == op.getNumLoops()) {
-      scf::ForOp::create(b, loc, thread, index(b, loc, points), index(b, loc, t),
-                         ValueRange{},
+      scf::ForOp::create(b, loc, thread, index(b, loc, points),
+                         index(b, loc, t), ValueRange{},
                          [&](OpBuilder &lb, Location loc, Value i, ValueRange) {
                            SmallVector<Value> point = pointAt(lb, i);
                            storeOutputs(lb, loc, op, point,

@@ -47,10 +47,12 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
     launch(b, loc, (count + t - 1) / t, t,
            [&](OpBuilder &ib, Value block, Value thread) {
              Value linear = arith::AddIOp::create(
-                 ib, loc, arith::MulIOp::create(ib, loc, block, index(ib, loc, t)),
+                 ib, loc,
+                 arith::MulIOp::create(ib, loc, block, index(ib, loc, t)),
                  thread);
-             Value inside = arith::CmpIOp::create(
-                 ib, loc, arith::CmpIPredicate::ult, linear, index(ib, loc, count));
+             Value inside =
+                 arith::CmpIOp::create(ib, loc, arith::CmpIPredicate::ult,
+                                       linear, index(ib, loc, count));
              auto guard = scf::IfOp::create(ib, loc, inside, false);
              OpBuilder tb = guard.getThenBodyBuilder();
              build(tb, linear);
@@ -61,7 +63,8 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
     Location loc = op.getLoc();
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     if (llvm::any_of(ranges, ShapedType::isDynamic))
-      return op.emitOpError("has a dynamic loop range; not supported on the GPU");
+      return op.emitOpError(
+          "has a dynamic loop range; not supported on the GPU");
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> parallel, reduced; // loop dims of each kind
     for (auto [d, it] : llvm::enumerate(iterators))
@@ -93,7 +96,8 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
 
     if (reduced.empty()) {
       launchPerOutput(b, loc, outputs, [&](OpBuilder &tb, Value linear) {
-        SmallVector<Value> point = delinearize(tb, loc, linear, sizesOf(parallel));
+        SmallVector<Value> point =
+            delinearize(tb, loc, linear, sizesOf(parallel));
         storeOutputs(tb, loc, op, point,
                      emitBody(tb, loc, op, point, nullptr, Value()));
       });
@@ -106,8 +110,7 @@ struct MapToGpuPass : cleave::impl::CleaveMapToGpuBase<MapToGpuPass> {
       launch(b, loc, outputs, t, [&](OpBuilder &ib, Value block, Value thread) {
         SmallVector<Value> p = delinearize(ib, loc, block, sizesOf(parallel));
         Value total = reduceAcrossBlock(
-            ib, loc, op, *c, thread, t, perOutput,
-            [&](OpBuilder &lb, Value r) {
+            ib, loc, op, *c, thread, t, perOutput, [&](OpBuilder &lb, Value r) {
               return merge(p, delinearize(lb, loc, r, sizesOf(reduced)));
             });
         SmallVector<Value> zeros(reduced.size(), index(ib, loc, 0));

@@ -58,7 +58,8 @@ std::string kernelName(gpu::LaunchOp launch) {
   }
   // A kernel of a kind a pass marked (cleave.kernel) says so first.
   std::string kind;
-  if (auto attr = launch->getAttrOfType<StringAttr>(cleave::kKernelKindAttrName))
+  if (auto attr =
+          launch->getAttrOfType<StringAttr>(cleave::kKernelKindAttrName))
     kind = sanitize(attr.getValue()) + "_";
   if (parts.empty())
     return kind + "kernel";
@@ -73,16 +74,15 @@ std::string kernelName(gpu::LaunchOp launch) {
   return name;
 }
 
-struct NameKernelsPass
-    : cleave::impl::CleaveNameKernelsBase<NameKernelsPass> {
+struct NameKernelsPass : cleave::impl::CleaveNameKernelsBase<NameKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Names already taken: the module's own symbols, and every kernel
     // named so far.
     llvm::StringSet<> taken;
     for (Operation &op : module.getBody()->getOperations())
-      if (auto symbol = op.getAttrOfType<StringAttr>(
-              SymbolTable::getSymbolAttrName()))
+      if (auto symbol =
+              op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
         taken.insert(symbol.getValue());
     module.walk([&](gpu::LaunchOp launch) {
       std::string base = kernelName(launch), name = base;

@@ -56,8 +56,8 @@ Value causalBias(OpBuilder &b, Location loc, Type type, int64_t q, int64_t kv,
       Value o = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
       limit = arith::AddIOp::create(nb, nl, i, o);
     } else {
-      limit = arith::AddIOp::create(nb, nl, i,
-                                    arith::ConstantIndexOp::create(nb, nl, offset));
+      limit = arith::AddIOp::create(
+          nb, nl, i, arith::ConstantIndexOp::create(nb, nl, offset));
     }
     Value allowed =
         arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, limit);
@@ -82,7 +82,8 @@ Value causalBias(OpBuilder &b, Location loc, Type type, int64_t q, int64_t kv,
 Value addBias(OpBuilder &b, Location loc, Value x, Value y) {
   if (!x)
     return y;
-  SmallVector<int64_t> xs(tensorTypeOf(x).getShape()), ys(tensorTypeOf(y).getShape());
+  SmallVector<int64_t> xs(tensorTypeOf(x).getShape()),
+      ys(tensorTypeOf(y).getShape());
   SmallVector<int64_t> shape = *broadcastShapes({xs, ys});
   return elementwise(b, loc, {x, y}, shape, tensorTypeOf(x).getElementType(),
                      [](OpBuilder &nb, Location nl, ValueRange args) {
@@ -146,7 +147,8 @@ LogicalResult lowerAttention(NodeContext &ctx) {
   if (ctx.hasInput(kPastKey)) {
     pastLen = ctx.inputShape(kPastKey)[2];
     k = tensor::ConcatOp::create(b, loc, 2, ValueRange{ctx.input(kPastKey), k});
-    v = tensor::ConcatOp::create(b, loc, 2, ValueRange{ctx.input(kPastValue), v});
+    v = tensor::ConcatOp::create(b, loc, 2,
+                                 ValueRange{ctx.input(kPastValue), v});
   }
   ctx.setOutput(kPresentKey, k);
   ctx.setOutput(kPresentValue, v);
@@ -156,7 +158,8 @@ LogicalResult lowerAttention(NodeContext &ctx) {
     return ctx.fail("Q and K have different head sizes");
   if (qHeads % kvHeads != 0)
     return ctx.emitError() << "q heads (" << qHeads
-                           << ") are not a multiple of kv heads (" << kvHeads << ")";
+                           << ") are not a multiple of kv heads (" << kvHeads
+                           << ")";
 
   // The additive bias: mask (padded to the key length), causal frontier and
   // key padding, each 0 where attention is allowed and -inf (or the mask's
@@ -167,12 +170,13 @@ LogicalResult lowerAttention(NodeContext &ctx) {
     Type maskType = ctx.inputElementType(kMask);
     ArrayRef<int64_t> maskShape = ctx.inputShape(kMask);
     if (maskType.isInteger(1))
-      mask = elementwise(b, loc, mask, maskShape, type,
-                         [&](OpBuilder &nb, Location nl, ValueRange args) {
-                           return arith::SelectOp::create(
-                               nb, nl, args[0], scalarConstant(nb, nl, type, 0.0),
-                               negInfConstant(nb, nl, type));
-                         });
+      mask =
+          elementwise(b, loc, mask, maskShape, type,
+                      [&](OpBuilder &nb, Location nl, ValueRange args) {
+                        return arith::SelectOp::create(
+                            nb, nl, args[0], scalarConstant(nb, nl, type, 0.0),
+                            negInfConstant(nb, nl, type));
+                      });
     else if (maskType != type)
       return ctx.fail("attn_mask must be bool or have Q's element type");
     int64_t pad = kvLen - maskShape.back();
@@ -190,11 +194,11 @@ LogicalResult lowerAttention(NodeContext &ctx) {
     if (ctx.hasInput(kNonPadKvSeqLen)) {
       Value lens = ctx.input(kNonPadKvSeqLen);
       Type lenType = ctx.inputElementType(kNonPadKvSeqLen);
-      offsets = elementwise(b, loc, lens, {batch}, lenType,
-                            [&](OpBuilder &nb, Location nl, ValueRange args) {
-                              return subS(nb, nl, args[0],
-                                          scalarConstant(nb, nl, lenType, qLen));
-                            });
+      offsets = elementwise(
+          b, loc, lens, {batch}, lenType,
+          [&](OpBuilder &nb, Location nl, ValueRange args) {
+            return subS(nb, nl, args[0], scalarConstant(nb, nl, lenType, qLen));
+          });
     }
     bias = addBias(b, loc, bias,
                    causalBias(b, loc, type, qLen, kvLen, pastLen, offsets));
@@ -205,8 +209,10 @@ LogicalResult lowerAttention(NodeContext &ctx) {
         b, loc, lens, {batch, 1, 1, kvLen}, type,
         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
           Value j = linalg::IndexOp::create(nb, nl, 3);
-          Value n = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
-          Value valid = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, j, n);
+          Value n =
+              arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
+          Value valid =
+              arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, j, n);
           return arith::SelectOp::create(nb, nl, valid,
                                          scalarConstant(nb, nl, type, 0.0),
                                          negInfConstant(nb, nl, type));
@@ -222,7 +228,8 @@ LogicalResult lowerAttention(NodeContext &ctx) {
       ArrayRef<int64_t> s = t.getShape();
       Value init = emptyTensor(b, loc, {s[0], s[1], reps, s[2], s[3]},
                                t.getElementType());
-      Value r = linalg::BroadcastOp::create(b, loc, x, init, {2}).getResult()[0];
+      Value r =
+          linalg::BroadcastOp::create(b, loc, x, init, {2}).getResult()[0];
       return reshape(b, loc, r, {s[0], s[1] * reps, s[2], s[3]});
     };
     k = repeat(k);
@@ -246,7 +253,8 @@ LogicalResult lowerAttention(NodeContext &ctx) {
     qk = elementwise(b, loc, qk, scoreShape, type,
                      [&](OpBuilder &nb, Location nl, ValueRange args) {
                        Value c = scalarConstant(nb, nl, type, softcap);
-                       Value t = math::TanhOp::create(nb, nl, divS(nb, nl, args[0], c));
+                       Value t = math::TanhOp::create(nb, nl,
+                                                      divS(nb, nl, args[0], c));
                        return mulS(nb, nl, t, c);
                      });
   Value withBias = bias ? addBias(b, loc, qk, bias) : qk;

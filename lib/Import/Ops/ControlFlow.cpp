@@ -62,7 +62,8 @@ FailureOr<ConstTensor> stack(NodeContext &ctx, ArrayRef<ConstTensor> parts,
                              Type elementType) {
   SmallVector<int64_t> shape{static_cast<int64_t>(parts.size())};
   if (!parts.empty())
-    shape.append(parts.front().getShape().begin(), parts.front().getShape().end());
+    shape.append(parts.front().getShape().begin(),
+                 parts.front().getShape().end());
   ConstTensorBuilder result(elementType, shape);
   for (const ConstTensor &part : parts) {
     if (part.getShape() != ArrayRef<int64_t>(shape).drop_front()) {
@@ -106,7 +107,8 @@ LogicalResult lowerLoop(NodeContext &ctx) {
   for (unsigned i = 0; i < carried; ++i) {
     const ConstTensor *c = ctx.constantInput(i + 2);
     if (!c)
-      return notFoldable("loop-carried value '" + ctx.proto().input(i + 2) + "'");
+      return notFoldable("loop-carried value '" + ctx.proto().input(i + 2) +
+                         "'");
     state.push_back(*c);
   }
   if (body.input_size() != static_cast<int>(carried + 2) ||
@@ -128,7 +130,8 @@ LogicalResult lowerLoop(NodeContext &ctx) {
       v.constant = std::make_shared<const ConstTensor>(std::move(value));
       importer.define(name, std::move(v));
     };
-    defineConst(body.input(0).name(), ConstTensor::i64Scalar(mlirCtx, iteration));
+    defineConst(body.input(0).name(),
+                ConstTensor::i64Scalar(mlirCtx, iteration));
     defineConst(body.input(1).name(),
                 ConstTensor::ints(IntegerType::get(mlirCtx, 1), {}, {cond}));
     for (unsigned i = 0; i < carried; ++i)

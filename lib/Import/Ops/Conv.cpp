@@ -104,9 +104,10 @@ FailureOr<Window> readWindow(NodeContext &ctx, ArrayRef<int64_t> input,
     }
     int64_t padded = input[i] + w.padBegin[i] + w.padEnd[i];
     if (padded < span(i)) {
-      ctx.emitError() << "the kernel (" << span(i) << " with dilation) is larger "
-                      << "than spatial dimension " << i << " ("
-                      << padded << " with pads)";
+      ctx.emitError() << "the kernel (" << span(i)
+                      << " with dilation) is larger "
+                      << "than spatial dimension " << i << " (" << padded
+                      << " with pads)";
       return failure();
     }
     w.out.push_back((padded - span(i)) / w.strides[i] + 1);
@@ -210,7 +211,8 @@ Value convGemm(OpBuilder &b, Location loc, Value rows, Value weight,
   int64_t sp = w.kernel.size();
   Value y;
   if (groups == 1) {
-    Value columns = transpose(b, loc, reshape(b, loc, weight, {m, patch}), {1, 0});
+    Value columns =
+        transpose(b, loc, reshape(b, loc, weight, {m, patch}), {1, 0});
     y = matmul(b, loc, rows, columns);
     // [N * out..., M] -> [N, out..., M] -> [N, M, out...]
     SmallVector<int64_t> unflat{n};

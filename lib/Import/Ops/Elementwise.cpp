@@ -106,8 +106,9 @@ LogicalResult checkSameElementType(NodeContext &ctx) {
   Type first = ctx.inputElementType(0);
   for (unsigned i = 1; i < ctx.numInputs(); ++i)
     if (ctx.hasInput(i) && ctx.inputElementType(i) != first)
-      return ctx.emitError() << "operands have different element types (" << first
-                             << " and " << ctx.inputElementType(i) << ")";
+      return ctx.emitError()
+             << "operands have different element types (" << first << " and "
+             << ctx.inputElementType(i) << ")";
   return success();
 }
 
@@ -132,8 +133,22 @@ SmallVector<Value> tensorOperands(NodeContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 enum class Unary {
-  Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Sin, Cos, Relu,
-  Ceil, Floor, Not, Softplus
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Tanh,
+  Sigmoid,
+  Erf,
+  Sin,
+  Cos,
+  Relu,
+  Ceil,
+  Floor,
+  Not,
+  Softplus
 };
 
 bool unaryAcceptsInt(Unary op) {
@@ -143,33 +158,54 @@ bool unaryAcceptsInt(Unary op) {
 
 double foldUnary(Unary op, double x) {
   switch (op) {
-  case Unary::Neg: return -x;
-  case Unary::Abs: return std::fabs(x);
-  case Unary::Exp: return std::exp(x);
-  case Unary::Log: return std::log(x);
-  case Unary::Sqrt: return std::sqrt(x);
-  case Unary::Reciprocal: return 1.0 / x;
-  case Unary::Tanh: return std::tanh(x);
-  case Unary::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-  case Unary::Erf: return std::erf(x);
-  case Unary::Sin: return std::sin(x);
-  case Unary::Cos: return std::cos(x);
-  case Unary::Relu: return x > 0 ? x : 0.0;
-  case Unary::Ceil: return std::ceil(x);
-  case Unary::Floor: return std::floor(x);
-  case Unary::Not: return x == 0;
-  case Unary::Softplus: return std::log1p(std::exp(x));
+  case Unary::Neg:
+    return -x;
+  case Unary::Abs:
+    return std::fabs(x);
+  case Unary::Exp:
+    return std::exp(x);
+  case Unary::Log:
+    return std::log(x);
+  case Unary::Sqrt:
+    return std::sqrt(x);
+  case Unary::Reciprocal:
+    return 1.0 / x;
+  case Unary::Tanh:
+    return std::tanh(x);
+  case Unary::Sigmoid:
+    return 1.0 / (1.0 + std::exp(-x));
+  case Unary::Erf:
+    return std::erf(x);
+  case Unary::Sin:
+    return std::sin(x);
+  case Unary::Cos:
+    return std::cos(x);
+  case Unary::Relu:
+    return x > 0 ? x : 0.0;
+  case Unary::Ceil:
+    return std::ceil(x);
+  case Unary::Floor:
+    return std::floor(x);
+  case Unary::Not:
+    return x == 0;
+  case Unary::Softplus:
+    return std::log1p(std::exp(x));
   }
   llvm_unreachable("unknown unary op");
 }
 
 int64_t foldUnaryInt(Unary op, int64_t x) {
   switch (op) {
-  case Unary::Neg: return -x;
-  case Unary::Abs: return x < 0 ? -x : x;
-  case Unary::Relu: return x > 0 ? x : 0;
-  case Unary::Not: return x == 0;
-  default: llvm_unreachable("unary op has no integer form");
+  case Unary::Neg:
+    return -x;
+  case Unary::Abs:
+    return x < 0 ? -x : x;
+  case Unary::Relu:
+    return x > 0 ? x : 0;
+  case Unary::Not:
+    return x == 0;
+  default:
+    llvm_unreachable("unary op has no integer form");
   }
 }
 
@@ -190,35 +226,48 @@ Value emitUnary(OpBuilder &b, Location loc, Unary op, Value x) {
     }
   }
   switch (op) {
-  case Unary::Neg: return arith::NegFOp::create(b, loc, x);
-  case Unary::Abs: return math::AbsFOp::create(b, loc, x);
-  case Unary::Exp: return math::ExpOp::create(b, loc, x);
-  case Unary::Log: return math::LogOp::create(b, loc, x);
-  case Unary::Sqrt: return math::SqrtOp::create(b, loc, x);
+  case Unary::Neg:
+    return arith::NegFOp::create(b, loc, x);
+  case Unary::Abs:
+    return math::AbsFOp::create(b, loc, x);
+  case Unary::Exp:
+    return math::ExpOp::create(b, loc, x);
+  case Unary::Log:
+    return math::LogOp::create(b, loc, x);
+  case Unary::Sqrt:
+    return math::SqrtOp::create(b, loc, x);
   case Unary::Reciprocal:
     return arith::DivFOp::create(b, loc, scalarConstant(b, loc, type, 1.0), x);
-  case Unary::Tanh: return math::TanhOp::create(b, loc, x);
+  case Unary::Tanh:
+    return math::TanhOp::create(b, loc, x);
   case Unary::Sigmoid: {
     Value one = scalarConstant(b, loc, type, 1.0);
     Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
-    return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
+    return arith::DivFOp::create(b, loc, one,
+                                 arith::AddFOp::create(b, loc, one, e));
   }
-  case Unary::Erf: return math::ErfOp::create(b, loc, x);
-  case Unary::Sin: return math::SinOp::create(b, loc, x);
-  case Unary::Cos: return math::CosOp::create(b, loc, x);
+  case Unary::Erf:
+    return math::ErfOp::create(b, loc, x);
+  case Unary::Sin:
+    return math::SinOp::create(b, loc, x);
+  case Unary::Cos:
+    return math::CosOp::create(b, loc, x);
   case Unary::Relu:
-    return arith::MaximumFOp::create(b, loc, x, scalarConstant(b, loc, type, 0.0));
-  case Unary::Ceil: return math::CeilOp::create(b, loc, x);
-  case Unary::Floor: return math::FloorOp::create(b, loc, x);
+    return arith::MaximumFOp::create(b, loc, x,
+                                     scalarConstant(b, loc, type, 0.0));
+  case Unary::Ceil:
+    return math::CeilOp::create(b, loc, x);
+  case Unary::Floor:
+    return math::FloorOp::create(b, loc, x);
   case Unary::Softplus:
     return math::Log1pOp::create(b, loc, math::ExpOp::create(b, loc, x));
-  case Unary::Not: break;
+  case Unary::Not:
+    break;
   }
   llvm_unreachable("unary op has no float form");
 }
 
-template <Unary Op>
-LogicalResult lowerUnary(NodeContext &ctx) {
+template <Unary Op> LogicalResult lowerUnary(NodeContext &ctx) {
   Type type = ctx.inputElementType(0);
   if (Op == Unary::Not ? !type.isInteger(1)
                        : (!isFloat(type) && !unaryAcceptsInt(Op)))
@@ -236,10 +285,11 @@ LogicalResult lowerUnary(NodeContext &ctx) {
       }));
     return success();
   }
-  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), ctx.input(0), shape, type,
-                               [](OpBuilder &b, Location loc, ValueRange args) {
-                                 return emitUnary(b, loc, Op, args[0]);
-                               }));
+  ctx.setOutput(0,
+                elementwise(ctx.builder(), ctx.loc(), ctx.input(0), shape, type,
+                            [](OpBuilder &b, Location loc, ValueRange args) {
+                              return emitUnary(b, loc, Op, args[0]);
+                            }));
   return success();
 }
 
@@ -271,10 +321,11 @@ struct FloatTest {
                                    math::AbsFOp::create(b, loc, x),
                                    scalarConstant(b, loc, type, inf));
     if (positive || negative)
-      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x,
-                                   scalarConstant(b, loc, type,
-                                                  positive ? inf : -inf));
-    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::AlwaysFalse, x, x);
+      return arith::CmpFOp::create(
+          b, loc, arith::CmpFPredicate::OEQ, x,
+          scalarConstant(b, loc, type, positive ? inf : -inf));
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::AlwaysFalse, x,
+                                 x);
   }
 };
 
@@ -292,10 +343,11 @@ LogicalResult lowerFloatTest(NodeContext &ctx, FloatTest test) {
     }));
     return success();
   }
-  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), ctx.input(0), shape, i1,
-                               [&](OpBuilder &b, Location loc, ValueRange args) {
-                                 return test.emit(b, loc, args[0]);
-                               }));
+  ctx.setOutput(0,
+                elementwise(ctx.builder(), ctx.loc(), ctx.input(0), shape, i1,
+                            [&](OpBuilder &b, Location loc, ValueRange args) {
+                              return test.emit(b, loc, args[0]);
+                            }));
   return success();
 }
 
@@ -317,8 +369,20 @@ LogicalResult lowerIsInf(NodeContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 enum class Binary {
-  Add, Sub, Mul, Div, Pow, Mod, Equal, Less, Greater, LessOrEqual,
-  GreaterOrEqual, And, Or, Xor
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Mod,
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor
 };
 
 bool isComparison(Binary op) {
@@ -331,27 +395,43 @@ bool isLogical(Binary op) {
 
 double foldBinary(Binary op, double x, double y, bool fmod) {
   switch (op) {
-  case Binary::Add: return x + y;
-  case Binary::Sub: return x - y;
-  case Binary::Mul: return x * y;
-  case Binary::Div: return x / y;
-  case Binary::Pow: return std::pow(x, y);
-  case Binary::Mod: return std::fmod(x, y);
-  case Binary::Equal: return x == y;
-  case Binary::Less: return x < y;
-  case Binary::Greater: return x > y;
-  case Binary::LessOrEqual: return x <= y;
-  case Binary::GreaterOrEqual: return x >= y;
-  default: llvm_unreachable("binary op has no float form");
+  case Binary::Add:
+    return x + y;
+  case Binary::Sub:
+    return x - y;
+  case Binary::Mul:
+    return x * y;
+  case Binary::Div:
+    return x / y;
+  case Binary::Pow:
+    return std::pow(x, y);
+  case Binary::Mod:
+    return std::fmod(x, y);
+  case Binary::Equal:
+    return x == y;
+  case Binary::Less:
+    return x < y;
+  case Binary::Greater:
+    return x > y;
+  case Binary::LessOrEqual:
+    return x <= y;
+  case Binary::GreaterOrEqual:
+    return x >= y;
+  default:
+    llvm_unreachable("binary op has no float form");
   }
 }
 
 int64_t foldBinaryInt(Binary op, int64_t x, int64_t y, bool fmod) {
   switch (op) {
-  case Binary::Add: return x + y;
-  case Binary::Sub: return x - y;
-  case Binary::Mul: return x * y;
-  case Binary::Div: return y == 0 ? 0 : x / y;
+  case Binary::Add:
+    return x + y;
+  case Binary::Sub:
+    return x - y;
+  case Binary::Mul:
+    return x * y;
+  case Binary::Div:
+    return y == 0 ? 0 : x / y;
   case Binary::Pow: {
     int64_t r = 1;
     for (int64_t i = 0; i < y; ++i)
@@ -366,14 +446,22 @@ int64_t foldBinaryInt(Binary op, int64_t x, int64_t y, bool fmod) {
       r += y;
     return r;
   }
-  case Binary::Equal: return x == y;
-  case Binary::Less: return x < y;
-  case Binary::Greater: return x > y;
-  case Binary::LessOrEqual: return x <= y;
-  case Binary::GreaterOrEqual: return x >= y;
-  case Binary::And: return x && y;
-  case Binary::Or: return x || y;
-  case Binary::Xor: return (x != 0) != (y != 0);
+  case Binary::Equal:
+    return x == y;
+  case Binary::Less:
+    return x < y;
+  case Binary::Greater:
+    return x > y;
+  case Binary::LessOrEqual:
+    return x <= y;
+  case Binary::GreaterOrEqual:
+    return x >= y;
+  case Binary::And:
+    return x && y;
+  case Binary::Or:
+    return x || y;
+  case Binary::Xor:
+    return (x != 0) != (y != 0);
   }
   llvm_unreachable("unknown binary op");
 }
@@ -383,10 +471,14 @@ Value emitBinary(OpBuilder &b, Location loc, Binary op, Value x, Value y,
   Type type = x.getType();
   bool fp = isFloat(type);
   switch (op) {
-  case Binary::Add: return addS(b, loc, x, y);
-  case Binary::Sub: return subS(b, loc, x, y);
-  case Binary::Mul: return mulS(b, loc, x, y);
-  case Binary::Div: return divS(b, loc, x, y);
+  case Binary::Add:
+    return addS(b, loc, x, y);
+  case Binary::Sub:
+    return subS(b, loc, x, y);
+  case Binary::Mul:
+    return mulS(b, loc, x, y);
+  case Binary::Div:
+    return divS(b, loc, x, y);
   case Binary::Pow:
     if (fp)
       return math::PowFOp::create(b, loc, x, castScalar(b, loc, y, type));
@@ -399,43 +491,69 @@ Value emitBinary(OpBuilder &b, Location loc, Binary op, Value x, Value y,
       return r;
     // Python-style: the result takes the divisor's sign.
     Value zero = scalarConstant(b, loc, type, 0);
-    Value nonzero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
-    Value rNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
-    Value yNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
+    Value nonzero =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
+    Value rNeg =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
+    Value yNeg =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
     Value differ = arith::XOrIOp::create(b, loc, rNeg, yNeg);
     Value fix = arith::AndIOp::create(b, loc, nonzero, differ);
-    return arith::SelectOp::create(b, loc, fix, arith::AddIOp::create(b, loc, r, y),
-                                   r);
+    return arith::SelectOp::create(b, loc, fix,
+                                   arith::AddIOp::create(b, loc, r, y), r);
   }
-  case Binary::And: return arith::AndIOp::create(b, loc, x, y);
-  case Binary::Or: return arith::OrIOp::create(b, loc, x, y);
-  case Binary::Xor: return arith::XOrIOp::create(b, loc, x, y);
-  default: break;
+  case Binary::And:
+    return arith::AndIOp::create(b, loc, x, y);
+  case Binary::Or:
+    return arith::OrIOp::create(b, loc, x, y);
+  case Binary::Xor:
+    return arith::XOrIOp::create(b, loc, x, y);
+  default:
+    break;
   }
   if (fp) {
     arith::CmpFPredicate pred;
     switch (op) {
-    case Binary::Equal: pred = arith::CmpFPredicate::OEQ; break;
-    case Binary::Less: pred = arith::CmpFPredicate::OLT; break;
-    case Binary::Greater: pred = arith::CmpFPredicate::OGT; break;
-    case Binary::LessOrEqual: pred = arith::CmpFPredicate::OLE; break;
-    default: pred = arith::CmpFPredicate::OGE; break;
+    case Binary::Equal:
+      pred = arith::CmpFPredicate::OEQ;
+      break;
+    case Binary::Less:
+      pred = arith::CmpFPredicate::OLT;
+      break;
+    case Binary::Greater:
+      pred = arith::CmpFPredicate::OGT;
+      break;
+    case Binary::LessOrEqual:
+      pred = arith::CmpFPredicate::OLE;
+      break;
+    default:
+      pred = arith::CmpFPredicate::OGE;
+      break;
     }
     return arith::CmpFOp::create(b, loc, pred, x, y);
   }
   arith::CmpIPredicate pred;
   switch (op) {
-  case Binary::Equal: pred = arith::CmpIPredicate::eq; break;
-  case Binary::Less: pred = arith::CmpIPredicate::slt; break;
-  case Binary::Greater: pred = arith::CmpIPredicate::sgt; break;
-  case Binary::LessOrEqual: pred = arith::CmpIPredicate::sle; break;
-  default: pred = arith::CmpIPredicate::sge; break;
+  case Binary::Equal:
+    pred = arith::CmpIPredicate::eq;
+    break;
+  case Binary::Less:
+    pred = arith::CmpIPredicate::slt;
+    break;
+  case Binary::Greater:
+    pred = arith::CmpIPredicate::sgt;
+    break;
+  case Binary::LessOrEqual:
+    pred = arith::CmpIPredicate::sle;
+    break;
+  default:
+    pred = arith::CmpIPredicate::sge;
+    break;
   }
   return arith::CmpIOp::create(b, loc, pred, x, y);
 }
 
-template <Binary Op>
-LogicalResult lowerBinary(NodeContext &ctx) {
+template <Binary Op> LogicalResult lowerBinary(NodeContext &ctx) {
   // Pow's exponent may have another type; every other op needs equal types.
   if (Op != Binary::Pow && failed(checkSameElementType(ctx)))
     return failure();
@@ -462,12 +580,12 @@ LogicalResult lowerBinary(NodeContext &ctx) {
       }));
     return success();
   }
-  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx),
-                               *shape, resultType,
-                               [&](OpBuilder &b, Location loc, ValueRange args) {
-                                 return emitBinary(b, loc, Op, args[0], args[1],
-                                                   fmod);
-                               }));
+  ctx.setOutput(
+      0,
+      elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx), *shape,
+                  resultType, [&](OpBuilder &b, Location loc, ValueRange args) {
+                    return emitBinary(b, loc, Op, args[0], args[1], fmod);
+                  }));
   return success();
 }
 
@@ -477,8 +595,7 @@ LogicalResult lowerBinary(NodeContext &ctx) {
 
 enum class Variadic { Min, Max, Sum, Mean };
 
-template <Variadic Op>
-LogicalResult lowerVariadic(NodeContext &ctx) {
+template <Variadic Op> LogicalResult lowerVariadic(NodeContext &ctx) {
   if (failed(checkSameElementType(ctx)))
     return failure();
   auto shape = broadcastOperands(ctx);
@@ -494,37 +611,40 @@ LogicalResult lowerVariadic(NodeContext &ctx) {
     auto combineF = [&](ArrayRef<double> a) {
       double r = a[0];
       for (double v : a.drop_front()) {
-        if (Op == Variadic::Min) r = (std::isnan(r) || std::isnan(v)) ? NAN : std::min(r, v);
-        else if (Op == Variadic::Max) r = (std::isnan(r) || std::isnan(v)) ? NAN : std::max(r, v);
-        else r += v;
+        if (Op == Variadic::Min)
+          r = (std::isnan(r) || std::isnan(v)) ? NAN : std::min(r, v);
+        else if (Op == Variadic::Max)
+          r = (std::isnan(r) || std::isnan(v)) ? NAN : std::max(r, v);
+        else
+          r += v;
       }
       return Op == Variadic::Mean ? r / count : r;
     };
     auto combineI = [&](ArrayRef<int64_t> a) {
       int64_t r = a[0];
       for (int64_t v : a.drop_front())
-        r = Op == Variadic::Min ? std::min(r, v)
-            : Op == Variadic::Max ? std::max(r, v) : r + v;
+        r = Op == Variadic::Min   ? std::min(r, v)
+            : Op == Variadic::Max ? std::max(r, v)
+                                  : r + v;
       return r;
     };
     ctx.setOutput(0, isFloat(type) ? folder.foldFloat(type, combineF)
                                    : folder.foldInt(type, combineI));
     return success();
   }
-  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx),
-                               *shape, type,
-                               [&](OpBuilder &b, Location loc, ValueRange args) {
-                                 Value r = args[0];
-                                 for (Value v : args.drop_front())
-                                   r = Op == Variadic::Min   ? minS(b, loc, r, v)
-                                       : Op == Variadic::Max ? maxS(b, loc, r, v)
-                                                             : addS(b, loc, r, v);
-                                 if (Op == Variadic::Mean)
-                                   r = arith::DivFOp::create(
-                                       b, loc, r,
-                                       scalarConstant(b, loc, type, count));
-                                 return r;
-                               }));
+  ctx.setOutput(
+      0, elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx), *shape,
+                     type, [&](OpBuilder &b, Location loc, ValueRange args) {
+                       Value r = args[0];
+                       for (Value v : args.drop_front())
+                         r = Op == Variadic::Min   ? minS(b, loc, r, v)
+                             : Op == Variadic::Max ? maxS(b, loc, r, v)
+                                                   : addS(b, loc, r, v);
+                       if (Op == Variadic::Mean)
+                         r = arith::DivFOp::create(
+                             b, loc, r, scalarConstant(b, loc, type, count));
+                       return r;
+                     }));
   return success();
 }
 
@@ -553,12 +673,12 @@ LogicalResult lowerWhere(NodeContext &ctx) {
       }));
     return success();
   }
-  ctx.setOutput(0, elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx),
-                               *shape, type,
-                               [](OpBuilder &b, Location loc, ValueRange args) {
-                                 return arith::SelectOp::create(b, loc, args[0],
-                                                                args[1], args[2]);
-                               }));
+  ctx.setOutput(
+      0, elementwise(ctx.builder(), ctx.loc(), tensorOperands(ctx), *shape,
+                     type, [](OpBuilder &b, Location loc, ValueRange args) {
+                       return arith::SelectOp::create(b, loc, args[0], args[1],
+                                                      args[2]);
+                     }));
   return success();
 }
 
@@ -597,28 +717,33 @@ LogicalResult lowerGelu(NodeContext &ctx) {
   if (!isFloat(type))
     return ctx.emitError() << "element type " << type << " is not supported";
   bool useTanh = approximate == "tanh";
-  ctx.setOutput(0, elementwise(
-      ctx.builder(), ctx.loc(), ctx.input(0), ctx.inputShape(0), type,
-      [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
-        Value x = args[0];
-        Value half = scalarConstant(b, loc, type, 0.5);
-        Value one = scalarConstant(b, loc, type, 1.0);
-        Value inner;
-        if (useTanh) {
-          // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-          Value x3 = mulS(b, loc, mulS(b, loc, x, x), x);
-          Value poly = addS(b, loc, x,
-                            mulS(b, loc, scalarConstant(b, loc, type, 0.044715), x3));
-          Value scaled =
-              mulS(b, loc, scalarConstant(b, loc, type, std::sqrt(2.0 / M_PI)), poly);
-          inner = math::TanhOp::create(b, loc, scaled);
-        } else {
-          // 0.5 x (1 + erf(x / sqrt(2)))
-          Value scaled = mulS(b, loc, x, scalarConstant(b, loc, type, M_SQRT1_2));
-          inner = math::ErfOp::create(b, loc, scaled);
-        }
-        return mulS(b, loc, mulS(b, loc, half, x), addS(b, loc, one, inner));
-      }));
+  ctx.setOutput(
+      0, elementwise(
+             ctx.builder(), ctx.loc(), ctx.input(0), ctx.inputShape(0), type,
+             [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+               Value x = args[0];
+               Value half = scalarConstant(b, loc, type, 0.5);
+               Value one = scalarConstant(b, loc, type, 1.0);
+               Value inner;
+               if (useTanh) {
+                 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+                 Value x3 = mulS(b, loc, mulS(b, loc, x, x), x);
+                 Value poly = addS(
+                     b, loc, x,
+                     mulS(b, loc, scalarConstant(b, loc, type, 0.044715), x3));
+                 Value scaled = mulS(
+                     b, loc,
+                     scalarConstant(b, loc, type, std::sqrt(2.0 / M_PI)), poly);
+                 inner = math::TanhOp::create(b, loc, scaled);
+               } else {
+                 // 0.5 x (1 + erf(x / sqrt(2)))
+                 Value scaled =
+                     mulS(b, loc, x, scalarConstant(b, loc, type, M_SQRT1_2));
+                 inner = math::ErfOp::create(b, loc, scaled);
+               }
+               return mulS(b, loc, mulS(b, loc, half, x),
+                           addS(b, loc, one, inner));
+             }));
   return success();
 }
 
@@ -647,12 +772,12 @@ LogicalResult lowerConstant(NodeContext &ctx) {
     if (type && isFloat(type) && elements > kConstantWeightElements &&
         ctx.hasOutput(0)) {
       SmallVector<int64_t> shape(a->t().dims().begin(), a->t().dims().end());
-      ctx.setOutput(0, ctx.graphImporter().addParameter(
-                           ctx.proto().output(0), RankedTensorType::get(shape, type)));
+      ctx.setOutput(
+          0, ctx.graphImporter().addParameter(
+                 ctx.proto().output(0), RankedTensorType::get(shape, type)));
       return success();
     }
-    auto tensor = readTensorProto(mlirCtx, a->t(),
-                                  ctx.modelDir());
+    auto tensor = readTensorProto(mlirCtx, a->t(), ctx.modelDir());
     if (!tensor)
       return ctx.fail(llvm::toString(tensor.takeError()));
     ctx.setOutput(0, std::move(*tensor));

@@ -20,8 +20,8 @@ namespace cleave::onnx_import {
 
 /// Sets result `result` to operand `input` reshaped, folding when it is a
 /// constant.
-void setReshaped(NodeContext &ctx, unsigned result, llvm::ArrayRef<int64_t> shape,
-                 unsigned input = 0);
+void setReshaped(NodeContext &ctx, unsigned result,
+                 llvm::ArrayRef<int64_t> shape, unsigned input = 0);
 
 /// An integer index read from a tensor as an `index` into a dimension of
 /// `size`, negative ones counted from its end.

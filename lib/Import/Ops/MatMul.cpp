@@ -4,8 +4,8 @@
 // [..., M, K] x [K, N], and otherwise onto a batched GEMM: a linalg.generic
 // that keeps several batch dimensions apart (attention's batch and heads, so
 // that sharding can split either), or linalg.batch_matmul. Gemm adds transposes
-// and the alpha/beta epilogue. Einsum becomes one linalg.generic whose loops are
-// the equation's letters: output letters parallel, the others reductions.
+// and the alpha/beta epilogue. Einsum becomes one linalg.generic whose loops
+// are the equation's letters: output letters parallel, the others reductions.
 // A MatMul of two constants (a rotary table's frequencies by constant
 // positions) is computed here.
 //
@@ -70,7 +70,8 @@ ConstTensor foldMatMul(const ConstTensor &a, const ConstTensor &b,
       }
   });
   return isInt ? ConstTensor::ints(a.getElementType(), shape, std::move(ints))
-               : ConstTensor::floats(a.getElementType(), shape, std::move(floats));
+               : ConstTensor::floats(a.getElementType(), shape,
+                                     std::move(floats));
 }
 
 LogicalResult lowerMatMul(NodeContext &ctx) {
@@ -82,9 +83,12 @@ LogicalResult lowerMatMul(NodeContext &ctx) {
   int64_t k = a.back();
   int64_t kb = b.size() == 1 ? b[0] : b[b.size() - 2];
   if (k != kb)
-    return ctx.emitError() << "contraction sizes differ: " << k << " and " << kb;
-  SmallVector<int64_t> batchA(a.begin(), a.size() > 2 ? a.end() - 2 : a.begin());
-  SmallVector<int64_t> batchB(b.begin(), b.size() > 2 ? b.end() - 2 : b.begin());
+    return ctx.emitError() << "contraction sizes differ: " << k << " and "
+                           << kb;
+  SmallVector<int64_t> batchA(a.begin(),
+                              a.size() > 2 ? a.end() - 2 : a.begin());
+  SmallVector<int64_t> batchB(b.begin(),
+                              b.size() > 2 ? b.end() - 2 : b.begin());
   if (!broadcastShapes({batchA, batchB}))
     return ctx.fail("batch dimensions cannot be broadcast together");
   const ConstTensor *ca = ctx.constantInput(0), *cb = ctx.constantInput(1);
@@ -101,15 +105,18 @@ LogicalResult lowerMatMul(NodeContext &ctx) {
       return success();
     }
   }
-  ctx.setOutput(0, matmul(ctx.builder(), ctx.loc(), ctx.input(0), ctx.input(1)));
+  ctx.setOutput(0,
+                matmul(ctx.builder(), ctx.loc(), ctx.input(0), ctx.input(1)));
   return success();
 }
 
 LogicalResult lowerGemm(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  float alpha = ctx.floatAttr("alpha", 1.0f), beta = ctx.floatAttr("beta", 1.0f);
-  bool transA = ctx.intAttr("transA", 0) != 0, transB = ctx.intAttr("transB", 0) != 0;
+  float alpha = ctx.floatAttr("alpha", 1.0f),
+        beta = ctx.floatAttr("beta", 1.0f);
+  bool transA = ctx.intAttr("transA", 0) != 0,
+       transB = ctx.intAttr("transB", 0) != 0;
   if (ctx.inputType(0).getRank() != 2 || ctx.inputType(1).getRank() != 2)
     return ctx.fail("A and B must be matrices");
   Value a = ctx.input(0), bm = ctx.input(1);
@@ -117,9 +124,11 @@ LogicalResult lowerGemm(NodeContext &ctx) {
     a = transpose(b, loc, a, {1, 0});
   if (transB)
     bm = transpose(b, loc, bm, {1, 0});
-  int64_t k = tensorTypeOf(a).getDimSize(1), kb = tensorTypeOf(bm).getDimSize(0);
+  int64_t k = tensorTypeOf(a).getDimSize(1),
+          kb = tensorTypeOf(bm).getDimSize(0);
   if (k != kb)
-    return ctx.emitError() << "contraction sizes differ: " << k << " and " << kb;
+    return ctx.emitError() << "contraction sizes differ: " << k << " and "
+                           << kb;
   Type type = ctx.inputElementType(0);
   Value y = matmul(b, loc, a, bm);
   SmallVector<int64_t> shape(tensorTypeOf(y).getShape());
@@ -136,21 +145,21 @@ LogicalResult lowerGemm(NodeContext &ctx) {
     ctx.setOutput(0, y);
     return success();
   }
-  ctx.setOutput(0, elementwise(b, loc, operands, shape, type,
-                               [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                 Value r = args[0];
-                                 if (alpha != 1.0f)
-                                   r = mulS(nb, nl, r,
-                                            scalarConstant(nb, nl, type, alpha));
-                                 if (withC) {
-                                   Value c = args[1];
-                                   if (beta != 1.0f)
-                                     c = mulS(nb, nl, c,
-                                              scalarConstant(nb, nl, type, beta));
-                                   r = addS(nb, nl, r, c);
-                                 }
-                                 return r;
-                               }));
+  ctx.setOutput(
+      0,
+      elementwise(b, loc, operands, shape, type,
+                  [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value r = args[0];
+                    if (alpha != 1.0f)
+                      r = mulS(nb, nl, r, scalarConstant(nb, nl, type, alpha));
+                    if (withC) {
+                      Value c = args[1];
+                      if (beta != 1.0f)
+                        c = mulS(nb, nl, c, scalarConstant(nb, nl, type, beta));
+                      r = addS(nb, nl, r, c);
+                    }
+                    return r;
+                  }));
   return success();
 }
 
@@ -160,7 +169,8 @@ FailureOr<std::string> expandEllipsis(NodeContext &ctx, StringRef term,
   size_t at = term.find("...");
   if (at == StringRef::npos) {
     if (static_cast<int64_t>(term.size()) != rank) {
-      ctx.emitError() << "subscripts '" << term << "' do not match rank " << rank;
+      ctx.emitError() << "subscripts '" << term << "' do not match rank "
+                      << rank;
       return failure();
     }
     return term.str();
@@ -178,7 +188,8 @@ FailureOr<std::string> expandEllipsis(NodeContext &ctx, StringRef term,
 
 LogicalResult lowerEinsum(NodeContext &ctx) {
   std::string equation = ctx.stringAttr("equation", "");
-  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '),
+                 equation.end());
   StringRef eq(equation);
   auto [lhs, rhs] = eq.split("->");
   bool explicitOutput = eq.contains("->");
@@ -206,8 +217,8 @@ LogicalResult lowerEinsum(NodeContext &ctx) {
   SmallVector<Value> operands;
   OpBuilder &b = ctx.builder();
   for (auto [i, term] : llvm::enumerate(terms)) {
-    auto expanded = expandEllipsis(ctx, term, ctx.inputType(i).getRank(),
-                                   ellipsisLetters);
+    auto expanded =
+        expandEllipsis(ctx, term, ctx.inputType(i).getRank(), ellipsisLetters);
     if (failed(expanded))
       return failure();
     if (ctx.inputElementType(i) != type)
@@ -234,10 +245,9 @@ LogicalResult lowerEinsum(NodeContext &ctx) {
   }
   std::string out;
   if (explicitOutput) {
-    auto expanded = expandEllipsis(ctx, rhs,
-                                   rhs.contains("...") ? rhs.size() - 3 + maxHidden
-                                                       : rhs.size(),
-                                   ellipsisLetters);
+    auto expanded = expandEllipsis(
+        ctx, rhs, rhs.contains("...") ? rhs.size() - 3 + maxHidden : rhs.size(),
+        ellipsisLetters);
     if (failed(expanded))
       return failure();
     out = *expanded;
@@ -271,8 +281,8 @@ LogicalResult lowerEinsum(NodeContext &ctx) {
   SmallVector<int64_t> outShape;
   for (char c : out) {
     if (!sizes.count(c))
-      return ctx.emitError() << "output subscript '" << c
-                             << "' appears in no operand";
+      return ctx.emitError()
+             << "output subscript '" << c << "' appears in no operand";
     outExprs.push_back(dimOf(c));
     outShape.push_back(sizes[c]);
   }
@@ -285,9 +295,9 @@ LogicalResult lowerEinsum(NodeContext &ctx) {
   // positions times frequencies) each output is one product: no zero fill
   // to add it to, so that it is plain elementwise work that fuses.
   bool sums = loops.size() > out.size();
-  Value init = sums ? filledTensor(b, ctx.loc(), outShape, type, 0.0)
-                    : tensor::EmptyOp::create(b, ctx.loc(), outShape, type)
-                          .getResult();
+  Value init =
+      sums ? filledTensor(b, ctx.loc(), outShape, type, 0.0)
+           : tensor::EmptyOp::create(b, ctx.loc(), outShape, type).getResult();
   auto generic = linalg::GenericOp::create(
       b, ctx.loc(), TypeRange{init.getType()}, operands, ValueRange{init}, maps,
       iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {

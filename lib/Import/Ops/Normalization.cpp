@@ -49,14 +49,13 @@ Value meanOver(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes) {
 Value inverseRoot(OpBuilder &b, Location loc, Value v, double epsilon) {
   auto type = tensorTypeOf(v);
   Type elementType = type.getElementType();
-  return elementwise(b, loc, v, type.getShape(), elementType,
-                     [&](OpBuilder &nb, Location nl, ValueRange args) {
-                       Value eps = scalarConstant(nb, nl, elementType, epsilon);
-                       Value root = math::SqrtOp::create(nb, nl,
-                                                         addS(nb, nl, args[0], eps));
-                       return divS(nb, nl, scalarConstant(nb, nl, elementType, 1.0),
-                                   root);
-                     });
+  return elementwise(
+      b, loc, v, type.getShape(), elementType,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value eps = scalarConstant(nb, nl, elementType, epsilon);
+        Value root = math::SqrtOp::create(nb, nl, addS(nb, nl, args[0], eps));
+        return divS(nb, nl, scalarConstant(nb, nl, elementType, 1.0), root);
+      });
 }
 
 /// Checks that `operand` broadcasts onto `shape` without growing it.
@@ -65,7 +64,8 @@ LogicalResult checkUnidirectional(NodeContext &ctx, unsigned operand,
   SmallVector<int64_t> s(ctx.inputShape(operand));
   auto joint = broadcastShapes({SmallVector<int64_t>(shape), s});
   if (!joint || ArrayRef<int64_t>(*joint) != shape)
-    return ctx.emitError() << "'" << role << "' cannot be broadcast to the input";
+    return ctx.emitError() << "'" << role
+                           << "' cannot be broadcast to the input";
   return success();
 }
 
@@ -118,7 +118,8 @@ LogicalResult lowerLayerNorm(NodeContext &ctx) {
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
-  Value invStdDev = inverseRoot(b, loc, meanOver(b, loc, squares, axes), epsilon);
+  Value invStdDev =
+      inverseRoot(b, loc, meanOver(b, loc, squares, axes), epsilon);
   SmallVector<Value> operands{centred, invStdDev, ctx.input(1)};
   if (ctx.hasInput(2))
     operands.push_back(ctx.input(2));
@@ -155,12 +156,13 @@ LogicalResult lowerRmsNorm(NodeContext &ctx) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
   Value inv = inverseRoot(b, loc, meanOver(b, loc, squares, axes), epsilon);
-  ctx.setOutput(0, elementwise(b, loc, {x, inv, ctx.input(1)}, shape, type,
-                               [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                 Value n = mulS(nb, nl, args[0], args[1]);
-                                 return mulS(nb, nl, castScalar(nb, nl, n, type),
-                                             args[2]);
-                               }));
+  ctx.setOutput(0,
+                elementwise(b, loc, {x, inv, ctx.input(1)}, shape, type,
+                            [&](OpBuilder &nb, Location nl, ValueRange args) {
+                              Value n = mulS(nb, nl, args[0], args[1]);
+                              return mulS(nb, nl, castScalar(nb, nl, n, type),
+                                          args[2]);
+                            }));
   return success();
 }
 

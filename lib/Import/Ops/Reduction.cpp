@@ -41,8 +41,7 @@ struct AxisLines {
 /// The opset from which a reduction takes its axes as an operand.
 int64_t axesInputSince(Reduction op) { return op == Reduction::Sum ? 13 : 18; }
 
-template <Reduction Op>
-LogicalResult lowerReduce(NodeContext &ctx) {
+template <Reduction Op> LogicalResult lowerReduce(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   ArrayRef<int64_t> shape = ctx.inputShape(0);
@@ -84,16 +83,17 @@ LogicalResult lowerReduce(NodeContext &ctx) {
 
   Value x = ctx.input(0);
   if (Op == Reduction::SumSquare || Op == Reduction::L2 || Op == Reduction::L1)
-    x = elementwise(b, loc, x, shape, type,
-                    [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                      if (Op == Reduction::L1)
-                        return isFloat(args[0].getType())
-                                   ? Value(math::AbsFOp::create(nb, nl, args[0]))
-                                   : Value(math::AbsIOp::create(nb, nl, args[0]));
-                      return mulS(nb, nl, args[0], args[0]);
-                    });
-  ReduceKind kind = Op == Reduction::Max   ? ReduceKind::Max
-                    : Op == Reduction::Min ? ReduceKind::Min
+    x = elementwise(
+        b, loc, x, shape, type,
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          if (Op == Reduction::L1)
+            return isFloat(args[0].getType())
+                       ? Value(math::AbsFOp::create(nb, nl, args[0]))
+                       : Value(math::AbsIOp::create(nb, nl, args[0]));
+          return mulS(nb, nl, args[0], args[0]);
+        });
+  ReduceKind kind = Op == Reduction::Max    ? ReduceKind::Max
+                    : Op == Reduction::Min  ? ReduceKind::Min
                     : Op == Reduction::Prod ? ReduceKind::Prod
                                             : ReduceKind::Sum;
   Value result = reduce(b, loc, x, axes, kind, keepDims);
@@ -101,20 +101,19 @@ LogicalResult lowerReduce(NodeContext &ctx) {
     int64_t count = 1;
     for (int64_t axis : axes)
       count *= shape[axis];
-    result = elementwise(b, loc, result, tensorTypeOf(result).getShape(), type,
-                         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                           if (Op == Reduction::L2)
-                             return math::SqrtOp::create(nb, nl, args[0]);
-                           return divS(nb, nl, args[0],
-                                       scalarConstant(nb, nl, type, count));
-                         });
+    result = elementwise(
+        b, loc, result, tensorTypeOf(result).getShape(), type,
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          if (Op == Reduction::L2)
+            return math::SqrtOp::create(nb, nl, args[0]);
+          return divS(nb, nl, args[0], scalarConstant(nb, nl, type, count));
+        });
   }
   ctx.setOutput(0, result);
   return success();
 }
 
-template <bool Log>
-LogicalResult lowerSoftmax(NodeContext &ctx) {
+template <bool Log> LogicalResult lowerSoftmax(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   ArrayRef<int64_t> shape = ctx.inputShape(0);
@@ -130,9 +129,9 @@ LogicalResult lowerSoftmax(NodeContext &ctx) {
     return success();
   }
   // Before opset 13 the input is seen as a matrix [prod(:axis), prod(axis:)].
-  Value flat = reshape(b, loc, ctx.input(0),
-                       {productOf(shape.take_front(*axis)),
-                        productOf(shape.drop_front(*axis))});
+  Value flat = reshape(
+      b, loc, ctx.input(0),
+      {productOf(shape.take_front(*axis)), productOf(shape.drop_front(*axis))});
   ctx.setOutput(0, reshape(b, loc, softmax(b, loc, flat, 1, Log), shape));
   return success();
 }
@@ -163,8 +162,9 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   // Element j counts for element i where `j predicate i`: the rule of both
   // the folding below and the generic.
   arith::CmpIPredicate predicate =
-      reverse ? (exclusive ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::sge)
-              : (exclusive ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sle);
+      reverse
+          ? (exclusive ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::sge)
+          : (exclusive ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sle);
   auto counts = [&](int64_t i, int64_t j) {
     return arith::applyCmpPredicate(predicate, APInt(64, j), APInt(64, i));
   };
@@ -201,7 +201,8 @@ LogicalResult lowerCumSum(NodeContext &ctx) {
   }
   AffineMap inputMap = AffineMap::get(rank + 1, 0, inputDims, mctx);
   AffineMap resultMap = AffineMap::get(rank + 1, 0, resultDims, mctx);
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
   iterators.push_back(utils::IteratorType::reduction);
   Value zeros = filledTensor(b, loc, shape, type, 0.0);
   int64_t axisLoop = *axis;
@@ -249,8 +250,7 @@ int64_t bestPosition(llvm::function_ref<T(int64_t)> value, int64_t length,
 /// ArgMax and ArgMin: the best value along `axis`, then the first index
 /// holding it (int64), or the last with select_last_index; a NaN beats any
 /// number, as in numpy.
-template <bool Max>
-LogicalResult lowerArgExtreme(NodeContext &ctx) {
+template <bool Max> LogicalResult lowerArgExtreme(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   ArrayRef<int64_t> shape = ctx.inputShape(0);
@@ -286,15 +286,16 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
     for (int64_t line = 0; line < lines.count(); ++line) {
       auto at = [&](int64_t i) { return lines.at(line, i); };
       indices.push_back(
-          isFloatType
-              ? bestPosition<double>(
-                    [&](int64_t i) { return c->getDouble(at(i)); }, lines.length,
-                    Max, last, miss)
-              : bestPosition<int64_t>([&](int64_t i) { return c->getInt(at(i)); },
-                                      lines.length, Max, last, miss));
+          isFloatType ? bestPosition<double>(
+                            [&](int64_t i) { return c->getDouble(at(i)); },
+                            lines.length, Max, last, miss)
+                      : bestPosition<int64_t>(
+                            [&](int64_t i) { return c->getInt(at(i)); },
+                            lines.length, Max, last, miss));
     }
-    ctx.setOutput(0, ConstTensor::ints(i64, keepDims ? ArrayRef<int64_t>(kept)
-                                                     : ArrayRef<int64_t>(reduced),
+    ctx.setOutput(0, ConstTensor::ints(i64,
+                                       keepDims ? ArrayRef<int64_t>(kept)
+                                                : ArrayRef<int64_t>(reduced),
                                        indices));
     return success();
   }
@@ -304,8 +305,9 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
   // reductions: sharding propagation annotates no reduction with two
   // results, and partitioning one then fails.
   Value x = ctx.input(0);
-  Value best = reduce(b, loc, x, {*axis}, Max ? ReduceKind::Max : ReduceKind::Min,
-                      /*keepDims=*/false);
+  Value best =
+      reduce(b, loc, x, {*axis}, Max ? ReduceKind::Max : ReduceKind::Min,
+             /*keepDims=*/false);
   MLIRContext *mctx = b.getContext();
   SmallVector<AffineExpr> outDims;
   for (int64_t d = 0; d < rank; ++d)
@@ -313,7 +315,8 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
       outDims.push_back(getAffineDimExpr(d, mctx));
   AffineMap inputMap = b.getMultiDimIdentityMap(rank);
   AffineMap outMap = AffineMap::get(rank, 0, outDims, mctx);
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
   iterators[*axis] = utils::IteratorType::reduction;
   Value init = filledTensor(b, loc, reduced, i64, miss);
   int64_t axisLoop = *axis;
@@ -340,10 +343,11 @@ LogicalResult lowerArgExtreme(NodeContext &ctx) {
             nb, nl, i64, linalg::IndexOp::create(nb, nl, axisLoop));
         Value candidate = arith::SelectOp::create(
             nb, nl, hit, i, arith::ConstantIntOp::create(nb, nl, i64, miss));
-        Value kept = last ? arith::MaxSIOp::create(nb, nl, args[2], candidate)
-                                .getResult()
-                          : arith::MinSIOp::create(nb, nl, args[2], candidate)
-                                .getResult();
+        Value kept =
+            last
+                ? arith::MaxSIOp::create(nb, nl, args[2], candidate).getResult()
+                : arith::MinSIOp::create(nb, nl, args[2], candidate)
+                      .getResult();
         linalg::YieldOp::create(nb, nl, kept);
       });
   Value indices = generic.getResult(0);

@@ -104,17 +104,18 @@ LogicalResult refuseRuntimeReduction(NodeContext &ctx,
 /// evaluation gives the last); `indices` are read through `indexMaps`, which
 /// also give the slot loop its extent, and `names(args)` says whether the
 /// slot names the position.
-Value runtimeSlotMap(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
-                     ValueRange indices,
-                     ArrayRef<AffineMap> indexMaps,
-                     function_ref<Value(OpBuilder &, Location, ValueRange)> names) {
+Value runtimeSlotMap(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ValueRange indices,
+    ArrayRef<AffineMap> indexMaps,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> names) {
   Type i64 = b.getI64Type();
   Value init = filledTensor(b, loc, shape, i64, -1);
   int64_t rank = shape.size();
   SmallVector<AffineMap> maps(indexMaps);
   maps.push_back(AffineMap::getMultiDimIdentityMap(rank + 1, b.getContext())
                      .getMajorSubMap(rank));
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
   iterators.push_back(utils::IteratorType::reduction);
   return linalg::GenericOp::create(
              b, loc, TypeRange{init.getType()}, indices, ValueRange{init}, maps,
@@ -127,7 +128,8 @@ Value runtimeSlotMap(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                    nb, nl, names(nb, nl, args.drop_back()), slot, none);
                linalg::YieldOp::create(
                    nb, nl,
-                   arith::MaxSIOp::create(nb, nl, args.back(), named).getResult());
+                   arith::MaxSIOp::create(nb, nl, args.back(), named)
+                       .getResult());
              })
       .getResult(0);
 }
@@ -136,11 +138,10 @@ Value runtimeSlotMap(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
 /// the data and `map` (through `mapMap`, from the data's loops); where the
 /// map holds a slot, the update element at `updateAt(slot)` replaces the
 /// data's (or combines with it under `reduction`).
-Value applySlotMap(OpBuilder &b, Location loc, Value data, Value map,
-                   AffineMap mapMap, Value updates,
-                   const Reduction &reduction,
-                   function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
-                       updateAt) {
+Value applySlotMap(
+    OpBuilder &b, Location loc, Value data, Value map, AffineMap mapMap,
+    Value updates, const Reduction &reduction,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> updateAt) {
   RankedTensorType type = tensorTypeOf(data);
   int64_t rank = type.getRank();
   AffineMap identity = b.getMultiDimIdentityMap(rank);
@@ -148,7 +149,8 @@ Value applySlotMap(OpBuilder &b, Location loc, Value data, Value map,
   return linalg::GenericOp::create(
              b, loc, TypeRange{type}, ValueRange{data, map}, ValueRange{init},
              ArrayRef<AffineMap>{identity, mapMap, identity},
-             SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
              [&](OpBuilder &nb, Location nl, ValueRange args) {
                Value old = args[0];
                Value zero =
@@ -204,9 +206,8 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
 
   Value map;
   if (const ConstTensor *indices = ctx.knownInput(1)) {
-    auto values = constantIndices(ctx, *indices, [&](size_t position) {
-      return data[position % depth];
-    });
+    auto values = constantIndices(
+        ctx, *indices, [&](size_t position) { return data[position % depth]; });
     if (failed(values))
       return failure();
     // Tuples are applied in order, so a position named twice keeps the
@@ -228,8 +229,8 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
 
     // Every slice replaced by the update slice of its own position (the
     // mask written over whole, at full length): the updates are the result.
-    bool inOrder = !reduction->kind &&
-                   tuples == static_cast<int64_t>(source.size());
+    bool inOrder =
+        !reduction->kind && tuples == static_cast<int64_t>(source.size());
     for (int64_t k = 0; inOrder && k < tuples; ++k)
       inOrder = source[k] == k;
     if (inOrder) {
@@ -249,8 +250,8 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
         else if (!reduction->kind)
           out.copy(*u, from);
         else
-          out.append(
-              combineValues(*reduction, c->getDouble(flat), u->getDouble(from)));
+          out.append(combineValues(*reduction, c->getDouble(flat),
+                                   u->getDouble(from)));
       }
       ctx.setOutput(0, out.finish());
       return success();
@@ -274,10 +275,10 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
         [&](OpBuilder &nb, Location nl, ValueRange args) {
           Value all = arith::ConstantIntOp::create(nb, nl, nb.getI1Type(), 1);
           for (int64_t j = 0; j < depth; ++j) {
-            Value same = arith::CmpIOp::create(
-                nb, nl, arith::CmpIPredicate::eq,
-                indexInto(nb, nl, args[j], data[j]),
-                linalg::IndexOp::create(nb, nl, j));
+            Value same =
+                arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq,
+                                      indexInto(nb, nl, args[j], data[j]),
+                                      linalg::IndexOp::create(nb, nl, j));
             all = arith::AndIOp::create(nb, nl, all, same);
           }
           return all;
@@ -290,15 +291,14 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
   AffineMap prefixMap = AffineMap::get(
       rank, 0, b.getMultiDimIdentityMap(rank).getResults().take_front(depth),
       context);
-  ctx.setOutput(0, applySlotMap(b, loc, ctx.input(0), map, prefixMap, updates,
-                                *reduction,
-                                [&](OpBuilder &nb, Location nl, Value slot) {
-                                  SmallVector<Value> at{slot};
-                                  for (int64_t d = depth; d < rank; ++d)
-                                    at.push_back(
-                                        linalg::IndexOp::create(nb, nl, d));
-                                  return at;
-                                }));
+  ctx.setOutput(
+      0, applySlotMap(b, loc, ctx.input(0), map, prefixMap, updates, *reduction,
+                      [&](OpBuilder &nb, Location nl, Value slot) {
+                        SmallVector<Value> at{slot};
+                        for (int64_t d = depth; d < rank; ++d)
+                          at.push_back(linalg::IndexOp::create(nb, nl, d));
+                        return at;
+                      }));
   return success();
 }
 
@@ -404,10 +404,10 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
     std::tie(runtimeIndices, kept) = beforeBroadcast(ctx.input(1));
     // A broadcast that kept another dimension than the axis (all of them
     // of size one), or one the indices do not cover: the map over them all.
-    bool usable = llvm::is_contained(kept, *axis) &&
-                  llvm::all_of(kept, [&](int64_t d) {
-                    return d == *axis || shape[d] == data[d];
-                  });
+    bool usable =
+        llvm::is_contained(kept, *axis) && llvm::all_of(kept, [&](int64_t d) {
+          return d == *axis || shape[d] == data[d];
+        });
     if (!usable) {
       runtimeIndices = ctx.input(1);
       kept = llvm::to_vector(llvm::seq<int64_t>(0, rank));
@@ -457,19 +457,18 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
     // Read the indices at the slot loop along the axis.
     SmallVector<AffineExpr> reads(keptLoops.size());
     for (size_t i = 0; i < kept.size(); ++i)
-      reads[i] = getAffineDimExpr(i == static_cast<size_t>(axisInMap)
-                                      ? kept.size()
-                                      : i,
-                                  context);
+      reads[i] = getAffineDimExpr(
+          i == static_cast<size_t>(axisInMap) ? kept.size() : i, context);
     AffineMap readMap = AffineMap::get(kept.size() + 1, 0, reads, context);
-    map = runtimeSlotMap(b, loc, mapShape, runtimeIndices,
-                         readMap, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                           return arith::CmpIOp::create(
-                                      nb, nl, arith::CmpIPredicate::eq,
-                                      indexInto(nb, nl, args[0], dim),
-                                      linalg::IndexOp::create(nb, nl, axisInMap))
-                               .getResult();
-                         });
+    map =
+        runtimeSlotMap(b, loc, mapShape, runtimeIndices, readMap,
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
+                         return arith::CmpIOp::create(
+                                    nb, nl, arith::CmpIPredicate::eq,
+                                    indexInto(nb, nl, args[0], dim),
+                                    linalg::IndexOp::create(nb, nl, axisInMap))
+                             .getResult();
+                       });
   }
 
   // The update read beside a data element: the slot along the axis, the
@@ -486,7 +485,8 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
         at.push_back(loop);
       else
         at.push_back(arith::MinUIOp::create(
-            nb, nl, loop, arith::ConstantIndexOp::create(nb, nl, shape[d] - 1)));
+            nb, nl, loop,
+            arith::ConstantIndexOp::create(nb, nl, shape[d] - 1)));
     }
     return at;
   };

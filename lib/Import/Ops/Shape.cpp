@@ -34,21 +34,24 @@ void cleave::onnx_import::setReshaped(NodeContext &ctx, unsigned result,
                                                    ctx.input(input), shape))
     ctx.setOutput(result, refined);
   else
-    ctx.setOutput(result, reshape(ctx.builder(), ctx.loc(), ctx.input(input), shape));
+    ctx.setOutput(result,
+                  reshape(ctx.builder(), ctx.loc(), ctx.input(input), shape));
 }
 
 Value cleave::onnx_import::indexInto(OpBuilder &b, Location loc, Value index,
                                      int64_t size) {
   Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
   Value wrapped = arith::AddIOp::create(
       b, loc, i, arith::ConstantIndexOp::create(b, loc, size));
   return arith::SelectOp::create(b, loc, negative, wrapped, i);
 }
 
 FailureOr<std::vector<int64_t>>
-cleave::onnx_import::constantIndices(NodeContext &ctx, const ConstTensor &indices,
+cleave::onnx_import::constantIndices(NodeContext &ctx,
+                                     const ConstTensor &indices,
                                      function_ref<int64_t(size_t)> sizeOf) {
   std::vector<int64_t> values = indices.toInts();
   for (auto [position, i] : llvm::enumerate(values)) {
@@ -94,8 +97,10 @@ namespace {
 
 /// Axes from operand `operandIndex` (newer opsets) or attribute `axes` (older
 /// ones), normalised against `rank` and sorted; nullopt when none are given.
-FailureOr<std::optional<SmallVector<int64_t>>>
-readAxes(NodeContext &ctx, int64_t inputSince, unsigned operandIndex, int64_t rank) {
+FailureOr<std::optional<SmallVector<int64_t>>> readAxes(NodeContext &ctx,
+                                                        int64_t inputSince,
+                                                        unsigned operandIndex,
+                                                        int64_t rank) {
   std::vector<int64_t> raw;
   if (ctx.opset() >= inputSince) {
     if (!ctx.hasInput(operandIndex))
@@ -145,8 +150,8 @@ LogicalResult lowerShape(NodeContext &ctx) {
 }
 
 LogicalResult lowerSize(NodeContext &ctx) {
-  ctx.setOutput(0, ConstTensor::i64Scalar(ctx.context(),
-                                          productOf(ctx.inputShape(0))));
+  ctx.setOutput(
+      0, ConstTensor::i64Scalar(ctx.context(), productOf(ctx.inputShape(0))));
   return success();
 }
 
@@ -162,9 +167,9 @@ LogicalResult lowerReshape(NodeContext &ctx) {
   for (auto [i, v] : llvm::enumerate(values)) {
     if (v == 0 && !allowZero) {
       if (i >= in.size())
-        return ctx.emitError() << "shape entry " << i
-                               << " is 0 (copy) but the input has rank "
-                               << in.size();
+        return ctx.emitError()
+               << "shape entry " << i << " is 0 (copy) but the input has rank "
+               << in.size();
       v = in[i];
     }
     if (v == -1) {
@@ -202,7 +207,8 @@ LogicalResult lowerFlatten(NodeContext &ctx) {
   if (axis < 0 || axis > rank)
     return ctx.emitError() << "axis " << ctx.intAttr("axis", 1)
                            << " is out of range for rank " << rank;
-  setReshaped(ctx, 0, {productOf(in.take_front(axis)), productOf(in.drop_front(axis))});
+  setReshaped(ctx, 0,
+              {productOf(in.take_front(axis)), productOf(in.drop_front(axis))});
   return success();
 }
 
@@ -215,8 +221,8 @@ LogicalResult lowerSqueeze(NodeContext &ctx) {
   for (int64_t d = 0, e = in.size(); d < e; ++d) {
     bool squeezed = *axes ? llvm::is_contained(**axes, d) : in[d] == 1;
     if (squeezed && in[d] != 1)
-      return ctx.emitError() << "cannot squeeze dimension " << d << " of size "
-                             << in[d];
+      return ctx.emitError()
+             << "cannot squeeze dimension " << d << " of size " << in[d];
     if (!squeezed)
       shape.push_back(in[d]);
   }
@@ -286,14 +292,16 @@ LogicalResult lowerConcat(NodeContext &ctx) {
   shape[*axis] = 0;
   for (unsigned i = 0; i < ctx.numInputs(); ++i) {
     ArrayRef<int64_t> s = ctx.inputShape(i);
-    if (ctx.inputElementType(i) != type || static_cast<int64_t>(s.size()) != rank)
-      return ctx.emitError() << "operand " << i
-                             << " differs from operand 0 in rank or element type";
+    if (ctx.inputElementType(i) != type ||
+        static_cast<int64_t>(s.size()) != rank)
+      return ctx.emitError()
+             << "operand " << i
+             << " differs from operand 0 in rank or element type";
     for (int64_t d = 0; d < rank; ++d)
       if (d != *axis && s[d] != shape[d])
-        return ctx.emitError() << "operand " << i << " has size " << s[d]
-                               << " in dimension " << d << ", operand 0 has "
-                               << shape[d];
+        return ctx.emitError()
+               << "operand " << i << " has size " << s[d] << " in dimension "
+               << d << ", operand 0 has " << shape[d];
     shape[*axis] += s[*axis];
   }
   if (ctx.allInputsConstant() && ctx.shouldFold(shape)) {
@@ -332,8 +340,8 @@ LogicalResult lowerConcat(NodeContext &ctx) {
   } else if (operands.size() == 1) {
     ctx.setOutput(0, operands.front());
   } else {
-    ctx.setOutput(0, tensor::ConcatOp::create(ctx.builder(), ctx.loc(), *axis,
-                                              operands));
+    ctx.setOutput(
+        0, tensor::ConcatOp::create(ctx.builder(), ctx.loc(), *axis, operands));
   }
   return success();
 }
@@ -394,7 +402,8 @@ LogicalResult lowerSplit(NodeContext &ctx) {
   }
   ctx.attr("num_outputs");
   if (static_cast<int64_t>(sizes.size()) != ctx.numOutputs())
-    return ctx.emitError() << "split into " << sizes.size() << " parts, but the "
+    return ctx.emitError() << "split into " << sizes.size()
+                           << " parts, but the "
                            << "node has " << ctx.numOutputs() << " results";
   if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
     return ctx.emitError() << "split sizes do not add up to " << dim;
@@ -508,7 +517,8 @@ LogicalResult lowerSlice(NodeContext &ctx) {
   // Negative steps: read element offset + i * step of the source directly.
   Value source = ctx.input(0);
   Value init = emptyTensor(b, loc, size, type);
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
       SmallVector<AffineMap>{b.getMultiDimIdentityMap(rank)}, iterators,
@@ -519,7 +529,8 @@ LogicalResult lowerSlice(NodeContext &ctx) {
           Value scaled = arith::MulIOp::create(
               nb, nl, i, arith::ConstantIndexOp::create(nb, nl, stride[d]));
           indices.push_back(arith::AddIOp::create(
-              nb, nl, scaled, arith::ConstantIndexOp::create(nb, nl, offset[d])));
+              nb, nl, scaled,
+              arith::ConstantIndexOp::create(nb, nl, offset[d])));
         }
         Value v = tensor::ExtractOp::create(nb, nl, source, indices);
         linalg::YieldOp::create(nb, nl, v);
@@ -531,13 +542,12 @@ LogicalResult lowerSlice(NodeContext &ctx) {
 /// The run-time form of every gather: a generic over the result's `shape`
 /// reading `indices` (each through its map) and yielding the element of
 /// `source` at the position `at` computes from the indices read.
-Value gatherGeneric(OpBuilder &b, Location loc, Value source,
-                    ValueRange indices, ArrayRef<AffineMap> indexMaps,
-                    ArrayRef<int64_t> shape,
-                    function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                    ValueRange)>
-                        at) {
-  Value init = emptyTensor(b, loc, shape, tensorTypeOf(source).getElementType());
+Value gatherGeneric(
+    OpBuilder &b, Location loc, Value source, ValueRange indices,
+    ArrayRef<AffineMap> indexMaps, ArrayRef<int64_t> shape,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> at) {
+  Value init =
+      emptyTensor(b, loc, shape, tensorTypeOf(source).getElementType());
   if (productOf(shape) == 0)
     return init;
   SmallVector<AffineMap> maps(indexMaps);
@@ -555,7 +565,6 @@ Value gatherGeneric(OpBuilder &b, Location loc, Value source,
       .getResult(0);
 }
 
-
 /// The position a gather along `axis` reads in its source of `rank`
 /// dimensions: the index read (`index`, into a dimension of `size`) along
 /// the axis, the generic's loop `loopOf(d)` along every other dimension d.
@@ -564,12 +573,11 @@ SmallVector<Value> positionAlongAxis(OpBuilder &b, Location loc, int64_t rank,
                                      function_ref<int64_t(int64_t)> loopOf) {
   SmallVector<Value> at;
   for (int64_t d = 0; d < rank; ++d)
-    at.push_back(d == axis ? indexInto(b, loc, index, size)
-                           : linalg::IndexOp::create(b, loc, loopOf(d))
-                                 .getResult());
+    at.push_back(d == axis
+                     ? indexInto(b, loc, index, size)
+                     : linalg::IndexOp::create(b, loc, loopOf(d)).getResult());
   return at;
 }
-
 
 LogicalResult lowerGather(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.inputShape(0);
@@ -615,7 +623,8 @@ LogicalResult lowerGather(NodeContext &ctx) {
   Value source = ctx.input(0);
   if (indices && indexRank == 0) {
     // A constant scalar index picks one slice: no data-dependent indexing.
-    ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0], 1, shape));
+    ctx.setOutput(0,
+                  sliceAxis(b, loc, source, *axis, indexValues[0], 1, shape));
     return success();
   }
   if (indices && indexRank >= 1 && !indexValues.empty()) {
@@ -642,11 +651,12 @@ LogicalResult lowerGather(NodeContext &ctx) {
       AffineMap::get(shape.size(), 0, indexExprs, b.getContext());
   // Loops: the data's dimensions before the axis, the indices', the rest.
   auto loopOf = [&](int64_t d) { return d < *axis ? d : d + indexRank - 1; };
-  ctx.setOutput(0, gatherGeneric(b, loc, source, ctx.input(1), indexMap, shape,
-                                 [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                   return positionAlongAxis(nb, nl, rank, *axis,
-                                                            args[0], dim, loopOf);
-                                 }));
+  ctx.setOutput(0,
+                gatherGeneric(b, loc, source, ctx.input(1), indexMap, shape,
+                              [&](OpBuilder &nb, Location nl, ValueRange args) {
+                                return positionAlongAxis(nb, nl, rank, *axis,
+                                                         args[0], dim, loopOf);
+                              }));
   return success();
 }
 
@@ -709,13 +719,13 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
   int64_t depth = indicesShape.back();
   if (depth < 1 || depth > rank - batch)
     return ctx.emitError() << "index tuples of " << depth << " elements do not "
-                           << "fit data of rank " << rank << " after "
-                           << batch << " batch dimensions";
+                           << "fit data of rank " << rank << " after " << batch
+                           << " batch dimensions";
   for (int64_t d = 0; d < batch; ++d)
     if (data[d] != indicesShape[d])
-      return ctx.emitError() << "batch dimension " << d << " is " << data[d]
-                             << " in the data but " << indicesShape[d]
-                             << " in the indices";
+      return ctx.emitError()
+             << "batch dimension " << d << " is " << data[d]
+             << " in the data but " << indicesShape[d] << " in the indices";
   SmallVector<int64_t> shape(indicesShape.drop_back());
   shape.append(data.begin() + batch + depth, data.end());
   int64_t tuples = productOf(indicesShape.drop_back());
@@ -769,8 +779,8 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
       Value picked = source;
       for (int64_t d = 0; d + 1 < depth; ++d)
         picked = sliceAxis(b, loc, picked, d, values[d], 1);
-      ctx.setOutput(0, sliceAxis(b, loc, picked, depth - 1, values[depth - 1],
-                                 1, shape));
+      ctx.setOutput(
+          0, sliceAxis(b, loc, picked, depth - 1, values[depth - 1], 1, shape));
       return success();
     }
     if (consecutive) {
@@ -793,20 +803,19 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
                               indicesShape.drop_back()));
   SmallVector<AffineMap> maps(depth,
                               AffineMap::get(outRank, 0, tupleDims, context));
-  ctx.setOutput(0, gatherGeneric(
-                       b, loc, source, parts, maps, shape,
-                       [&](OpBuilder &nb, Location nl, ValueRange args) {
-                         SmallVector<Value> loops;
-                         for (int64_t d = 0; d < outRank; ++d)
-                           loops.push_back(linalg::IndexOp::create(nb, nl, d));
-                         SmallVector<Value> at(loops.begin(),
-                                               loops.begin() + batch);
-                         for (int64_t j = 0; j < depth; ++j)
-                           at.push_back(
-                               indexInto(nb, nl, args[j], data[batch + j]));
-                         at.append(loops.begin() + indexRank - 1, loops.end());
-                         return at;
-                       }));
+  ctx.setOutput(
+      0, gatherGeneric(
+             b, loc, source, parts, maps, shape,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               SmallVector<Value> loops;
+               for (int64_t d = 0; d < outRank; ++d)
+                 loops.push_back(linalg::IndexOp::create(nb, nl, d));
+               SmallVector<Value> at(loops.begin(), loops.begin() + batch);
+               for (int64_t j = 0; j < depth; ++j)
+                 at.push_back(indexInto(nb, nl, args[j], data[batch + j]));
+               at.append(loops.begin() + indexRank - 1, loops.end());
+               return at;
+             }));
   return success();
 }
 
@@ -841,7 +850,8 @@ LogicalResult lowerConstantOfShape(NodeContext &ctx) {
     return failure();
   std::vector<int64_t> values = (*target)->toInts();
   SmallVector<int64_t> shape(values.begin(), values.end());
-  ConstTensor fill = ConstTensor::floats(Float32Type::get(ctx.context()), {}, {0.0});
+  ConstTensor fill =
+      ConstTensor::floats(Float32Type::get(ctx.context()), {}, {0.0});
   if (const onnx::AttributeProto *a = ctx.attr("value")) {
     auto tensor = readTensorProto(ctx.context(), a->t(), ctx.modelDir());
     if (!tensor)
@@ -870,14 +880,16 @@ LogicalResult lowerRange(NodeContext &ctx) {
            d = (*delta)->getDouble(0);
     if (d == 0)
       return ctx.fail("'delta' is 0");
-    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+    int64_t n =
+        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
     std::vector<double> v;
     for (int64_t i = 0; i < n; ++i)
       v.push_back(s + i * d);
     ctx.setOutput(0, ConstTensor::floats(type, {n}, std::move(v)));
     return success();
   }
-  int64_t s = (*start)->getInt(0), l = (*limit)->getInt(0), d = (*delta)->getInt(0);
+  int64_t s = (*start)->getInt(0), l = (*limit)->getInt(0),
+          d = (*delta)->getInt(0);
   if (d == 0)
     return ctx.fail("'delta' is 0");
   int64_t n = std::max<int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
@@ -919,19 +931,22 @@ LogicalResult lowerTrilu(NodeContext &ctx) {
     return success();
   }
   OpBuilder &b = ctx.builder();
-  ctx.setOutput(0, elementwise(
-      b, ctx.loc(), ctx.input(0), shape, type,
-      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-        Value row = linalg::IndexOp::create(nb, nl, rank - 2);
-        Value col = linalg::IndexOp::create(nb, nl, rank - 1);
-        Value diff = arith::SubIOp::create(nb, nl, col, row);
-        Value kk = arith::ConstantIndexOp::create(nb, nl, k);
-        Value kept = arith::CmpIOp::create(
-            nb, nl, upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle,
-            diff, kk);
-        return arith::SelectOp::create(nb, nl, kept, args[0],
-                                       scalarConstant(nb, nl, type, 0.0));
-      }));
+  ctx.setOutput(
+      0, elementwise(b, ctx.loc(), ctx.input(0), shape, type,
+                     [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                       Value row = linalg::IndexOp::create(nb, nl, rank - 2);
+                       Value col = linalg::IndexOp::create(nb, nl, rank - 1);
+                       Value diff = arith::SubIOp::create(nb, nl, col, row);
+                       Value kk = arith::ConstantIndexOp::create(nb, nl, k);
+                       Value kept = arith::CmpIOp::create(
+                           nb, nl,
+                           upper ? arith::CmpIPredicate::sge
+                                 : arith::CmpIPredicate::sle,
+                           diff, kk);
+                       return arith::SelectOp::create(
+                           nb, nl, kept, args[0],
+                           scalarConstant(nb, nl, type, 0.0));
+                     }));
   return success();
 }
 

@@ -1,4 +1,5 @@
-//===- Buffer.h - Collective buffers as MLIR describes them -------*- C++ -*-===//
+//===- Buffer.h - Collective buffers as MLIR describes them -------*- C++
+//-*-===//
 //
 // The collective ABI passes buffers as MLIR unranked memrefs (Abi.h): the
 // rank, then a ranked descriptor {allocated, aligned, offset, sizes[rank],
@@ -33,7 +34,10 @@ inline View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
     int64_t rest[];
   };
   auto *d = static_cast<Ranked *>(descriptor);
-  View v{d->aligned + d->offset * elementBytes, {d->rest, d->rest + rank}, 1, true};
+  View v{d->aligned + d->offset * elementBytes,
+         {d->rest, d->rest + rank},
+         1,
+         true};
   int64_t expected = 1;
   for (int64_t i = rank - 1; i >= 0; --i) {
     if (d->rest[rank + i] != expected && d->rest[i] != 1)
@@ -46,7 +50,8 @@ inline View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
 }
 
 /// The product of `shape[from, to)`.
-inline int64_t product(const std::vector<int64_t> &shape, size_t from, size_t to) {
+inline int64_t product(const std::vector<int64_t> &shape, size_t from,
+                       size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to; ++i)
     p *= shape[i];

@@ -1,4 +1,5 @@
-//===- Mpi.cpp - The MPI backend of the collective ABI ---------------------===//
+//===- Mpi.cpp - The MPI backend of the collective ABI
+//---------------------===//
 //
 // Communicators are split from MPI_COMM_WORLD once per group at start-up: the
 // ranks that differ only on a group's axes share one, ordered by their
@@ -52,7 +53,9 @@ State state;
 cleave_progress localProgress;
 cleave_progress *published = &localProgress;
 
-uint64_t load(uint64_t &field) { return __atomic_load_n(&field, __ATOMIC_ACQUIRE); }
+uint64_t load(uint64_t &field) {
+  return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
+}
 void store(uint64_t &field, uint64_t v) {
   __atomic_store_n(&field, v, __ATOMIC_RELEASE);
 }
@@ -205,8 +208,10 @@ struct CollectiveScope {
 comm::View viewOf(int64_t rank, void *descriptor, size_t elementBytes) {
   comm::View v = comm::viewOf(rank, descriptor, elementBytes);
   if (!v.contiguous) {
-    std::fprintf(stderr, "cleave-run: error: rank %d: a collective got a "
-                         "non-contiguous buffer\n", state.rank);
+    std::fprintf(stderr,
+                 "cleave-run: error: rank %d: a collective got a "
+                 "non-contiguous buffer\n",
+                 state.rank);
     comm::abortJob(70);
   }
   return v;
@@ -228,8 +233,10 @@ void check(int code, const char *call) {
 
 MPI_Comm groupComm(int64_t group) {
   if (group < 0 || group >= static_cast<int64_t>(state.groups.size())) {
-    std::fprintf(stderr, "cleave-run: error: rank %d: collective on unknown "
-                         "group %lld\n", state.rank, (long long)group);
+    std::fprintf(stderr,
+                 "cleave-run: error: rank %d: collective on unknown "
+                 "group %lld\n",
+                 state.rank, (long long)group);
     comm::abortJob(70);
   }
   return state.groups[group];
@@ -275,7 +282,8 @@ void reduce(const Element &e, const char *in, char *out, int64_t count,
   int64_t outCount = scatter ? count / groupSize(c) : count;
   if (e.widen == 0) {
     if (scatter)
-      check(MPI_Reduce_scatter_block(in, out, outCount, e.type, reductionOp(code), c),
+      check(MPI_Reduce_scatter_block(in, out, outCount, e.type,
+                                     reductionOp(code), c),
             "MPI_Reduce_scatter_block");
     else
       check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, count, e.type,
@@ -288,8 +296,8 @@ void reduce(const Element &e, const char *in, char *out, int64_t count,
   for (int64_t i = 0; i < count; ++i)
     wide[i] = e.widen == 1 ? halfToFloat(halves[i]) : bf16ToFloat(halves[i]);
   if (scatter)
-    check(MPI_Reduce_scatter_block(wide.data(), result.data(), outCount, MPI_FLOAT,
-                                   reductionOp(code), c),
+    check(MPI_Reduce_scatter_block(wide.data(), result.data(), outCount,
+                                   MPI_FLOAT, reductionOp(code), c),
           "MPI_Reduce_scatter_block");
   else
     check(MPI_Allreduce(wide.data(), result.data(), count, MPI_FLOAT,
@@ -297,7 +305,8 @@ void reduce(const Element &e, const char *in, char *out, int64_t count,
           "MPI_Allreduce");
   auto *outHalves = reinterpret_cast<uint16_t *>(out);
   for (int64_t i = 0; i < outCount; ++i)
-    outHalves[i] = e.widen == 1 ? floatToHalf(result[i]) : floatToBf16(result[i]);
+    outHalves[i] =
+        e.widen == 1 ? floatToHalf(result[i]) : floatToBf16(result[i]);
 }
 
 /// A program compiled for a one-rank mesh (tp=1) runs without MPI: every
@@ -322,7 +331,8 @@ std::string describe(const char *kind, const View &given, const Element &e) {
 void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   CollectiveScope scope("all_reduce", group);
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  View in = viewOf(inRank, inDesc, e.bytes),
+       out = viewOf(outRank, outDesc, e.bytes);
   profile::Span span([&] { return describe("all_reduce", in, e); });
   if (alone(in, out, e))
     return;
@@ -332,7 +342,8 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
 void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   CollectiveScope scope("all_gather", group);
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  View in = viewOf(inRank, inDesc, e.bytes),
+       out = viewOf(outRank, outDesc, e.bytes);
   profile::Span span([&] { return describe("all_gather", in, e); });
   if (alone(in, out, e))
     return;
@@ -347,19 +358,21 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     return;
   }
   std::vector<char> staged(block * n);
-  check(MPI_Allgather(in.data, block, MPI_BYTE, staged.data(), block, MPI_BYTE, c),
+  check(MPI_Allgather(in.data, block, MPI_BYTE, staged.data(), block, MPI_BYTE,
+                      c),
         "MPI_Allgather");
   for (int j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.data + (o * n + j) * inner, staged.data() + j * block + o * inner,
-                  inner);
+      std::memcpy(out.data + (o * n + j) * inner,
+                  staged.data() + j * block + o * inner, inner);
 }
 
 void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
                    int64_t outRank, void *outDesc, int64_t axis, int64_t code,
                    int64_t group) {
   CollectiveScope scope("reduce_scatter", group);
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  View in = viewOf(inRank, inDesc, e.bytes),
+       out = viewOf(outRank, outDesc, e.bytes);
   profile::Span span([&] { return describe("reduce_scatter", in, e); });
   if (alone(in, out, e))
     return;
@@ -379,7 +392,8 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               void *outDesc, int64_t splitAxis, int64_t concatAxis,
               int64_t group) {
   CollectiveScope scope("all_to_all", group);
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  View in = viewOf(inRank, inDesc, e.bytes),
+       out = viewOf(outRank, outDesc, e.bytes);
   profile::Span span([&] { return describe("all_to_all", in, e); });
   if (alone(in, out, e))
     return;
@@ -394,8 +408,9 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     for (int64_t o = 0; o < outerS; ++o)
       std::memcpy(send.data() + j * part + o * innerS,
                   in.data + (o * n + j) * innerS, innerS);
-  check(MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c),
-        "MPI_Alltoall");
+  check(
+      MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c),
+      "MPI_Alltoall");
   // Receive: part j goes to slice j along concatAxis.
   int64_t outerC = product(out.shape, 0, concatAxis);
   size_t innerC = out.count / outerC / n * e.bytes;
@@ -412,11 +427,12 @@ double transferSeconds = 0;
 
 /// Adds the lifetime of the scope to transferSeconds.
 struct TransferTimer {
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
   ~TransferTimer() {
-    transferSeconds += std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
+    transferSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   }
 };
 
@@ -436,16 +452,17 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
   CollectiveScope scope(send ? "send" : "recv", group);
   TransferTimer timer;
   View buffer = viewOf(rank, desc, e.bytes);
-  profile::Span span([&] { return describe(send ? "send" : "recv", buffer, e); });
+  profile::Span span(
+      [&] { return describe(send ? "send" : "recv", buffer, e); });
   if (!state.active)
     return;
   MPI_Request request;
   const char *call = send ? "MPI_Isend" : "MPI_Irecv";
   int count = buffer.count * e.bytes;
-  check(send ? MPI_Isend(buffer.data, count, MPI_BYTE, peer, 0, groupComm(group),
-                         &request)
-             : MPI_Irecv(buffer.data, count, MPI_BYTE, peer, 0, groupComm(group),
-                         &request),
+  check(send ? MPI_Isend(buffer.data, count, MPI_BYTE, peer, 0,
+                         groupComm(group), &request)
+             : MPI_Irecv(buffer.data, count, MPI_BYTE, peer, 0,
+                         groupComm(group), &request),
         call);
   waitFor(request, call);
 }
@@ -563,7 +580,8 @@ int comm::groupSize(int64_t group) { return ::groupSize(groupComm(group)); }
 void comm::broadcastInGroup(int64_t group, void *data, size_t bytes) {
   CollectiveScope scope("a device communicator's set-up", group,
                         /*counted=*/false);
-  check(MPI_Bcast(data, int(bytes), MPI_BYTE, 0, groupComm(group)), "MPI_Bcast");
+  check(MPI_Bcast(data, int(bytes), MPI_BYTE, 0, groupComm(group)),
+        "MPI_Bcast");
 }
 
 void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
@@ -593,34 +611,34 @@ extern "C" int64_t cleave_rt_grid_index(int64_t axis) {
   return state.coords[axis];
 }
 
-#define CLEAVE_RT_DEFINE_COLLECTIVES(suffix, mpiType, size, widen)              \
-  extern "C" void cleave_rt_all_reduce_##suffix(int64_t ir, void *i, int64_t orank, \
-                                                void *o, int64_t code,          \
-                                                int64_t group) {                \
-    allReduce({mpiType, size, widen}, ir, i, orank, o, code, group);            \
-  }                                                                             \
-  extern "C" void cleave_rt_all_gather_##suffix(int64_t ir, void *i, int64_t orank, \
-                                                void *o, int64_t axis,          \
-                                                int64_t group) {                \
-    allGather({mpiType, size, widen}, ir, i, orank, o, axis, group);            \
-  }                                                                             \
-  extern "C" void cleave_rt_reduce_scatter_##suffix(                            \
-      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t code,  \
-      int64_t group) {                                                          \
-    reduceScatter({mpiType, size, widen}, ir, i, orank, o, axis, code, group);  \
-  }                                                                             \
-  extern "C" void cleave_rt_all_to_all_##suffix(int64_t ir, void *i, int64_t orank, \
-                                                void *o, int64_t split,         \
-                                                int64_t concat, int64_t group) { \
-    allToAll({mpiType, size, widen}, ir, i, orank, o, split, concat, group);    \
-  }                                                                             \
-  extern "C" void cleave_rt_send_##suffix(int64_t r, void *b, int64_t peer,     \
-                                          int64_t group) {                      \
-    transfer(true, {mpiType, size, widen}, r, b, peer, group);                  \
-  }                                                                             \
-  extern "C" void cleave_rt_recv_##suffix(int64_t r, void *b, int64_t peer,     \
-                                          int64_t group) {                      \
-    transfer(false, {mpiType, size, widen}, r, b, peer, group);                 \
+#define CLEAVE_RT_DEFINE_COLLECTIVES(suffix, mpiType, size, widen)             \
+  extern "C" void cleave_rt_all_reduce_##suffix(int64_t ir, void *i,           \
+                                                int64_t orank, void *o,        \
+                                                int64_t code, int64_t group) { \
+    allReduce({mpiType, size, widen}, ir, i, orank, o, code, group);           \
+  }                                                                            \
+  extern "C" void cleave_rt_all_gather_##suffix(int64_t ir, void *i,           \
+                                                int64_t orank, void *o,        \
+                                                int64_t axis, int64_t group) { \
+    allGather({mpiType, size, widen}, ir, i, orank, o, axis, group);           \
+  }                                                                            \
+  extern "C" void cleave_rt_reduce_scatter_##suffix(                           \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t code, \
+      int64_t group) {                                                         \
+    reduceScatter({mpiType, size, widen}, ir, i, orank, o, axis, code, group); \
+  }                                                                            \
+  extern "C" void cleave_rt_all_to_all_##suffix(                               \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t split,              \
+      int64_t concat, int64_t group) {                                         \
+    allToAll({mpiType, size, widen}, ir, i, orank, o, split, concat, group);   \
+  }                                                                            \
+  extern "C" void cleave_rt_send_##suffix(int64_t r, void *b, int64_t peer,    \
+                                          int64_t group) {                     \
+    transfer(true, {mpiType, size, widen}, r, b, peer, group);                 \
+  }                                                                            \
+  extern "C" void cleave_rt_recv_##suffix(int64_t r, void *b, int64_t peer,    \
+                                          int64_t group) {                     \
+    transfer(false, {mpiType, size, widen}, r, b, peer, group);                \
   }
 
 CLEAVE_RT_DEFINE_COLLECTIVES(f32, MPI_FLOAT, 4, 0)

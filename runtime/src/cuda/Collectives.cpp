@@ -1,4 +1,5 @@
-//===- Collectives.cpp - The collective ABI on device buffers: NCCL ---------===//
+//===- Collectives.cpp - The collective ABI on device buffers: NCCL
+//---------===//
 //
 // A CUDA program's collectives (cleave_rt_cuda_*) read and write device
 // buffers and are queued on the process's stream, after the kernels and GEMMs
@@ -40,13 +41,15 @@ using namespace cleave::rt::cuda;
 
 namespace {
 
-void checkNccl(ncclResult_t status, const char *call, ncclComm_t comm = nullptr) {
+void checkNccl(ncclResult_t status, const char *call,
+               ncclComm_t comm = nullptr) {
   if (status == ncclSuccess)
     return;
   std::string detail = ncclGetErrorString(status);
   if (const char *last = ncclGetLastError(comm); last && *last)
     detail += std::string(": ") + last;
-  throw RuntimeError(std::string(call) + " failed on " + where() + ": " + detail);
+  throw RuntimeError(std::string(call) + " failed on " + where() + ": " +
+                     detail);
 }
 
 /// Per group: its NCCL communicator, or null where it goes through MPI.
@@ -168,8 +171,8 @@ public:
   }
   void *descriptor() { return words.data(); }
   void writeBack() {
-    check(cudaMemcpyAsync(deviceData, data.data(), bytes, cudaMemcpyHostToDevice,
-                          processStream()),
+    check(cudaMemcpyAsync(deviceData, data.data(), bytes,
+                          cudaMemcpyHostToDevice, processStream()),
           "cudaMemcpyAsync (to device)");
     // `data` dies with this object: the copy must be done first.
     check(cudaStreamSynchronize(processStream()), "cudaStreamSynchronize");
@@ -210,7 +213,8 @@ template <typename OnHost, typename OnDevice>
 void collective(const char *kind, const Element &e, int64_t inRank,
                 void *inDesc, int64_t outRank, void *outDesc, int64_t group,
                 bool reduces, OnHost onHost, OnDevice onDevice) {
-  View in = viewOf(inRank, inDesc, e.bytes), out = viewOf(outRank, outDesc, e.bytes);
+  View in = viewOf(inRank, inDesc, e.bytes),
+       out = viewOf(outRank, outDesc, e.bytes);
   profile::Span span(
       [&] { return profile::describeTransfer(kind, in.count * e.bytes); });
   if (alone(in, out, e.bytes))
@@ -229,7 +233,8 @@ void collective(const char *kind, const Element &e, int64_t inRank,
 void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t code, int64_t group) {
   collective(
-      "all_reduce", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/true,
+      "all_reduce", e, inRank, inDesc, outRank, outDesc, group,
+      /*reduces=*/true,
       [&](void *hostIn, void *hostOut) {
         e.hostAllReduce(inRank, hostIn, outRank, hostOut, code, group);
       },
@@ -243,7 +248,8 @@ void allReduce(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
 void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                void *outDesc, int64_t axis, int64_t group) {
   collective(
-      "all_gather", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      "all_gather", e, inRank, inDesc, outRank, outDesc, group,
+      /*reduces=*/false,
       [&](void *hostIn, void *hostOut) {
         e.hostAllGather(inRank, hostIn, outRank, hostOut, axis, group);
       },
@@ -272,7 +278,8 @@ void reduceScatter(const Element &e, int64_t inRank, void *inDesc,
       "reduce_scatter", e, inRank, inDesc, outRank, outDesc, group,
       /*reduces=*/true,
       [&](void *hostIn, void *hostOut) {
-        e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code, group);
+        e.hostReduceScatter(inRank, hostIn, outRank, hostOut, axis, code,
+                            group);
       },
       [&](View &in, View &out, ncclComm_t c) {
         int n = comm::groupSize(group);
@@ -297,7 +304,8 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
               void *outDesc, int64_t splitAxis, int64_t concatAxis,
               int64_t group) {
   collective(
-      "all_to_all", e, inRank, inDesc, outRank, outDesc, group, /*reduces=*/false,
+      "all_to_all", e, inRank, inDesc, outRank, outDesc, group,
+      /*reduces=*/false,
       [&](void *hostIn, void *hostOut) {
         e.hostAllToAll(inRank, hostIn, outRank, hostOut, splitAxis, concatAxis,
                        group);
@@ -315,12 +323,12 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
                    innerS, outerS);
         checkNccl(ncclGroupStart(), "ncclGroupStart");
         for (int j = 0; j < n; ++j) {
-          checkNccl(ncclSend(send + j * part, part, ncclInt8, j, c,
-                             processStream()),
-                    "ncclSend", c);
-          checkNccl(ncclRecv(recv + j * part, part, ncclInt8, j, c,
-                             processStream()),
-                    "ncclRecv", c);
+          checkNccl(
+              ncclSend(send + j * part, part, ncclInt8, j, c, processStream()),
+              "ncclSend", c);
+          checkNccl(
+              ncclRecv(recv + j * part, part, ncclInt8, j, c, processStream()),
+              "ncclRecv", c);
         }
         checkNccl(ncclGroupEnd(), "ncclGroupEnd", c);
         // Received part j goes to slice j along concatAxis.
@@ -337,8 +345,8 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
   if (!comm::active())
     return;
   profile::Span span([&] {
-    return profile::describeTransfer(send ? "send" : "recv",
-                                     viewOf(rank, desc, e.bytes).count * e.bytes);
+    return profile::describeTransfer(
+        send ? "send" : "recv", viewOf(rank, desc, e.bytes).count * e.bytes);
   });
   ncclComm_t c = communicator(group);
   if (!c) {
@@ -405,46 +413,45 @@ void cuda::finishCollectives() {
 // The C ABI
 //===----------------------------------------------------------------------===//
 
-#define CLEAVE_RT_DEFINE_CUDA_COLLECTIVES(suffix, bytes, reducible, ncclType)   \
-  static const Element element_##suffix = {                                     \
-      bytes,                                                                    \
-      reducible,                                                                \
-      ncclType,                                                                 \
-      cleave_rt_all_reduce_##suffix,                                            \
-      cleave_rt_all_gather_##suffix,                                            \
-      cleave_rt_reduce_scatter_##suffix,                                        \
-      cleave_rt_all_to_all_##suffix,                                            \
-      cleave_rt_send_##suffix,                                                  \
-      cleave_rt_recv_##suffix};                                                 \
-  extern "C" void cleave_rt_cuda_all_reduce_##suffix(                           \
-      int64_t ir, void *i, int64_t orank, void *o, int64_t code, int64_t g) {   \
-    orExit([&] { allReduce(element_##suffix, ir, i, orank, o, code, g); });     \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_all_gather_##suffix(                           \
-      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t g) {   \
-    orExit([&] { allGather(element_##suffix, ir, i, orank, o, axis, g); });     \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_reduce_scatter_##suffix(                       \
-      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t code,  \
-      int64_t g) {                                                              \
-    orExit([&] {                                                                \
-      reduceScatter(element_##suffix, ir, i, orank, o, axis, code, g);          \
-    });                                                                         \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_all_to_all_##suffix(                           \
-      int64_t ir, void *i, int64_t orank, void *o, int64_t split,               \
-      int64_t concat, int64_t g) {                                              \
-    orExit([&] {                                                                \
-      allToAll(element_##suffix, ir, i, orank, o, split, concat, g);            \
-    });                                                                         \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_send_##suffix(int64_t r, void *b,              \
-                                               int64_t peer, int64_t g) {       \
-    orExit([&] { transfer(true, element_##suffix, r, b, peer, g); });           \
-  }                                                                             \
-  extern "C" void cleave_rt_cuda_recv_##suffix(int64_t r, void *b,              \
-                                               int64_t peer, int64_t g) {       \
-    orExit([&] { transfer(false, element_##suffix, r, b, peer, g); });          \
+#define CLEAVE_RT_DEFINE_CUDA_COLLECTIVES(suffix, bytes, reducible, ncclType)  \
+  static const Element element_##suffix = {bytes,                              \
+                                           reducible,                          \
+                                           ncclType,                           \
+                                           cleave_rt_all_reduce_##suffix,      \
+                                           cleave_rt_all_gather_##suffix,      \
+                                           cleave_rt_reduce_scatter_##suffix,  \
+                                           cleave_rt_all_to_all_##suffix,      \
+                                           cleave_rt_send_##suffix,            \
+                                           cleave_rt_recv_##suffix};           \
+  extern "C" void cleave_rt_cuda_all_reduce_##suffix(                          \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t code, int64_t g) {  \
+    orExit([&] { allReduce(element_##suffix, ir, i, orank, o, code, g); });    \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_all_gather_##suffix(                          \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t g) {  \
+    orExit([&] { allGather(element_##suffix, ir, i, orank, o, axis, g); });    \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_reduce_scatter_##suffix(                      \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t axis, int64_t code, \
+      int64_t g) {                                                             \
+    orExit([&] {                                                               \
+      reduceScatter(element_##suffix, ir, i, orank, o, axis, code, g);         \
+    });                                                                        \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_all_to_all_##suffix(                          \
+      int64_t ir, void *i, int64_t orank, void *o, int64_t split,              \
+      int64_t concat, int64_t g) {                                             \
+    orExit([&] {                                                               \
+      allToAll(element_##suffix, ir, i, orank, o, split, concat, g);           \
+    });                                                                        \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_send_##suffix(int64_t r, void *b,             \
+                                               int64_t peer, int64_t g) {      \
+    orExit([&] { transfer(true, element_##suffix, r, b, peer, g); });          \
+  }                                                                            \
+  extern "C" void cleave_rt_cuda_recv_##suffix(int64_t r, void *b,             \
+                                               int64_t peer, int64_t g) {      \
+    orExit([&] { transfer(false, element_##suffix, r, b, peer, g); });         \
   }
 
 CLEAVE_RT_DEFINE_CUDA_COLLECTIVES(f32, 4, true, ncclFloat32)

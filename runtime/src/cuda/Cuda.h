@@ -58,7 +58,9 @@ void finishCollectives();
 
 /// Element types of GEMM operands; accumulation is always float32.
 enum class GemmType { F32, F16, BF16 };
-inline size_t elementBytes(GemmType type) { return type == GemmType::F32 ? 4 : 2; }
+inline size_t elementBytes(GemmType type) {
+  return type == GemmType::F32 ? 4 : 2;
+}
 
 /// Row-major GEMMs through cuBLASLt on one stream: C[m x n] = op(A)[m x k] *
 /// op(B)[k x n] + bias + beta * C, A and B of one element type (op: read

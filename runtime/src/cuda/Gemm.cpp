@@ -1,4 +1,5 @@
-//===- Gemm.cpp - Row-major GEMMs through cuBLASLt -------------------------===//
+//===- Gemm.cpp - Row-major GEMMs through cuBLASLt
+//-------------------------===//
 //
 // cuBLASLt is column-major. A row-major X[r x c] is the column-major X^T
 // with leading dimension c, so C = A * B is computed as C^T = B^T * A^T:
@@ -90,7 +91,8 @@ struct Gemm::Plan {
 
 Gemm::Gemm(cudaStream_t stream) : stream(stream) {
   check(cublasLtCreate(&handle), "cublasLtCreate");
-  check(cudaMalloc(&workspace, workspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+  check(cudaMalloc(&workspace, workspaceBytes),
+        "cudaMalloc (cuBLASLt workspace)");
 }
 
 Gemm::~Gemm() {
@@ -106,7 +108,8 @@ namespace {
 
 /// The largest power of two, at most 256, that divides `pointer` and each
 /// of `strides` bytes: the alignment every matrix of a batch has.
-uint32_t alignment(const void *pointer, std::initializer_list<int64_t> strides) {
+uint32_t alignment(const void *pointer,
+                   std::initializer_list<int64_t> strides) {
   uint64_t bits = reinterpret_cast<uintptr_t>(pointer) | 256;
   for (int64_t stride : strides)
     bits |= static_cast<uint64_t>(stride);
@@ -114,8 +117,8 @@ uint32_t alignment(const void *pointer, std::initializer_list<int64_t> strides) 
 }
 
 template <typename T>
-void setAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
-                  const T &value) {
+void setAttribute(cublasLtMatmulDesc_t desc,
+                  cublasLtMatmulDescAttributes_t attribute, const T &value) {
   check(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
         "cublasLtMatmulDescSetAttribute");
 }
@@ -138,7 +141,8 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
   setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, transB);
   setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, transA);
   if (shape.bias) {
-    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                 CUBLASLT_EPILOGUE_BIAS);
     // The heuristic reads the pointer's alignment from it.
     setAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
@@ -150,8 +154,8 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
     if (shape.batch == 1)
       return;
     int32_t count = static_cast<int32_t>(shape.batch);
-    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                           &count, sizeof(count)),
+    check(cublasLtMatrixLayoutSetAttribute(
+              l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
           "cublasLtMatrixLayoutSetAttribute");
     check(cublasLtMatrixLayoutSetAttribute(
               l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
@@ -169,8 +173,10 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
   layout(plan->c, out, shape.n, shape.m, shape.ldc, shape.strideC);
 
   cublasLtMatmulPreference_t preference = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, auto value) {
+  check(cublasLtMatmulPreferenceCreate(&preference),
+        "cublasLtMatmulPreferenceCreate");
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute,
+                    auto value) {
     check(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value,
                                                sizeof(value)),
           "cublasLtMatmulPreferenceSetAttribute");
@@ -190,10 +196,11 @@ Gemm::Plan &Gemm::planFor(const Key &key, GemmType inType, GemmType outType,
   cublasLtMatmulPreferenceDestroy(preference);
   check(status, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0)
-    throw RuntimeError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " +
-                       std::to_string(shape.m) + "x" + std::to_string(shape.k) +
-                       " by " + std::to_string(shape.k) + "x" +
-                       std::to_string(shape.n) + " GEMM on " + where());
+    throw RuntimeError(
+        "cublasLtMatmulAlgoGetHeuristic found no algorithm for a " +
+        std::to_string(shape.m) + "x" + std::to_string(shape.k) + " by " +
+        std::to_string(shape.k) + "x" + std::to_string(shape.n) + " GEMM on " +
+        where());
   plan->algo = result.algo;
   return *plan;
 }
@@ -205,18 +212,31 @@ void Gemm::run(GemmType inType, GemmType outType, const Shape &shape,
   Alignments aligned{alignment(a, {shape.strideA * in, shape.lda * in}),
                      alignment(b, {shape.strideB * in, shape.ldb * in}),
                      alignment(c, {shape.strideC * out, shape.ldc * out})};
-  Key key = {static_cast<int64_t>(inType), static_cast<int64_t>(outType),
-             shape.m, shape.n, shape.k, shape.transA, shape.transB, shape.lda,
-             shape.ldb, shape.ldc, shape.batch, shape.strideA, shape.strideB,
-             shape.strideC, aligned.a, aligned.b, aligned.c,
+  Key key = {static_cast<int64_t>(inType),
+             static_cast<int64_t>(outType),
+             shape.m,
+             shape.n,
+             shape.k,
+             shape.transA,
+             shape.transB,
+             shape.lda,
+             shape.ldb,
+             shape.ldc,
+             shape.batch,
+             shape.strideA,
+             shape.strideB,
+             shape.strideC,
+             aligned.a,
+             aligned.b,
+             aligned.c,
              shape.bias ? alignment(bias, {}) : 0};
   Plan &plan = planFor(key, inType, outType, shape, aligned, bias);
   if (shape.bias)
     setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   float alpha = 1.0f;
-  check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c,
-                       plan.c, c, plan.c, &plan.algo, workspace, workspaceBytes,
-                       stream),
+  check(cublasLtMatmul(handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta,
+                       c, plan.c, c, plan.c, &plan.algo, workspace,
+                       workspaceBytes, stream),
         "cublasLtMatmul");
 }
 
@@ -277,8 +297,8 @@ void gemmEntry(CLEAVE_ABI_GEMM_PARAMS) {
       processGemm().run(InType, OutType, shape,
                         reinterpret_cast<const char *>(a) + g.a.at(o) * bytes,
                         reinterpret_cast<const char *>(b) + g.b.at(o) * bytes,
-                        reinterpret_cast<char *>(c) + g.c.at(o) * outBytes, beta,
-                        biasAt);
+                        reinterpret_cast<char *>(c) + g.c.at(o) * outBytes,
+                        beta, biasAt);
   });
 }
 

@@ -1,4 +1,5 @@
-//===- Launch.cpp - What compiled GPU code calls to load and launch kernels ===//
+//===- Launch.cpp - What compiled GPU code calls to load and launch kernels
+//===//
 //
 // MLIR's GPU lowering emits calls to `mgpu*` functions: global constructors
 // load each kernel's cubin (mgpuModuleLoad), host code launches kernels on a
@@ -62,8 +63,9 @@ void ensureContext() {
       check(cudaDeviceGetDefaultMemPool(&pool, device),
             "cudaDeviceGetDefaultMemPool");
       uint64_t keep = UINT64_MAX;
-      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
-            "cudaMemPoolSetAttribute");
+      check(
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+          "cudaMemPoolSetAttribute");
     } catch (const std::exception &e) {
       return std::string(e.what());
     }
@@ -128,7 +130,8 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
                                 nullptr, nullptr, 0),
             "cudaLibraryLoadData");
     }
-    check(cudaLibraryGetKernel(&kernel, m->library, name), "cudaLibraryGetKernel");
+    check(cudaLibraryGetKernel(&kernel, m->library, name),
+          "cudaLibraryGetKernel");
   });
   kernelNames()[kernel] = name;
   return kernel;
@@ -160,8 +163,8 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   orExit([&] {
     check(cudaLaunchKernel(
               function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
-              dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
-              size_t(sharedBytes), static_cast<cudaStream_t>(stream)),
+              dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)),
+              params, size_t(sharedBytes), static_cast<cudaStream_t>(stream)),
           "cudaLaunchKernel");
   });
 }
@@ -223,7 +226,8 @@ extern "C" int cleave_rt_device_mark() {
       m.events.emplace_back();
       check(cudaEventCreate(&m.events.back()), "cudaEventCreate");
     }
-    check(cudaEventRecord(m.events[m.used], processStream()), "cudaEventRecord");
+    check(cudaEventRecord(m.events[m.used], processStream()),
+          "cudaEventRecord");
   });
   return int(m.used++);
 }

@@ -1,7 +1,8 @@
 //===- Passes.h - Passes of the CUDA target's code generation ---*- C++ -*-===//
 //
-// The passes of the CUDA target's code generation, declared from Passes.td beside this
-// file; registerCleaveCodegenCUDAPasses() makes them known to cleave-opt.
+// The passes of the CUDA target's code generation, declared from Passes.td
+// beside this file; registerCleaveCodegenCUDAPasses() makes them known to
+// cleave-opt.
 //
 //===----------------------------------------------------------------------===//
 

@@ -106,7 +106,8 @@ void cleave_model_run(void **buffers);
  * with float32 accumulation and a float32 C. Element (r, c) of operand X in
  * GEMM (o, i) is at element
  *
- *   offsetX + o * outerStrideX + i * batchStrideX + r * rowStrideX + c * colStrideX
+ *   offsetX + o * outerStrideX + i * batchStrideX + r * rowStrideX + c *
+ * colStrideX
  *
  * of the buffer at X (an aligned base pointer passed as an integer). A and B
  * may each be row-major (colStride 1, rows rowStride apart) or column-major
@@ -129,7 +130,7 @@ void cleave_model_run(void **buffers);
  *                              bias first.
  *   cleave_rt_cuda_...         the same on device memory through cuBLASLt
  *                              (float32: TF32 not enabled) */
-#define CLEAVE_ABI_GEMM_PARAMS                                                  \
+#define CLEAVE_ABI_GEMM_PARAMS                                                 \
   int64_t outer, int64_t batch, int64_t m, int64_t n, int64_t k, intptr_t a,   \
       int64_t offsetA, int64_t outerStrideA, int64_t batchStrideA,             \
       int64_t rowStrideA, int64_t colStrideA, intptr_t b, int64_t offsetB,     \
@@ -138,7 +139,7 @@ void cleave_model_run(void **buffers);
       int64_t batchStrideC, int64_t ldc, intptr_t bias, int64_t offsetBias,    \
       float beta
 /* The same names, as arguments, for passing the parameters on. */
-#define CLEAVE_ABI_GEMM_ARGS                                                    \
+#define CLEAVE_ABI_GEMM_ARGS                                                   \
   outer, batch, m, n, k, a, offsetA, outerStrideA, batchStrideA, rowStrideA,   \
       colStrideA, b, offsetB, outerStrideB, batchStrideB, rowStrideB,          \
       colStrideB, c, offsetC, outerStrideC, batchStrideC, ldc, bias,           \
@@ -183,21 +184,20 @@ int64_t cleave_rt_grid_index(int64_t axis);
  *   send / recv     point to point: `buffer` to / from group member `peer`
  *                   (its position in the group, first axis major). */
 #define CLEAVE_ABI_DECLARE_COLLECTIVES(prefix, suffix)                         \
-  void prefix##all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank,   \
-                                   void *out, int64_t reduction,                \
-                                   int64_t group);                              \
-  void prefix##all_gather_##suffix(int64_t inRank, void *in, int64_t outRank,   \
-                                   void *out, int64_t axis, int64_t group);     \
-  void prefix##reduce_scatter_##suffix(int64_t inRank, void *in,                \
-                                       int64_t outRank, void *out,              \
-                                       int64_t axis, int64_t reduction,         \
-                                       int64_t group);                          \
-  void prefix##all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank,   \
-                                   void *out, int64_t splitAxis,                \
-                                   int64_t concatAxis, int64_t group);          \
-  void prefix##send_##suffix(int64_t rank, void *buffer, int64_t peer,          \
-                             int64_t group);                                    \
-  void prefix##recv_##suffix(int64_t rank, void *buffer, int64_t peer,          \
+  void prefix##all_reduce_##suffix(int64_t inRank, void *in, int64_t outRank,  \
+                                   void *out, int64_t reduction,               \
+                                   int64_t group);                             \
+  void prefix##all_gather_##suffix(int64_t inRank, void *in, int64_t outRank,  \
+                                   void *out, int64_t axis, int64_t group);    \
+  void prefix##reduce_scatter_##suffix(                                        \
+      int64_t inRank, void *in, int64_t outRank, void *out, int64_t axis,      \
+      int64_t reduction, int64_t group);                                       \
+  void prefix##all_to_all_##suffix(int64_t inRank, void *in, int64_t outRank,  \
+                                   void *out, int64_t splitAxis,               \
+                                   int64_t concatAxis, int64_t group);         \
+  void prefix##send_##suffix(int64_t rank, void *buffer, int64_t peer,         \
+                             int64_t group);                                   \
+  void prefix##recv_##suffix(int64_t rank, void *buffer, int64_t peer,         \
                              int64_t group);
 /* The same collectives in a CUDA program (prefix cleave_rt_cuda_), on device
  * buffers, queued on the process's stream: through NCCL where the group's

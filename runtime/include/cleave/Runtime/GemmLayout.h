@@ -37,9 +37,8 @@ struct MatrixLayout {
 /// The layout of a `rows` x `cols` matrix with the given element strides, or
 /// none when BLAS cannot read it (no unit stride, or lines that overlap). A
 /// dimension of size 1 takes any stride.
-inline std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols,
-                                                int64_t rowStride,
-                                                int64_t colStride) {
+inline std::optional<MatrixLayout>
+matrixLayout(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
   if (cols == 1 || colStride == 1) {
     int64_t ld = rows == 1 ? cols : rowStride;
     if (ld >= std::max<int64_t>(cols, 1))

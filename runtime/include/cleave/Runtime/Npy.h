@@ -38,7 +38,8 @@ size_t dtypeBytes(const std::string &dtype);
 NpyArray parseNpy(const std::string &path, const char *bytes, size_t size);
 NpyArray readNpy(const std::string &path);
 void writeNpy(const std::string &path, const std::string &dtype,
-              const std::vector<int64_t> &shape, const void *data, size_t bytes);
+              const std::vector<int64_t> &shape, const void *data,
+              size_t bytes);
 
 } // namespace cleave::rt
 

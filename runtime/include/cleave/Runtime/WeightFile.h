@@ -29,7 +29,7 @@
 typedef struct {
   uint64_t hash;
   uint64_t length;
-  uint64_t pending;       /* bytes of an incomplete 8-byte word */
+  uint64_t pending; /* bytes of an incomplete 8-byte word */
   unsigned pendingBytes;
 } cleave_checksum_state;
 
