@@ -164,6 +164,17 @@ static void addGpuKernels(OpPassManager &fpm) {
   fpm.addPass(createCanonicalizerPass());
 }
 
+/// The start both targets share: copies as linalg ops, and transposed
+/// copies written by their producers; with `attention`, attention as one
+/// tensor-core kernel, before its GEMMs go to the library.
+static void addCopies(OpPassManager &pm, bool attention) {
+  OpPassManager &fpm = pm.nest<func::FuncOp>();
+  fpm.addPass(createCleaveCopiesToLinalg());
+  fpm.addPass(createCleaveWriteTransposed());
+  if (attention)
+    fpm.addPass(createCleaveAttentionToGpu());
+}
+
 void cleave::buildLowerPipeline(OpPassManager &pm,
                                 const PipelineOptions &options) {
   if (options.target == Target::CUDA)
@@ -174,13 +185,7 @@ void cleave::buildLowerPipeline(OpPassManager &pm,
 
 void cleave::buildCpuLowerPipeline(OpPassManager &pm,
                                    const PipelineOptions &options) {
-  OpPassManager &copies = pm.nest<func::FuncOp>();
-  copies.addPass(createCleaveCopiesToLinalg());
-  copies.addPass(createCleaveWriteTransposed());
-  // Attention as one tensor-core kernel, before its GEMMs go to the
-  // library.
-  if (options.gpuKernelsOnCpu && options.fuseAttention)
-    copies.addPass(createCleaveAttentionToGpu());
+  addCopies(pm, options.gpuKernelsOnCpu && options.fuseAttention);
   if (options.cpuGemm == GemmBackend::Library)
     pm.addPass(createCleaveLinalgToBlas());
   OpPassManager &loops = pm.nest<func::FuncOp>();
@@ -223,12 +228,7 @@ void cleave::buildCpuLowerPipeline(OpPassManager &pm,
 
 void cleave::buildCudaLowerPipeline(OpPassManager &pm,
                                     const PipelineOptions &options) {
-  OpPassManager &copies = pm.nest<func::FuncOp>();
-  copies.addPass(createCleaveCopiesToLinalg());
-  copies.addPass(createCleaveWriteTransposed());
-  // Attention as one tensor-core kernel, before its GEMMs go to cuBLASLt.
-  if (options.fuseAttention)
-    copies.addPass(createCleaveAttentionToGpu());
+  addCopies(pm, options.fuseAttention);
   CleaveLinalgToBlasOptions gemms;
   gemms.target = targetName(Target::CUDA).str();
   pm.addPass(createCleaveLinalgToBlas(gemms));
@@ -285,23 +285,15 @@ namespace {
 
 /// PipelineOptions as textual pipeline options, for cleave-opt.
 struct PhasePipelineOptions : public PassPipelineOptions<PhasePipelineOptions> {
-  Option<Target> target{
-      *this, "target", llvm::cl::desc("Code generation target"),
-      llvm::cl::init(Target::CPU),
-      llvm::cl::values(clEnumValN(Target::CPU, "cpu", "the host CPU"),
-                       clEnumValN(Target::CUDA, "cuda", "NVIDIA GPUs"))};
+  Option<Target> target{*this, "target",
+                        llvm::cl::desc("Code generation target"),
+                        llvm::cl::init(Target::CPU), targetValues()};
   Option<Precision> precision{
       *this, "precision", llvm::cl::desc("GEMM operand type"),
-      llvm::cl::init(Precision::F32),
-      llvm::cl::values(clEnumValN(Precision::F32, "f32", "float32"),
-                       clEnumValN(Precision::BF16, "bf16", "bfloat16"),
-                       clEnumValN(Precision::F16, "f16", "float16"))};
+      llvm::cl::init(Precision::F32), precisionValues()};
   Option<GemmBackend> cpuGemm{
       *this, "cpu-gemm", llvm::cl::desc("float32 GEMMs on the CPU"),
-      llvm::cl::init(GemmBackend::Library),
-      llvm::cl::values(
-          clEnumValN(GemmBackend::Library, "blas", "runtime GEMM calls"),
-          clEnumValN(GemmBackend::Loops, "loops", "compiled loops"))};
+      llvm::cl::init(GemmBackend::Library), gemmBackendValues()};
   Option<std::string> gpuArch{*this, "gpu-arch", llvm::cl::desc("CUDA GPU"),
                               llvm::cl::init("sm_90")};
   Option<bool> fuseAttention{

@@ -112,14 +112,10 @@ cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after this phase and write its IR to -o (default: bundle)"),
     cl::value_desc("PHASE"), cl::init("bundle"), cl::cat(category));
-cl::opt<Target> target(
-    "target", cl::desc("Code generation target (default cpu)"),
-    cl::values(clEnumValN(Target::CPU, "cpu", "the host CPU"),
-               clEnumValN(Target::CUDA, "cuda",
-                          "a kernel per fused op as a cubin, GEMMs on "
-                          "cuBLASLt, collectives on NCCL, one stream; not yet "
-                          "run on a GPU by Cleave's tests")),
-    cl::init(Target::CPU), cl::cat(category));
+cl::opt<Target> target("target",
+                       cl::desc("Code generation target (default cpu)"),
+                       targetValues(), cl::init(Target::CPU),
+                       cl::cat(category));
 cl::opt<std::string>
     gpuArch("gpu-arch", cl::desc("The GPU for --target cuda (default sm_90)"),
             cl::value_desc("sm_80|sm_90"), cl::init("sm_90"),
@@ -130,20 +126,14 @@ cl::opt<Precision> precision(
              "operands (weights stored in 16 bits) and accumulate in float32; "
              "everything else, normalisation statistics included, stays "
              "float32"),
-    cl::values(clEnumValN(Precision::F32, "f32", "float32"),
-               clEnumValN(Precision::BF16, "bf16", "bfloat16"),
-               clEnumValN(Precision::F16, "f16", "float16")),
-    cl::init(Precision::F32), cl::cat(category));
+    precisionValues(), cl::init(Precision::F32), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Write the IR after each phase into DIR"),
                              cl::value_desc("DIR"), cl::cat(category));
-cl::opt<GemmBackend> cpuGemm(
-    "cpu-gemm", cl::desc("float32 GEMMs on the CPU (default blas)"),
-    cl::values(clEnumValN(GemmBackend::Library, "blas",
-                          "the runtime's GEMM kernels and OpenBLAS"),
-               clEnumValN(GemmBackend::Loops, "loops",
-                          "compiled like every other op; for comparison")),
-    cl::init(GemmBackend::Library), cl::cat(category));
+cl::opt<GemmBackend>
+    cpuGemm("cpu-gemm", cl::desc("float32 GEMMs on the CPU (default blas)"),
+            gemmBackendValues(), cl::init(GemmBackend::Library),
+            cl::cat(category));
 cl::opt<std::string> gpuAttention(
     "gpu-attention",
     cl::desc("With --target cuda (or --gpu-kernels-on-cpu) and --precision "

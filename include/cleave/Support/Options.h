@@ -11,6 +11,7 @@
 #define CLEAVE_SUPPORT_OPTIONS_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <optional>
 
@@ -64,6 +65,29 @@ inline std::optional<Precision> parsePrecision(llvm::StringRef name) {
     if (precisionName(p) == name)
       return p;
   return std::nullopt;
+}
+
+/// Each enum's spellings, for cleave-compile's flags and cleave-opt's
+/// pipeline options alike.
+inline auto targetValues() {
+  return llvm::cl::values(
+      clEnumValN(Target::CPU, "cpu", "the host CPU"),
+      clEnumValN(Target::CUDA, "cuda",
+                 "a kernel per fused op as a cubin, GEMMs on cuBLASLt, "
+                 "collectives on NCCL, one stream; not yet run on a GPU by "
+                 "Cleave's tests"));
+}
+inline auto precisionValues() {
+  return llvm::cl::values(clEnumValN(Precision::F32, "f32", "float32"),
+                          clEnumValN(Precision::BF16, "bf16", "bfloat16"),
+                          clEnumValN(Precision::F16, "f16", "float16"));
+}
+inline auto gemmBackendValues() {
+  return llvm::cl::values(
+      clEnumValN(GemmBackend::Library, "blas",
+                 "the runtime's GEMM kernels and OpenBLAS"),
+      clEnumValN(GemmBackend::Loops, "loops",
+                 "compiled like every other op; for comparison"));
 }
 
 } // namespace cleave
