@@ -62,6 +62,10 @@ Runs a bundle written by cleave-compile.
 Bundles compiled for several ranks are started with MPICH's mpiexec, one
 process per rank; rank 0 writes the outputs (with pipeline stages, the
 first rank of the last stage). Each rank maps only its own weight file.
+Where ranks x threads exceed the cores, cleave-run sets
+CLEAVE_RANKS_SHARE_CORES=1: a rank waiting in a collective then sleeps
+between polls instead of MPICH's busy wait, so the peer it waits for can
+run (set it to 0 to keep the busy wait).
 bfloat16 tensors are exchanged as uint16 arrays of their bit patterns.
 OpenBLAS chooses its GEMM kernels for the CPU when it loads; one that does
 not know the CPU (Debian's 0.3.21 on Emerald Rapids) falls back to its
@@ -227,11 +231,25 @@ int main(int argc, char **argv) {
                   "mpich)");
     args = {mpiexec, "-n", std::to_string(*ranks)};
     // Ranks share the cores unless told otherwise.
-    if (!threadsGiven && !std::getenv("CLEAVE_NUM_THREADS")) {
-      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    if (!threadsGiven && !std::getenv("CLEAVE_NUM_THREADS"))
       setenv("CLEAVE_NUM_THREADS",
              std::to_string(std::max<int64_t>(1, cores / *ranks)).c_str(), 1);
+    // More threads than cores: a rank waiting in a collective must not hold
+    // the core its peer needs to get there (MPICH waits busily).
+    int64_t threads = 1;
+    for (size_t i = 0; i < forwarded.size(); ++i) {
+      llvm::StringRef arg = forwarded[i];
+      if (arg == "--threads" && i + 1 < forwarded.size())
+        llvm::StringRef(forwarded[i + 1]).getAsInteger(10, threads);
+      else if (arg.consume_front("--threads="))
+        arg.getAsInteger(10, threads);
     }
+    if (!threadsGiven)
+      llvm::StringRef(std::getenv("CLEAVE_NUM_THREADS"))
+          .getAsInteger(10, threads);
+    if (*ranks * std::max<int64_t>(1, threads) > int64_t(cores))
+      setenv("CLEAVE_RANKS_SHARE_CORES", "1", /*overwrite=*/0);
   }
   args.push_back(program.str().str());
   args.push_back("--bundle");

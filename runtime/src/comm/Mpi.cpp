@@ -275,20 +275,65 @@ MPI_Op reductionOp(int64_t code) {
   comm::abortJob(70);
 }
 
+void waitFor(MPI_Request &request, const char *call);
+
+/// Whether this machine's ranks share its cores (cleave-run sets
+/// CLEAVE_RANKS_SHARE_CORES when ranks x threads exceed them): a rank that
+/// waits busily in a collective then holds the core the peer it waits for
+/// needs.
+bool ranksShareCores() {
+  static const bool share = [] {
+    const char *v = std::getenv("CLEAVE_RANKS_SHARE_CORES");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return share;
+}
+
+/// Runs one collective: MPI's blocking call, or, where ranks share cores,
+/// its nonblocking form waited for politely (waitFor).
+template <typename Blocking, typename Start>
+void collective(const char *blockingName, Blocking blocking,
+                const char *startName, Start start) {
+  if (!ranksShareCores()) {
+    check(blocking(), blockingName);
+    return;
+  }
+  MPI_Request request;
+  check(start(&request), startName);
+  waitFor(request, startName);
+}
+
 /// Reduces `count` elements of `in` into `out` over `c`, with `scatter`:
 /// MPI_Reduce_scatter_block of `count` / group size per member.
 void reduce(const Element &e, const char *in, char *out, int64_t count,
             int64_t code, MPI_Comm c, bool scatter) {
   int64_t outCount = scatter ? count / groupSize(c) : count;
   if (e.widen == 0) {
+    const void *send = in == out ? MPI_IN_PLACE : in;
     if (scatter)
-      check(MPI_Reduce_scatter_block(in, out, outCount, e.type,
-                                     reductionOp(code), c),
-            "MPI_Reduce_scatter_block");
+      collective(
+          "MPI_Reduce_scatter_block",
+          [&] {
+            return MPI_Reduce_scatter_block(in, out, outCount, e.type,
+                                            reductionOp(code), c);
+          },
+          "MPI_Ireduce_scatter_block",
+          [&](MPI_Request *r) {
+            return MPI_Ireduce_scatter_block(in, out, outCount, e.type,
+                                             reductionOp(code), c, r);
+          });
     else
-      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, count, e.type,
-                          reductionOp(code), c),
-            "MPI_Allreduce");
+      collective(
+          "MPI_Allreduce",
+          [&] {
+            return MPI_Allreduce(send, out, count, e.type, reductionOp(code),
+                                 c);
+          },
+          "MPI_Iallreduce",
+          [&](MPI_Request *r) {
+            return MPI_Iallreduce(send, out, count, e.type, reductionOp(code),
+                                  c, r);
+          });
     return;
   }
   std::vector<float> wide(count), result(outCount);
@@ -296,13 +341,29 @@ void reduce(const Element &e, const char *in, char *out, int64_t count,
   for (int64_t i = 0; i < count; ++i)
     wide[i] = e.widen == 1 ? halfToFloat(halves[i]) : bf16ToFloat(halves[i]);
   if (scatter)
-    check(MPI_Reduce_scatter_block(wide.data(), result.data(), outCount,
-                                   MPI_FLOAT, reductionOp(code), c),
-          "MPI_Reduce_scatter_block");
+    collective(
+        "MPI_Reduce_scatter_block",
+        [&] {
+          return MPI_Reduce_scatter_block(wide.data(), result.data(), outCount,
+                                          MPI_FLOAT, reductionOp(code), c);
+        },
+        "MPI_Ireduce_scatter_block",
+        [&](MPI_Request *r) {
+          return MPI_Ireduce_scatter_block(wide.data(), result.data(), outCount,
+                                           MPI_FLOAT, reductionOp(code), c, r);
+        });
   else
-    check(MPI_Allreduce(wide.data(), result.data(), count, MPI_FLOAT,
-                        reductionOp(code), c),
-          "MPI_Allreduce");
+    collective(
+        "MPI_Allreduce",
+        [&] {
+          return MPI_Allreduce(wide.data(), result.data(), count, MPI_FLOAT,
+                               reductionOp(code), c);
+        },
+        "MPI_Iallreduce",
+        [&](MPI_Request *r) {
+          return MPI_Iallreduce(wide.data(), result.data(), count, MPI_FLOAT,
+                                reductionOp(code), c, r);
+        });
   auto *outHalves = reinterpret_cast<uint16_t *>(out);
   for (int64_t i = 0; i < outCount; ++i)
     outHalves[i] =
@@ -353,14 +414,31 @@ void allGather(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
   size_t block = in.count * e.bytes; // one member's part
   size_t inner = block / outer;      // bytes of one outer row of a part
   if (outer == 1) {
-    check(MPI_Allgather(in.data, block, MPI_BYTE, out.data, block, MPI_BYTE, c),
-          "MPI_Allgather");
+    collective(
+        "MPI_Allgather",
+        [&] {
+          return MPI_Allgather(in.data, block, MPI_BYTE, out.data, block,
+                               MPI_BYTE, c);
+        },
+        "MPI_Iallgather",
+        [&](MPI_Request *r) {
+          return MPI_Iallgather(in.data, block, MPI_BYTE, out.data, block,
+                                MPI_BYTE, c, r);
+        });
     return;
   }
   std::vector<char> staged(block * n);
-  check(MPI_Allgather(in.data, block, MPI_BYTE, staged.data(), block, MPI_BYTE,
-                      c),
-        "MPI_Allgather");
+  collective(
+      "MPI_Allgather",
+      [&] {
+        return MPI_Allgather(in.data, block, MPI_BYTE, staged.data(), block,
+                             MPI_BYTE, c);
+      },
+      "MPI_Iallgather",
+      [&](MPI_Request *r) {
+        return MPI_Iallgather(in.data, block, MPI_BYTE, staged.data(), block,
+                              MPI_BYTE, c, r);
+      });
   for (int j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(out.data + (o * n + j) * inner,
@@ -408,9 +486,17 @@ void allToAll(const Element &e, int64_t inRank, void *inDesc, int64_t outRank,
     for (int64_t o = 0; o < outerS; ++o)
       std::memcpy(send.data() + j * part + o * innerS,
                   in.data + (o * n + j) * innerS, innerS);
-  check(
-      MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part, MPI_BYTE, c),
-      "MPI_Alltoall");
+  collective(
+      "MPI_Alltoall",
+      [&] {
+        return MPI_Alltoall(send.data(), part, MPI_BYTE, recv.data(), part,
+                            MPI_BYTE, c);
+      },
+      "MPI_Ialltoall",
+      [&](MPI_Request *r) {
+        return MPI_Ialltoall(send.data(), part, MPI_BYTE, recv.data(), part,
+                             MPI_BYTE, c, r);
+      });
   // Receive: part j goes to slice j along concatAxis.
   int64_t outerC = product(out.shape, 0, concatAxis);
   size_t innerC = out.count / outerC / n * e.bytes;
