@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallBitVector.h"
 
 using namespace mlir;
@@ -151,6 +152,19 @@ std::optional<SmallVector<int64_t>> seedRows(linalg::GenericOp op) {
   return rows;
 }
 
+/// The buffers `op`'s body touches itself, not through its operands (a
+/// memref.load of a gather's table), as the buffers they view.
+SetVector<Value> bodyBuffers(linalg::GenericOp op, ArrayRef<int64_t> rows) {
+  SetVector<Value> roots;
+  op.getRegion().walk([&](Operation *inner) {
+    for (Value v : inner->getOperands())
+      if (isa<MemRefType>(v.getType()) &&
+          !op.getRegion().isAncestor(v.getParentRegion()))
+        roots.insert(trace(v, rows).root);
+  });
+  return roots;
+}
+
 /// Whether `members`, in order, keep every value one writes and a later one
 /// reads within its row (see Passes.td). A buffer written in rows elsewhere
 /// holds another block's row where this block would read or write its own:
@@ -173,6 +187,14 @@ bool rowSafe(ArrayRef<linalg::GenericOp> members, ArrayRef<int64_t> rows) {
       return false;
   DenseSet<Value> written, readAcrossRows;
   for (linalg::GenericOp op : members) {
+    // A buffer the body reads itself (a gather's table, at indices it
+    // computes) is read at any row: the rows a later member has not yet
+    // written, or that the chain holds a row at a time elsewhere.
+    for (Value root : bodyBuffers(op, rows)) {
+      if (written.contains(root))
+        return false;
+      readAcrossRows.insert(root);
+    }
     for (OpOperand *in : op.getDpsInputOperands()) {
       if (!isa<MemRefType>(in->get().getType()))
         continue;

@@ -4,6 +4,14 @@
 Usage: make_model.py KIND OUT.onnx
 
 Kinds:
+  swin-pooler
+             Swin's pooler as PyTorch's dynamo exporter writes it, on
+             x[2,49,64]: LayerNormalization, Transpose, Unsqueeze,
+             ReduceMean over the last two axes (keepdims), Reshape to one
+             dimension, Gather by int64 indices of shape 2x64x1x1 stored as
+             an initializer, Squeeze, Reshape to [2,64]
+  swin-pooler-constant
+             the same with the indices as a Constant node
   external   MatMul with a weight stored in OUT.onnx's folder as 'weights.bin',
              plus a small int64 shape initializer and a float scale vector
   unused     a model with an initializer nothing reads
@@ -380,9 +388,47 @@ def gemm_projections(out):
               out)
 
 
+def swin_pooler(out, constant=False):
+    """Swin's pooler; see the usage text."""
+    batch, tokens, channels = 2, 49, 64
+    indices = np.arange(batch * channels, dtype=np.int64).reshape(batch, channels, 1, 1)
+    inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, channels, dtype=np.float32), "ln.w"),
+             numpy_helper.from_array(np.linspace(-0.1, 0.1, channels, dtype=np.float32), "ln.b"),
+             numpy_helper.from_array(np.array([2], np.int64), "unsqueeze_axes"),
+             numpy_helper.from_array(np.array([-1, -2], np.int64), "mean_axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "flat_shape"),
+             numpy_helper.from_array(np.array([3, 2], np.int64), "squeeze_axes"),
+             numpy_helper.from_array(np.array([batch, channels], np.int64), "out_shape")]
+    nodes = [helper.make_node("LayerNormalization", ["x", "ln.w", "ln.b"], ["ln"],
+                              name="/layernorm/LayerNormalization", axis=-1, epsilon=1e-5),
+             helper.make_node("Transpose", ["ln"], ["t"], name="/Transpose", perm=[0, 2, 1]),
+             helper.make_node("Unsqueeze", ["t", "unsqueeze_axes"], ["u"], name="/pooler/Unsqueeze"),
+             helper.make_node("ReduceMean", ["u", "mean_axes"], ["mean"],
+                              name="/pooler/ReduceMean", keepdims=1),
+             helper.make_node("Reshape", ["mean", "flat_shape"], ["flat"], name="/Reshape")]
+    if constant:
+        nodes.append(helper.make_node("Constant", [], ["indices"], name="/Constant",
+                                      value=numpy_helper.from_array(indices)))
+    else:
+        inits.append(numpy_helper.from_array(indices, "indices"))
+    nodes += [helper.make_node("Gather", ["flat", "indices"], ["gathered"], name="/Gather", axis=0),
+              helper.make_node("Squeeze", ["gathered", "squeeze_axes"], ["squeezed"],
+                               name="/Squeeze"),
+              helper.make_node("Reshape", ["squeezed", "out_shape"], ["pooler_output"],
+                               name="/Reshape_1")]
+    graph = helper.make_graph(
+        nodes, "swin-pooler",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, tokens, channels])],
+        [helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, [batch, channels])],
+        inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), out)
+
+
 if __name__ == "__main__":
     kinds = {"embedding": embedding, "external": external, "unused": unused,
              "constant": constant, "mlp": mlp,
+             "swin-pooler": swin_pooler,
+             "swin-pooler-constant": lambda out: swin_pooler(out, constant=True),
              "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True),
              "attention-mqa": attention_mqa,

@@ -169,3 +169,91 @@ func.func @transposed_rows(%x: memref<2x4x4x16xf32>, %out: memref<2x4x4x16xf32>)
   memref.dealloc %sum : memref<2x4x4xf32>
   return
 }
+
+// -----
+
+// Tests that a generic whose body reads a buffer the chain writes, at an
+// index it computes (a Gather of a reduction's result: Swin's pooler,
+// ReduceMean then Reshape to one dimension then Gather by an index tensor),
+// does not join the chain: row by row it would read rows not yet computed,
+// and the buffer would live a row at a time on the stack, never written.
+// The mean's chain is fused; the gather stays a generic after the loop,
+// reading the whole mean buffer, which the chain writes.
+// CHECK-LABEL: func.func @gather_of_chain_result
+// CHECK: %[[MEAN:.*]] = memref.alloc() : memref<2x64xf32>
+// CHECK: scf.parallel
+// CHECK: memref.store %{{.*}}, %[[MEAN]][%{{.*}}, %{{.*}}]
+// CHECK: scf.reduce
+// CHECK: %[[FLAT:.*]] = memref.collapse_shape %[[MEAN]]
+// CHECK: linalg.generic
+// CHECK: memref.load %[[FLAT]]
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#in3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#red = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @gather_of_chain_result(%x: memref<2x64x49xf32>, %idx: memref<2x64xi64>,
+                                  %out: memref<2x64xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %sum = memref.alloc() : memref<2x64xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<2x64xf32>)
+  linalg.generic {indexing_maps = [#in3, #red], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<2x64x49xf32>) outs(%sum : memref<2x64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  %mean = memref.alloc() : memref<2x64xf32>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sum : memref<2x64xf32>) outs(%mean : memref<2x64xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %n = arith.constant 4.900000e+01 : f32
+    %d = arith.divf %in, %n : f32
+    linalg.yield %d : f32
+  }
+  memref.dealloc %sum : memref<2x64xf32>
+  %flat = memref.collapse_shape %mean [[0, 1]] : memref<2x64xf32> into memref<128xf32>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%idx : memref<2x64xi64>) outs(%out : memref<2x64xf32>) {
+  ^bb0(%i: i64, %o: f32):
+    %j = arith.index_cast %i : i64 to index
+    %v = memref.load %flat[%j] : memref<128xf32>
+    linalg.yield %v : f32
+  }
+  memref.dealloc %mean : memref<2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that a body's read of a buffer the chain does not write (a gather
+// from a table, an embedding's) still joins it: the table is whole
+// throughout. No generic is left.
+// CHECK-LABEL: func.func @gather_of_table
+// CHECK: scf.parallel
+// CHECK: memref.load %arg2[
+// CHECK: scf.reduce
+// CHECK-NOT: linalg.generic
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#in3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#red = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @gather_of_table(%x: memref<2x64x49xf32>, %idx: memref<2x64xi64>,
+                           %table: memref<128xf32>, %out: memref<2x64xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %sum = memref.alloc() : memref<2x64xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<2x64xf32>)
+  linalg.generic {indexing_maps = [#in3, #red], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<2x64x49xf32>) outs(%sum : memref<2x64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sum, %idx : memref<2x64xf32>, memref<2x64xi64>) outs(%out : memref<2x64xf32>) {
+  ^bb0(%s: f32, %i: i64, %o: f32):
+    %j = arith.index_cast %i : i64 to index
+    %v = memref.load %table[%j] : memref<128xf32>
+    %r = arith.addf %s, %v : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %sum : memref<2x64xf32>
+  return
+}
