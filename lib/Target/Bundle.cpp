@@ -373,6 +373,34 @@ static LogicalResult writeText(StringRef path, StringRef text) {
   return failure();
 }
 
+/// Whether `dir` holds a bundle cleave-compile wrote: a manifest of the
+/// bundle format, and nothing but what a bundle holds.
+static bool isBundle(llvm::StringRef dir) {
+  namespace fs = llvm::sys::fs;
+  auto manifest = llvm::MemoryBuffer::getFile(dir + "/manifest.json");
+  if (!manifest)
+    return false;
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*manifest)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return false;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root || root->getString("format") != "cleave-bundle")
+    return false;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (!llvm::is_contained({"manifest.json", "plan.txt", "program",
+                             "weights.bin", "weights"},
+                            name))
+      return false;
+  }
+  return !ec;
+}
+
 LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                                   const BundleOptions &options) {
   namespace fs = llvm::sys::fs;
@@ -380,17 +408,27 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     llvm::errs() << "cleave-compile: error: " << message << "\n";
     return failure();
   };
+  // One spelling of the folder (`OUT/`, `.`, `a/../OUT` alike), so that the
+  // staging folder is its sibling, never inside it.
+  llvm::SmallString<256> outDir(options.outDir);
+  if (std::error_code ec = fs::make_absolute(outDir))
+    return fail("cannot resolve '" + options.outDir + "': " + ec.message());
+  llvm::sys::path::remove_dots(outDir, /*remove_dot_dot=*/true);
+  while (outDir.size() > 1 && llvm::sys::path::is_separator(outDir.back()))
+    outDir.pop_back();
+  if (!llvm::sys::path::has_parent_path(outDir) ||
+      llvm::sys::path::parent_path(outDir) == outDir)
+    return fail("'" + options.outDir + "' cannot hold a bundle: pass a folder "
+                "below it");
   // Refuse to replace a folder that is not a bundle.
-  if (fs::exists(options.outDir)) {
-    bool isBundle = fs::exists(options.outDir + "/manifest.json");
+  if (fs::exists(outDir)) {
     std::error_code ec;
-    bool empty =
-        fs::directory_iterator(options.outDir, ec) == fs::directory_iterator();
-    if (!fs::is_directory(options.outDir) || (!isBundle && !empty))
+    bool empty = fs::directory_iterator(outDir, ec) == fs::directory_iterator();
+    if (!fs::is_directory(outDir) || (!empty && !isBundle(outDir)))
       return fail("'" + options.outDir +
                   "' exists and is not a Cleave bundle; not replacing it");
   }
-  std::string staging = options.outDir + ".partial";
+  std::string staging = (outDir + ".partial").str();
   fs::remove_directories(staging);
   if (std::error_code ec = fs::create_directories(staging))
     return fail("cannot create '" + staging + "': " + ec.message());
@@ -579,10 +617,10 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return failure();
 
   // Swap the finished bundle into place.
-  if (fs::exists(options.outDir))
-    if (std::error_code ec = fs::remove_directories(options.outDir))
+  if (fs::exists(outDir))
+    if (std::error_code ec = fs::remove_directories(outDir))
       return fail("cannot replace '" + options.outDir + "': " + ec.message());
-  if (std::error_code ec = fs::rename(staging, options.outDir))
+  if (std::error_code ec = fs::rename(staging, outDir))
     return fail("cannot move the bundle to '" + options.outDir +
                 "': " + ec.message());
   cleanup.release();
