@@ -40,6 +40,12 @@ Expected<onnx::ModelProto>
 cleave::onnx_import::loadModelProto(llvm::StringRef path) {
   // Parse from a file stream, not a buffer holding the whole file: a model
   // with embedded weights is then in memory once (as parsed), not twice.
+  // Opening a FIFO or a device would wait for a writer, or read forever.
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status))
+    return makeError("cannot read ONNX model '" + path + "': " + ec.message());
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return makeError("ONNX model '" + path + "' is not a regular file");
   int fd = -1;
   if (std::error_code ec = llvm::sys::fs::openFileForRead(path, fd))
     return makeError("cannot read ONNX model '" + path + "': " + ec.message());
@@ -123,6 +129,50 @@ int64_t cleave::onnx_import::onnxElementBytes(int32_t dataType) {
   }
 }
 
+/// The file `location` names for `tensorName`'s external data, refused
+/// unless it is a regular file inside the model's folder `modelDir`: no
+/// absolute path, no '..', no link that leads out (as the ONNX library
+/// refuses them), so that a model cannot make the compiler copy another
+/// file's bytes into a bundle.
+static Expected<std::string> insideModelFolder(llvm::StringRef tensorName,
+                                               llvm::StringRef location,
+                                               llvm::StringRef modelDir) {
+  namespace fs = llvm::sys::fs;
+  namespace path = llvm::sys::path;
+  auto refuse = [&](const llvm::Twine &why) {
+    return makeError("tensor '" + tensorName + "': external data location '" +
+                     location + "' " + why +
+                     "; external data must be a file in the model's folder");
+  };
+  if (path::is_absolute(location) || path::has_root_name(location))
+    return refuse("is an absolute path");
+  for (auto part = path::begin(location), end = path::end(location);
+       part != end; ++part)
+    if (*part == "..")
+      return refuse("leaves the model's folder ('..')");
+  llvm::SmallString<256> folder(modelDir.empty() ? "." : modelDir);
+  llvm::SmallString<256> file(modelDir);
+  path::append(file, location);
+  llvm::SmallString<256> realFolder, realFile;
+  if (std::error_code ec = fs::real_path(folder, realFolder))
+    return makeError("cannot resolve the model's folder '" + folder +
+                     "': " + ec.message());
+  if (std::error_code ec = fs::real_path(file, realFile))
+    return makeError("external data file '" + file + "' of tensor '" +
+                     tensorName + "' cannot be read: " + ec.message());
+  llvm::StringRef inside = realFile.str();
+  if (!inside.consume_front(realFolder) || inside.empty() ||
+      !path::is_separator(inside.front()))
+    return refuse("leads out of the model's folder (through a link)");
+  fs::file_status status;
+  if (std::error_code ec = fs::status(realFile, status))
+    return makeError("external data file '" + file + "' of tensor '" +
+                     tensorName + "' cannot be read: " + ec.message());
+  if (status.type() != fs::file_type::regular_file)
+    return refuse("is not a regular file");
+  return std::string(file);
+}
+
 Expected<ExternalDataRef>
 cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
                                          llvm::StringRef modelDir,
@@ -137,7 +187,8 @@ cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
                          "' has a malformed external data offset '" +
                          entry.value() + "'");
     } else if (entry.key() == "length") {
-      if (llvm::StringRef(entry.value()).getAsInteger(10, ref.length))
+      if (llvm::StringRef(entry.value()).getAsInteger(10, ref.length) ||
+          ref.length < 0)
         return makeError("tensor '" + tensor.name() +
                          "' has a malformed external data length '" +
                          entry.value() + "'");
@@ -146,13 +197,14 @@ cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
   if (ref.path.empty())
     return makeError("tensor '" + tensor.name() +
                      "' is stored externally but names no location");
-  llvm::SmallString<256> fullPath(modelDir);
-  llvm::sys::path::append(fullPath, ref.path);
+  auto fullPath = insideModelFolder(tensor.name(), ref.path, modelDir);
+  if (!fullPath)
+    return fullPath.takeError();
   uint64_t fileSize = 0;
-  if (std::error_code ec = llvm::sys::fs::file_size(fullPath, fileSize))
-    return makeError("external data file '" + fullPath + "' of tensor '" +
+  if (std::error_code ec = llvm::sys::fs::file_size(*fullPath, fileSize))
+    return makeError("external data file '" + *fullPath + "' of tensor '" +
                      tensor.name() + "' cannot be read: " + ec.message());
-  ref.path = std::string(fullPath);
+  ref.path = *fullPath;
   if (ref.length < 0)
     ref.length =
         static_cast<int64_t>(fileSize - std::min(fileSize, ref.offset));
