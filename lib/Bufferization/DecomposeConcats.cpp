@@ -1,5 +1,4 @@
-//===- DecomposeConcats.cpp - Concatenations as inserts into a destination
-//-===//
+//===- DecomposeConcats.cpp - Concatenations as inserts -------------------===//
 //
 // See Passes.td.
 //

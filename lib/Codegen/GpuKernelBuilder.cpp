@@ -1,5 +1,4 @@
-//===- GpuKernelBuilder.cpp - Building GPU kernels from linalg.generic
-//-----===//
+//===- GpuKernelBuilder.cpp - Building GPU kernels from linalg.generic ----===//
 //
 // See GpuKernelBuilder.h.
 //

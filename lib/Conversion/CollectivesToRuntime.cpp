@@ -1,5 +1,4 @@
-//===- CollectivesToRuntime.cpp - shard collectives to runtime calls
-//-------===//
+//===- CollectivesToRuntime.cpp - shard collectives to runtime calls ------===//
 //
 // Rewrites the collectives of partitioned @main into calls of the runtime's
 // collective ABI on unranked memrefs, all_slice into local slices and process

@@ -1,5 +1,4 @@
-//===- CostModel.cpp - What an op costs, and how long it takes
-//-------------===//
+//===- CostModel.cpp - What an op costs, and how long it takes ------------===//
 
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/Support/Attributes.h"

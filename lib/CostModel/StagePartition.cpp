@@ -1,5 +1,4 @@
-//===- StagePartition.cpp - Contiguous pipeline stages by dynamic programming
-//=//
+//===- StagePartition.cpp - Pipeline stages by dynamic programming --------===//
 //
 // best[k][i]: the best plan of the first i ops in k stages, ordered by
 // (largest stage seconds, total cut bytes). best[k][i] = min over j of

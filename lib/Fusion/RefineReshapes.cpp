@@ -1,5 +1,4 @@
-//===- RefineReshapes.cpp - A collapse then expand through the finest shape
-//===//
+//===- RefineReshapes.cpp - Reshapes through the finest shape -------------===//
 //
 // See Passes.td. `expand(collapse(x))` with static shapes becomes a collapse
 // and an expand through the finest shape both sides share, so that the

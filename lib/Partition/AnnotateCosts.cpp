@@ -1,5 +1,4 @@
-//===- AnnotateCosts.cpp - The cost model's estimate on every op
-//-----------===//
+//===- AnnotateCosts.cpp - The cost model's estimate on every op ----------===//
 
 #include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"

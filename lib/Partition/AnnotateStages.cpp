@@ -1,5 +1,4 @@
-//===- AnnotateStages.cpp - Balanced pipeline stages on the op sequence
-//----===//
+//===- AnnotateStages.cpp - Balanced pipeline stages on the op sequence ---===//
 //
 // Builds the StageProblem of a function's top-level ops (predicted seconds,
 // parameter bytes, activation bytes live across each position), solves it

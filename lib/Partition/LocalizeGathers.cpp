@@ -1,5 +1,4 @@
-//===- LocalizeGathers.cpp - Vocabulary-parallel embedding lookups
-//---------===//
+//===- LocalizeGathers.cpp - Vocabulary-parallel embedding lookups --------===//
 //
 // See Passes.td. A lookup is a linalg.generic whose body extracts from a
 // parameter of @main; only parameters split on their first dimension alone

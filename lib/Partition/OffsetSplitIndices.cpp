@@ -1,5 +1,4 @@
-//===- OffsetSplitIndices.cpp - Marked loop indices made global
-//------------===//
+//===- OffsetSplitIndices.cpp - Marked loop indices made global -----------===//
 //
 // See Passes.td. The second half of cleave-mark-split-indices: after
 // shard-partition each marked linalg.index counts from 0 in the rank's block

@@ -1,5 +1,4 @@
-//===- PinArgumentShardings.cpp - One sharding per tensor argument
-//---------===//
+//===- PinArgumentShardings.cpp - One sharding per tensor argument --------===//
 
 #include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"

@@ -1,5 +1,4 @@
-//===- ReplicateUnreached.cpp - Replicate what propagation did not reach
-//---===//
+//===- ReplicateUnreached.cpp - Replicate what propagation did not reach --===//
 //
 // See Passes.td. Sharding propagation follows operands; a value read only
 // inside another op's region (the table or hidden states a gather extracts

@@ -1,5 +1,4 @@
-//===- SplitFusedProjections.cpp - Fused QKV split by head
-//-----------------===//
+//===- SplitFusedProjections.cpp - Fused QKV split by head ----------------===//
 //
 // Finds column-split matmuls whose output (after reshapes that keep the last
 // dimension and elementwise bias adds) is cut into parts along the split

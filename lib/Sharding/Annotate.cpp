@@ -1,5 +1,4 @@
-//===- Annotate.cpp - Writing sharding hints into an ONNX model
-//------------===//
+//===- Annotate.cpp - Writing sharding hints into an ONNX model -----------===//
 
 #include "cleave/Sharding/Annotate.h"
 #include "cleave/Support/Attributes.h"

@@ -1,5 +1,4 @@
-//===- Hints.cpp - Sharding hints from a YAML file
-//-------------------------===//
+//===- Hints.cpp - Sharding hints from a YAML file ------------------------===//
 
 #include "cleave/Sharding/Hints.h"
 

@@ -1,5 +1,4 @@
-//===- LinalgShardingModels.cpp - Sharding rules for linalg ops
-//------------===//
+//===- LinalgShardingModels.cpp - Sharding rules for linalg ops -----------===//
 //
 // Upstream gives every structured linalg op a model; linalg.softmax is not
 // structured and has none. Its input, output and result share one sharding,

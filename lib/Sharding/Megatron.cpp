@@ -1,5 +1,4 @@
-//===- Megatron.cpp - The megatron sharding preset
-//-------------------------===//
+//===- Megatron.cpp - The megatron sharding preset ------------------------===//
 //
 // Finds Megatron-style tensor parallelism in an imported transformer without
 // relying on names. Every matmul by a 2-D parameter (or its transpose: an

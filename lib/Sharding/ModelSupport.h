@@ -1,5 +1,4 @@
-//===- ModelSupport.h - What Cleave's sharding models share
-//----------------===//
+//===- ModelSupport.h - What Cleave's sharding models share ---------------===//
 //
 // Helpers for ShardingInterface models that map tensor dimensions to loops
 // themselves instead of through affine indexing maps. Private to

@@ -1,5 +1,4 @@
-//===- OnnxSharding.cpp - ONNX sharding fields to and from mesh hints
-//------===//
+//===- OnnxSharding.cpp - ONNX sharding fields to and from mesh hints -----===//
 
 #include "cleave/Sharding/OnnxSharding.h"
 

@@ -1,5 +1,4 @@
-//===- Plan.cpp - From sharding hints to shard dialect annotations
-//---------===//
+//===- Plan.cpp - From sharding hints to shard dialect annotations --------===//
 
 #include "cleave/Sharding/Plan.h"
 #include "cleave/Support/Attributes.h"

@@ -1,5 +1,4 @@
-//===- StageCuts.cpp - Pipeline cuts the user fixes
-//------------------------===//
+//===- StageCuts.cpp - Pipeline cuts the user fixes -----------------------===//
 
 #include "cleave/Sharding/StageCuts.h"
 #include "cleave/Support/Attributes.h"

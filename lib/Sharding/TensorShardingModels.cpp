@@ -1,5 +1,4 @@
-//===- TensorShardingModels.cpp - Sharding rules for tensor ops
-//------------===//
+//===- TensorShardingModels.cpp - Sharding rules for tensor ops -----------===//
 //
 // Each model describes its op by loops (one per dimension of the op's larger
 // side) and maps tensor dimensions to loops itself, instead of through affine

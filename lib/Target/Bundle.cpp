@@ -393,9 +393,9 @@ static bool isBundle(llvm::StringRef dir) {
   for (fs::directory_iterator it(dir, ec), end; it != end && !ec;
        it.increment(ec)) {
     llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (!llvm::is_contained({"manifest.json", "plan.txt", "program",
-                             "weights.bin", "weights"},
-                            name))
+    if (!llvm::is_contained(
+            {"manifest.json", "plan.txt", "program", "weights.bin", "weights"},
+            name))
       return false;
   }
   return !ec;
@@ -418,7 +418,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     outDir.pop_back();
   if (!llvm::sys::path::has_parent_path(outDir) ||
       llvm::sys::path::parent_path(outDir) == outDir)
-    return fail("'" + options.outDir + "' cannot hold a bundle: pass a folder "
+    return fail("'" + options.outDir +
+                "' cannot hold a bundle: pass a folder "
                 "below it");
   // Refuse to replace a folder that is not a bundle.
   if (fs::exists(outDir)) {

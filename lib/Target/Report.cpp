@@ -1,5 +1,4 @@
-//===- Report.cpp - The plan report of a bundle
-//----------------------------===//
+//===- Report.cpp - The plan report of a bundle ---------------------------===//
 //
 // plan.txt (and --report): what each rank holds and what ranks exchange, tied
 // to the model's names, so that a user can check a sharding plan by reading.

@@ -1,5 +1,4 @@
-//===- Device.h - Hooks a GPU program's runtime provides ----------*- C++
-//-*-===//
+//===- Device.h - Hooks a GPU program's runtime provides ----------*- C++ -===//
 //
 // The runtime's main serves CPU and GPU programs alike. A GPU program links
 // libcleave_rt_cuda, which defines these hooks; in a CPU program they stay

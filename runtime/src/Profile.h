@@ -1,5 +1,4 @@
-//===- Profile.h - Where a run's time goes (--profile) -----------*- C++
-//-*-===//
+//===- Profile.h - Where a run's time goes (--profile) -----------*- C++ --===//
 //
 // With --profile the program times each call into the runtime that does a
 // run's heavy work: GEMMs, collectives and pipeline transfers, and in a GPU

@@ -1,5 +1,4 @@
-//===- CollectivesTest.cpp - The MPI collectives against their definitions
-//-===//
+//===- CollectivesTest.cpp - MPI collectives against their definitions ----===//
 //
 // Run on 4 ranks as a 2 x 2 mesh (mpiexec -n 4). Every rank fills its input
 // with values that encode (rank, position), calls each collective of the ABI

@@ -1,5 +1,4 @@
-//===- GpuGemmCheck.cpp - The runtime's cuBLASLt GEMMs, checked and timed
-//--===//
+//===- GpuGemmCheck.cpp - The runtime's cuBLASLt GEMMs, checked and timed -===//
 //
 // Without a GPU: says so and exits 0 (--require-gpu: exits 1). With one:
 //  1. numerics: float32, float16 and bfloat16 GEMMs of awkward and transformer

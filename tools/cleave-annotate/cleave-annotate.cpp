@@ -1,5 +1,4 @@
-//===- cleave-annotate.cpp - Writes sharding hints into an ONNX model
-//------===//
+//===- cleave-annotate.cpp - Writes sharding hints into an ONNX model -----===//
 //
 // cleave-annotate MODEL.onnx --mesh dp=2,tp=2 --shard-hints FILE.yaml -o
 // OUT.onnx The library does the work (cleave/Sharding/Annotate.h).

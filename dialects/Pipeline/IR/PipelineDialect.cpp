@@ -1,5 +1,4 @@
-//===- PipelineDialect.cpp - Cleave's pipeline-stage dialect
-//---------------===//
+//===- PipelineDialect.cpp - Cleave's pipeline-stage dialect --------------===//
 
 #include "Pipeline/IR/PipelineDialect.h"
 

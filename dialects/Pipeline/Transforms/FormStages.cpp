@@ -1,5 +1,4 @@
-//===- FormStages.cpp - Stage regions from stage marks
-//---------------------===//
+//===- FormStages.cpp - Stage regions from stage marks --------------------===//
 //
 // See Passes.td. Values are routed stage by stage: a stage's operands are
 // what its ops use from outside (function arguments, other stages' values);

@@ -1,5 +1,4 @@
-//===- GpuKernelBuilder.h - Building GPU kernels from linalg.generic
-//-------===//
+//===- GpuKernelBuilder.h - Building GPU kernels from linalg.generic ------===//
 //
 // The pieces cleave-map-to-gpu and cleave-map-rows-to-gpu share when they
 // turn a linalg.generic on memrefs into the body of a gpu.launch: indices of

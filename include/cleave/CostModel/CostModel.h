@@ -1,5 +1,4 @@
-//===- CostModel.h - What an op costs, and how long it takes
-//---------------===//
+//===- CostModel.h - What an op costs, and how long it takes --------------===//
 //
 // The cost model pipeline partitioning balances stages with. Each op of the
 // imported (or partitioned) @main gets an OpCost: the arithmetic it does, the

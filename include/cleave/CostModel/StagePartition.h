@@ -1,5 +1,4 @@
-//===- StagePartition.h - Contiguous pipeline stages by dynamic programming
-//-===//
+//===- StagePartition.h - Pipeline stages by dynamic programming ----------===//
 //
 // Cuts a sequence of ops (in program order) into contiguous stages that
 // minimise the largest stage's predicted time, exactly (a dynamic program

@@ -1,5 +1,4 @@
-//===- ModelFile.h - Reading an ONNX ModelProto from disk
-//------------------===//
+//===- ModelFile.h - Reading an ONNX ModelProto from disk -----------------===//
 //
 // For tools that work on the protobuf itself (cleave-annotate) rather than on
 // the imported IR.

@@ -1,5 +1,4 @@
-//===- Annotate.h - Writing sharding hints into an ONNX model
-//--------------===//
+//===- Annotate.h - Writing sharding hints into an ONNX model -------------===//
 //
 // cleave-annotate's library: matches a hints file against an ONNX model's
 // tensors and writes each match as ONNX's own sharding fields (IR version 11:

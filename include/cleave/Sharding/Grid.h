@@ -1,5 +1,4 @@
-//===- Grid.h - The one grid of a sharded module
-//---------------------------===//
+//===- Grid.h - The one grid of a sharded module --------------------------===//
 //
 // A sharded module has one `shard.grid`, named `@mesh`, made from --mesh (see
 // Plan.h). Passes that need it find it here.

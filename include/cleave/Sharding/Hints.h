@@ -1,5 +1,4 @@
-//===- Hints.h - Sharding hints from a YAML file
-//---------------------------===//
+//===- Hints.h - Sharding hints from a YAML file --------------------------===//
 //
 // The user's sharding hints, before they are matched against a model. A hints
 // file maps tensor names or globs to one entry per tensor dimension: null (not

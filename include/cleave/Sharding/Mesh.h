@@ -1,5 +1,4 @@
-//===- Mesh.h - Named device meshes
-//----------------------------------------===//
+//===- Mesh.h - Named device meshes ---------------------------------------===//
 //
 // A mesh is a list of named axes with sizes, written `tp=4` or `dp=2,tp=2`;
 // the product of the sizes is the number of ranks. Rank r sits at the

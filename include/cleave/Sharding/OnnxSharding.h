@@ -1,5 +1,4 @@
-//===- OnnxSharding.h - ONNX sharding fields to and from mesh hints
-//--------===//
+//===- OnnxSharding.h - ONNX sharding fields to and from mesh hints -------===//
 //
 // ONNX (IR 11) describes a sharded tensor by devices: how many shards each
 // sharded dimension has, and which device or group of devices holds each

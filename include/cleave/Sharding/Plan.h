@@ -1,5 +1,4 @@
-//===- Plan.h - From sharding hints to shard dialect annotations
-//-----------===//
+//===- Plan.h - From sharding hints to shard dialect annotations ----------===//
 //
 // Turns a mesh and the shardings asked for (hints file, ONNX sharding fields,
 // a preset) into a `shard.grid` and `shard.shard` annotations on the imported

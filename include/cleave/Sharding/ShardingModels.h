@@ -1,5 +1,4 @@
-//===- ShardingModels.h - Sharding rules for ops upstream leaves out
-//-------===//
+//===- ShardingModels.h - Sharding rules for ops upstream leaves out ------===//
 //
 // External models of the `shard` dialect's ShardingInterface for the tensor
 // ops Cleave's importer emits and upstream MLIR 22 has no rule for:

@@ -1,5 +1,4 @@
-//===- Dtype.h - Cleave's names for element types
-//--------------------------===//
+//===- Dtype.h - Cleave's names for element types -------------------------===//
 //
 // One name per element type, used in the model descriptor, the manifest and
 // the suffixes of the runtime's collective functions: f32 f16 bf16 f64 bool

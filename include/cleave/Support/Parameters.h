@@ -1,5 +1,4 @@
-//===- Parameters.h - The model's weights among @main's arguments
-//----------===//
+//===- Parameters.h - The model's weights among @main's arguments ---------===//
 //
 // The importer makes each weight of the model an argument of @main tagged
 // `cleave.param`. The preset, the rewrites that reshape projections and the

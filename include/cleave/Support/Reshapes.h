@@ -1,5 +1,4 @@
-//===- Reshapes.h - The finest shape two static reshapes share
-//-------------===//
+//===- Reshapes.h - The finest shape two static reshapes share ------------===//
 //
 // Used by import (a transpose between two reshapes runs on the finer shape)
 // and by cleave-refine-reshapes (a collapse then an expand goes through it).

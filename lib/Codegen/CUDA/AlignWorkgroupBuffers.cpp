@@ -1,5 +1,4 @@
-//===- AlignWorkgroupBuffers.cpp - Shared memory aligned for 16-byte access
-//===//
+//===- AlignWorkgroupBuffers.cpp - Shared memory on 16 bytes --------------===//
 //
 // See Passes.td.
 //

@@ -1,5 +1,4 @@
-//===- Buffer.h - Collective buffers as MLIR describes them -------*- C++
-//-*-===//
+//===- Buffer.h - Collective buffers as MLIR describes them -------*- C++ -===//
 //
 // The collective ABI passes buffers as MLIR unranked memrefs (Abi.h): the
 // rank, then a ranked descriptor {allocated, aligned, offset, sizes[rank],

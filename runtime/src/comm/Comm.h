@@ -1,5 +1,4 @@
-//===- Comm.h - The runtime's view of the other ranks
-//----------------------===//
+//===- Comm.h - The runtime's view of the other ranks ---------------------===//
 //
 // Start-up and tear-down of a multi-rank program and the helpers Main needs;
 // the collectives themselves are the C ABI in cleave/Runtime/Abi.h. The MPI

@@ -1,5 +1,4 @@
-//===- Mpi.cpp - The MPI backend of the collective ABI
-//---------------------===//
+//===- Mpi.cpp - The MPI backend of the collective ABI --------------------===//
 //
 // Communicators are split from MPI_COMM_WORLD once per group at start-up: the
 // ranks that differ only on a group's axes share one, ordered by their

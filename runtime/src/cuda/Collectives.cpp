@@ -1,5 +1,4 @@
-//===- Collectives.cpp - The collective ABI on device buffers: NCCL
-//---------===//
+//===- Collectives.cpp - The collective ABI on device buffers: NCCL -------===//
 //
 // A CUDA program's collectives (cleave_rt_cuda_*) read and write device
 // buffers and are queued on the process's stream, after the kernels and GEMMs

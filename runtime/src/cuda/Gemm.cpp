@@ -1,5 +1,4 @@
-//===- Gemm.cpp - Row-major GEMMs through cuBLASLt
-//-------------------------===//
+//===- Gemm.cpp - Row-major GEMMs through cuBLASLt ------------------------===//
 //
 // cuBLASLt is column-major. A row-major X[r x c] is the column-major X^T
 // with leading dimension c, so C = A * B is computed as C^T = B^T * A^T:

@@ -1,5 +1,4 @@
-//===- Launch.cpp - What compiled GPU code calls to load and launch kernels
-//===//
+//===- Launch.cpp - Loading and launching compiled kernels ----------------===//
 //
 // MLIR's GPU lowering emits calls to `mgpu*` functions: global constructors
 // load each kernel's cubin (mgpuModuleLoad), host code launches kernels on a
