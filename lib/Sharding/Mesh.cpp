@@ -1,5 +1,4 @@
-//===- Mesh.cpp - Named device meshes
-//--------------------------------------===//
+//===- Mesh.cpp - Named device meshes -------------------------------------===//
 
 #include "cleave/Sharding/Mesh.h"
 
@@ -31,6 +30,11 @@ llvm::Expected<MeshSpec> cleave::parseMesh(llvm::StringRef text) {
       return meshError(text, "axis '" + name + "' must have a positive size");
     if (mesh.axisIndex(name))
       return meshError(text, "axis '" + name + "' is given twice");
+    // Checked before multiplying: sizes whose product overflows int64 once
+    // gave a bundle for 0 ranks.
+    if (value > kMaxRanks / mesh.rankCount())
+      return meshError(text, "the mesh has more than " +
+                                 llvm::Twine(kMaxRanks) + " ranks");
     mesh.axisNames.push_back(name.str());
     mesh.axisSizes.push_back(value);
   }

@@ -321,6 +321,13 @@ int main(int argc, char **argv) {
     sharding.hints = std::move(*parsed);
   }
 
+  if (!(deviceMemory >= 0)) {
+    char given[32];
+    std::snprintf(given, sizeof given, "%g", deviceMemory.getValue());
+    return fail("--device-memory must be a number of bytes, 0 or more (0: "
+                "the machine's memory), not " +
+                Twine(given));
+  }
   if (microbatches == 0)
     return fail("--microbatches must be at least 1");
   options.microbatches = microbatches;

@@ -20,6 +20,10 @@
 
 namespace cleave {
 
+/// The most ranks a mesh may have: more than any machine runs, and far
+/// from the products of sizes that overflow.
+inline constexpr int64_t kMaxRanks = int64_t(1) << 20;
+
 struct MeshSpec {
   llvm::SmallVector<std::string> axisNames;
   llvm::SmallVector<int64_t> axisSizes;
