@@ -162,23 +162,46 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) {
   return nullptr;
 }
 
+const onnx::AttributeProto *
+NodeContext::typedAttr(StringRef name, onnx::AttributeProto::AttributeType type,
+                       bool present) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return nullptr;
+  // Writers before IR version 3 may leave the type out; the field then says.
+  if (a->type() == type ||
+      (a->type() == onnx::AttributeProto::UNDEFINED && present))
+    return a;
+  if (!mistyped)
+    mistyped = "attribute '" + name.str() + "' is " +
+               onnx::AttributeProto::AttributeType_Name(a->type()) +
+               ", the op takes " +
+               onnx::AttributeProto::AttributeType_Name(type);
+  return nullptr;
+}
+
 int64_t NodeContext::intAttr(StringRef name, int64_t defaultValue) {
   const onnx::AttributeProto *a = attr(name);
+  a = a ? typedAttr(name, onnx::AttributeProto::INT, a->has_i()) : nullptr;
   return a ? a->i() : defaultValue;
 }
 
 float NodeContext::floatAttr(StringRef name, float defaultValue) {
   const onnx::AttributeProto *a = attr(name);
+  a = a ? typedAttr(name, onnx::AttributeProto::FLOAT, a->has_f()) : nullptr;
   return a ? a->f() : defaultValue;
 }
 
 std::string NodeContext::stringAttr(StringRef name, StringRef defaultValue) {
   const onnx::AttributeProto *a = attr(name);
+  a = a ? typedAttr(name, onnx::AttributeProto::STRING, a->has_s()) : nullptr;
   return a ? a->s() : defaultValue.str();
 }
 
 SmallVector<int64_t> NodeContext::intsAttr(StringRef name) {
   const onnx::AttributeProto *a = attr(name);
+  a = a ? typedAttr(name, onnx::AttributeProto::INTS, a->ints_size() > 0)
+        : nullptr;
   if (!a)
     return {};
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
@@ -186,6 +209,8 @@ SmallVector<int64_t> NodeContext::intsAttr(StringRef name) {
 
 SmallVector<float> NodeContext::floatsAttr(StringRef name) {
   const onnx::AttributeProto *a = attr(name);
+  a = a ? typedAttr(name, onnx::AttributeProto::FLOATS, a->floats_size() > 0)
+        : nullptr;
   if (!a)
     return {};
   return SmallVector<float>(a->floats().begin(), a->floats().end());
@@ -909,6 +934,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
   NodeContext ctx(*this, node, name, opset, loc);
   if (failed(handler(ctx)))
     return failure();
+  // After the handler, which read a default in its place: nothing it built
+  // is kept.
+  if (std::optional<std::string> wrong = ctx.mistypedAttr())
+    return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
+                                << "-" << opset << "): " << *wrong;
   if (std::optional<std::string> unread = ctx.firstUnreadAttr())
     return mlir::emitError(loc)
            << "unsupported attribute '" << *unread << "' of ONNX op '"

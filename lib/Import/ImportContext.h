@@ -100,6 +100,9 @@ public:
   void ignoreAttrs(llvm::ArrayRef<llvm::StringRef> names);
   /// The first attribute no accessor asked for, if any.
   std::optional<std::string> firstUnreadAttr() const;
+  /// The first attribute a typed accessor found of another type (a Gemm's
+  /// `beta` written as an INT), if any: the importer refuses the node.
+  const std::optional<std::string> &mistypedAttr() const { return mistyped; }
 
   //===--- Results ----------------------------------------------------===//
 
@@ -129,6 +132,13 @@ private:
   int64_t opsetVersion;
   mlir::Location location;
   llvm::StringSet<> readAttrs;
+  std::optional<std::string> mistyped;
+
+  /// `name` if it has type `type` (or no type, and `present` says its field
+  /// is set); null, and the mismatch recorded, otherwise.
+  const onnx::AttributeProto *
+  typedAttr(llvm::StringRef name, onnx::AttributeProto::AttributeType type,
+            bool present);
 };
 
 /// An op handler: lowers (or folds) one ONNX node.
