@@ -162,15 +162,34 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) {
   return nullptr;
 }
 
+/// Whether `a` has the field of `type` set.
+static bool hasField(const onnx::AttributeProto &a,
+                     onnx::AttributeProto::AttributeType type) {
+  switch (type) {
+  case onnx::AttributeProto::INT:
+    return a.has_i();
+  case onnx::AttributeProto::FLOAT:
+    return a.has_f();
+  case onnx::AttributeProto::STRING:
+    return a.has_s();
+  case onnx::AttributeProto::INTS:
+    return a.ints_size() > 0;
+  case onnx::AttributeProto::FLOATS:
+    return a.floats_size() > 0;
+  default:
+    return false;
+  }
+}
+
 const onnx::AttributeProto *
-NodeContext::typedAttr(StringRef name, onnx::AttributeProto::AttributeType type,
-                       bool present) {
+NodeContext::typedAttr(StringRef name,
+                       onnx::AttributeProto::AttributeType type) {
   const onnx::AttributeProto *a = attr(name);
   if (!a)
     return nullptr;
   // Writers before IR version 3 may leave the type out; the field then says.
   if (a->type() == type ||
-      (a->type() == onnx::AttributeProto::UNDEFINED && present))
+      (a->type() == onnx::AttributeProto::UNDEFINED && hasField(*a, type)))
     return a;
   if (!mistyped)
     mistyped = "attribute '" + name.str() + "' is " +
@@ -181,36 +200,29 @@ NodeContext::typedAttr(StringRef name, onnx::AttributeProto::AttributeType type,
 }
 
 int64_t NodeContext::intAttr(StringRef name, int64_t defaultValue) {
-  const onnx::AttributeProto *a = attr(name);
-  a = a ? typedAttr(name, onnx::AttributeProto::INT, a->has_i()) : nullptr;
+  const onnx::AttributeProto *a = typedAttr(name, onnx::AttributeProto::INT);
   return a ? a->i() : defaultValue;
 }
 
 float NodeContext::floatAttr(StringRef name, float defaultValue) {
-  const onnx::AttributeProto *a = attr(name);
-  a = a ? typedAttr(name, onnx::AttributeProto::FLOAT, a->has_f()) : nullptr;
+  const onnx::AttributeProto *a = typedAttr(name, onnx::AttributeProto::FLOAT);
   return a ? a->f() : defaultValue;
 }
 
 std::string NodeContext::stringAttr(StringRef name, StringRef defaultValue) {
-  const onnx::AttributeProto *a = attr(name);
-  a = a ? typedAttr(name, onnx::AttributeProto::STRING, a->has_s()) : nullptr;
+  const onnx::AttributeProto *a = typedAttr(name, onnx::AttributeProto::STRING);
   return a ? a->s() : defaultValue.str();
 }
 
 SmallVector<int64_t> NodeContext::intsAttr(StringRef name) {
-  const onnx::AttributeProto *a = attr(name);
-  a = a ? typedAttr(name, onnx::AttributeProto::INTS, a->ints_size() > 0)
-        : nullptr;
+  const onnx::AttributeProto *a = typedAttr(name, onnx::AttributeProto::INTS);
   if (!a)
     return {};
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
 SmallVector<float> NodeContext::floatsAttr(StringRef name) {
-  const onnx::AttributeProto *a = attr(name);
-  a = a ? typedAttr(name, onnx::AttributeProto::FLOATS, a->floats_size() > 0)
-        : nullptr;
+  const onnx::AttributeProto *a = typedAttr(name, onnx::AttributeProto::FLOATS);
   if (!a)
     return {};
   return SmallVector<float>(a->floats().begin(), a->floats().end());

@@ -134,11 +134,10 @@ private:
   llvm::StringSet<> readAttrs;
   std::optional<std::string> mistyped;
 
-  /// `name` if it has type `type` (or no type, and `present` says its field
-  /// is set); null, and the mismatch recorded, otherwise.
+  /// `name` if it has type `type` (or no type, and that type's field set);
+  /// null, and the mismatch recorded, otherwise.
   const onnx::AttributeProto *
-  typedAttr(llvm::StringRef name, onnx::AttributeProto::AttributeType type,
-            bool present);
+  typedAttr(llvm::StringRef name, onnx::AttributeProto::AttributeType type);
 };
 
 /// An op handler: lowers (or folds) one ONNX node.

@@ -166,6 +166,7 @@ int main(int argc, char **argv) {
   std::optional<int64_t> expectedRanks;
   std::string timeout = "600";
   bool threadsGiven = false;
+  std::string threadsText; // --threads's value, forwarded to the program
   for (int i = 2; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     auto value = [&](llvm::StringRef name) -> std::optional<std::string> {
@@ -193,7 +194,12 @@ int main(int argc, char **argv) {
       timeout = *v;
       continue;
     }
-    threadsGiven |= arg == "--threads" || arg.starts_with("--threads=");
+    if (arg == "--threads" || arg.starts_with("--threads=")) {
+      threadsGiven = true;
+      threadsText = arg.consume_front("--threads=") ? arg.str()
+                    : i + 1 < argc                  ? std::string(argv[i + 1])
+                                                    : std::string();
+    }
     forwarded.push_back(argv[i]);
   }
   std::string mesh;
@@ -238,16 +244,9 @@ int main(int argc, char **argv) {
     // More threads than cores: a rank waiting in a collective must not hold
     // the core its peer needs to get there (MPICH waits busily).
     int64_t threads = 1;
-    for (size_t i = 0; i < forwarded.size(); ++i) {
-      llvm::StringRef arg = forwarded[i];
-      if (arg == "--threads" && i + 1 < forwarded.size())
-        llvm::StringRef(forwarded[i + 1]).getAsInteger(10, threads);
-      else if (arg.consume_front("--threads="))
-        arg.getAsInteger(10, threads);
-    }
-    if (!threadsGiven)
-      llvm::StringRef(std::getenv("CLEAVE_NUM_THREADS"))
-          .getAsInteger(10, threads);
+    llvm::StringRef(threadsGiven ? threadsText.c_str()
+                                 : std::getenv("CLEAVE_NUM_THREADS"))
+        .getAsInteger(10, threads);
     if (*ranks * std::max<int64_t>(1, threads) > int64_t(cores))
       setenv("CLEAVE_RANKS_SHARE_CORES", "1", /*overwrite=*/0);
   }
