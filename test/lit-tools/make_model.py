@@ -4,6 +4,12 @@
 Usage: make_model.py KIND OUT.onnx
 
 Kinds:
+  norm-gather
+             LayerNormalization of x[3,5,24], flattened, then Gather by a
+             permutation of all its elements (an initializer)
+  softmax-gather-elements
+             Softmax of x[3,5,24], then GatherElements along axis 1 by
+             random initializer indices
   swin-pooler
              Swin's pooler as PyTorch's dynamo exporter writes it, on
              x[2,49,64]: LayerNormalization, Transpose, Unsqueeze,
@@ -424,10 +430,40 @@ def swin_pooler(out, constant=False):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), out)
 
 
+def row_gather(out, elements):
+    """A row chain's result read by a gather at initializer indices that
+    cross rows; see the usage text (norm-gather, softmax-gather-elements)."""
+    rng = np.random.default_rng(3)
+    batch, tokens, channels = 3, 5, 24
+    if elements:
+        inits = [numpy_helper.from_array(
+            rng.integers(0, tokens, (batch, tokens, channels)).astype(np.int64), "idx")]
+        nodes = [helper.make_node("Softmax", ["x"], ["rows"], name="/Softmax", axis=-1),
+                 helper.make_node("GatherElements", ["rows", "idx"], ["y"],
+                                  name="/GatherElements", axis=1)]
+    else:
+        inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, channels, dtype=np.float32), "w"),
+                 numpy_helper.from_array(np.linspace(-0.2, 0.2, channels, dtype=np.float32), "b"),
+                 numpy_helper.from_array(np.array([-1], np.int64), "flat_shape"),
+                 numpy_helper.from_array(rng.permutation(batch * tokens * channels)
+                                         .reshape(batch, tokens, channels).astype(np.int64), "idx")]
+        nodes = [helper.make_node("LayerNormalization", ["x", "w", "b"], ["rows"],
+                                  name="/LayerNormalization", axis=-1),
+                 helper.make_node("Reshape", ["rows", "flat_shape"], ["flat"], name="/Reshape"),
+                 helper.make_node("Gather", ["flat", "idx"], ["y"], name="/Gather", axis=0)]
+    shape = [batch, tokens, channels]
+    graph = helper.make_graph(nodes, "row-gather",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), out)
+
+
 if __name__ == "__main__":
     kinds = {"embedding": embedding, "external": external, "unused": unused,
              "constant": constant, "mlp": mlp,
              "swin-pooler": swin_pooler,
+             "norm-gather": lambda out: row_gather(out, elements=False),
+             "softmax-gather-elements": lambda out: row_gather(out, elements=True),
              "swin-pooler-constant": lambda out: swin_pooler(out, constant=True),
              "attention": attention, "gemm-projections": gemm_projections,
              "attention-fused": lambda out: attention(out, fused=True),
