@@ -9,6 +9,7 @@
 #include "llvm/ADT/APFloat.h"
 
 #include <cassert>
+#include <climits>
 #include <cmath>
 
 using namespace mlir;
@@ -17,8 +18,18 @@ using namespace cleave::onnx_import;
 int64_t cleave::onnx_import::productOf(ArrayRef<int64_t> values) {
   int64_t product = 1;
   for (int64_t v : values)
-    product *= v;
+    if (__builtin_mul_overflow(product, v, &product))
+      return v < 0 ? INT64_MIN : INT64_MAX;
   return product;
+}
+
+std::optional<int64_t> cleave::onnx_import::byteSizeOf(ArrayRef<int64_t> shape,
+                                                       int64_t elementBytes) {
+  int64_t bytes = elementBytes;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes))
+      return std::nullopt;
+  return bytes;
 }
 
 SmallVector<int64_t> cleave::onnx_import::stridesOf(ArrayRef<int64_t> shape) {

@@ -18,6 +18,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace cleave::onnx_import {
@@ -102,7 +103,12 @@ int64_t wrapToIntType(int64_t value, mlir::Type type);
 
 /// Row-major strides of `shape`.
 llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
+/// The product of `values`, saturated at INT64_MAX (INT64_MIN) on overflow.
 int64_t productOf(llvm::ArrayRef<int64_t> values);
+/// The bytes a tensor of `shape` takes at `elementBytes` each, or nothing if a
+/// dimension is negative or the size does not fit 64 bits.
+std::optional<int64_t> byteSizeOf(llvm::ArrayRef<int64_t> shape,
+                                  int64_t elementBytes);
 /// Calls `fn` with every multi-index of `shape` in row-major order.
 void forEachIndex(llvm::ArrayRef<int64_t> shape,
                   const std::function<void(llvm::ArrayRef<int64_t>)> &fn);

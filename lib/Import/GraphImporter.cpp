@@ -11,6 +11,7 @@
 #include "GraphImporter.h"
 
 #include "ModelLoader.h"
+#include "OpArity.h"
 #include "SymbolicDims.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -245,9 +246,39 @@ bool NodeContext::hasOutput(unsigned i) const {
          !node.output(i).empty();
 }
 
+static std::string formatShape(ArrayRef<int64_t> shape);
+
+/// Bytes of one element of `type` (an i1 takes one).
+static int64_t elementBytesOf(Type type) {
+  if (type.isIntOrFloat())
+    return std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8);
+  return 8;
+}
+
+void NodeContext::checkResult(unsigned i, RankedTensorType type,
+                              bool constant) {
+  if (badResult)
+    return;
+  std::optional<int64_t> bytes =
+      byteSizeOf(type.getShape(), elementBytesOf(type.getElementType()));
+  std::string what = "result " + std::to_string(i) + " ('" + node.output(i) +
+                     "') has shape " + formatShape(type.getShape());
+  if (!bytes)
+    badResult = what + ", " +
+                (llvm::any_of(type.getShape(), [](int64_t d) { return d < 0; })
+                     ? "with a negative dimension"
+                     : "whose size does not fit 64 bits");
+  else if (constant && *bytes > importer.constantByteLimit())
+    badResult = what + ", " + std::to_string(*bytes) +
+                " bytes computed at compile time, over the limit of " +
+                std::to_string(importer.constantByteLimit()) +
+                " (--max-constant-bytes)";
+}
+
 void NodeContext::setOutput(unsigned i, Value value) {
   if (!hasOutput(i))
     return;
+  checkResult(i, cast<RankedTensorType>(value.getType()), /*constant=*/false);
   GraphValue v;
   v.value = value;
   importer.define(node.output(i), std::move(v));
@@ -256,6 +287,8 @@ void NodeContext::setOutput(unsigned i, Value value) {
 void NodeContext::setOutput(unsigned i, ConstTensor value) {
   if (!hasOutput(i))
     return;
+  // A splat costs one element, however large its shape.
+  checkResult(i, value.getType(), /*constant=*/!value.isSplat());
   GraphValue v;
   v.constant = std::make_shared<const ConstTensor>(std::move(value));
   importer.define(node.output(i), std::move(v));
@@ -274,7 +307,7 @@ LogicalResult NodeContext::fail(const Twine &message) {
 
 FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
                                               StringRef what) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (axis < -rank || axis >= rank) {
     emitError() << what << " " << axis << " is out of range for rank " << rank;
     return failure();
   }
@@ -586,6 +619,13 @@ LogicalResult GraphImporter::declareInputs(
                << "--bind-input " << input.name() << ": '" << bound->second
                << "' has shape " << formatShape(tensor->getShape())
                << ", which does not fit the input's declared shape";
+      auto pin = importOptions.inputShapes.find(input.name());
+      if (pin != importOptions.inputShapes.end() &&
+          ArrayRef<int64_t>(pin->second) != tensor->getShape())
+        return mlir::emitError(loc)
+               << "--bind-input " << input.name() << ": '" << bound->second
+               << "' has shape " << formatShape(tensor->getShape())
+               << ", but --input-shape pins it to " << formatShape(pin->second);
       GraphValue value;
       value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
       define(input.name(), std::move(value));
@@ -655,6 +695,10 @@ LogicalResult GraphImporter::declareInputs(
         fixedBatchInput = input.name();
       shape[0] /= m;
     }
+    if (!byteSizeOf(shape, elementBytesOf(elementType)))
+      return mlir::emitError(loc)
+             << "input '" << input.name() << "' has shape "
+             << formatShape(shape) << ", whose size does not fit 64 bits";
     argTypes.push_back(RankedTensorType::get(shape, elementType));
     argNames.push_back(input.name());
     argIsParam.push_back(false);
@@ -677,6 +721,8 @@ LogicalResult GraphImporter::declareInputs(
              << "initializer '" << init.name() << "' has unsupported type "
              << onnxDataTypeName(init.data_type());
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    if (auto size = tensorByteSize(init); !size)
+      return mlir::emitError(loc) << llvm::toString(size.takeError());
     int64_t elements = productOf(shape);
     // Shape values and scalars are inlined so shape chains fold; any float
     // tensor with more than one element is a weight, however small (a norm's
@@ -694,17 +740,8 @@ LogicalResult GraphImporter::declareInputs(
       continue;
     }
     // A weight: check that its bytes exist, without reading them.
-    int64_t bytes = elements * onnxElementBytes(init.data_type());
-    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      auto ref = resolveExternalData(init, modelDirectory, bytes);
-      if (!ref)
-        return mlir::emitError(loc) << llvm::toString(ref.takeError());
-    } else if (init.has_raw_data() &&
-               static_cast<int64_t>(init.raw_data().size()) != bytes) {
-      return mlir::emitError(loc)
-             << "initializer '" << init.name() << "' holds "
-             << init.raw_data().size() << " bytes, its shape needs " << bytes;
-    }
+    if (llvm::Error error = checkTensorData(init, modelDirectory))
+      return mlir::emitError(loc) << llvm::toString(std::move(error));
     argTypes.push_back(RankedTensorType::get(shape, elementType));
     argNames.push_back(init.name());
     argIsParam.push_back(true);
@@ -746,6 +783,11 @@ static void collectShardingSpecs(const onnx::ModelProto &model,
     }
 }
 
+/// The newest opset of the default domain Cleave knows: that of the ONNX
+/// release whose schemas OpArity.inc was written from (1.23). A newer opset
+/// may have changed an op the handlers know by name.
+static constexpr int64_t kNewestOpset = 28;
+
 OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
                                                  ImportExtras *extras) {
   Location fileLoc = FileLineColLoc::get(&context, modelPath, 0, 0);
@@ -762,11 +804,23 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
       return nullptr;
     }
   }
+  int64_t opset = opsets.lookup("");
+  if (opset < 1 || opset > kNewestOpset) {
+    mlir::emitError(fileLoc)
+        << "the model imports opset " << opset
+        << " of the default ONNX domain; Cleave knows opsets 1 to "
+        << kNewestOpset;
+    return nullptr;
+  }
   if (model.ir_version() > 14)
     mlir::emitWarning(fileLoc) << "IR version " << model.ir_version()
                                << " is newer than the newest Cleave knows (14)";
 
   const onnx::GraphProto &graph = model.graph();
+  if (graph.output_size() == 0) {
+    mlir::emitError(fileLoc) << "the model's graph has no outputs";
+    return nullptr;
+  }
   if (failed(checkOptions(graph)))
     return nullptr;
 
@@ -937,6 +991,22 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
            << "unsupported ONNX op '" << node.op_type() << "' (opset " << opset
            << ") at node '" << name << "'";
   }
+  if (failed(checkArity(node, name, opset, loc)))
+    return failure();
+  // ONNX values are defined once: a second definition would silently replace
+  // the first for every later reader.
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string &output = node.output(i);
+    bool repeated = llvm::any_of(node.output(), [&](const std::string &o) {
+      return &o < &node.output(i) && o == output;
+    });
+    if (!output.empty() && (scopes.back().count(output) || repeated))
+      return mlir::emitError(loc)
+             << "node '" << name << "' (" << node.op_type() << "-" << opset
+             << "): result '" << output
+             << "' is already defined (by a graph input, an initializer or "
+                "another node's result)";
+  }
   for (const std::string &input : node.input())
     if (!input.empty() && !lookup(input))
       return mlir::emitError(loc)
@@ -948,6 +1018,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     return failure();
   // After the handler, which read a default in its place: nothing it built
   // is kept.
+  if (const std::optional<std::string> &bad = ctx.badResultShape())
+    return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
+                                << "-" << opset << "): " << *bad;
   if (std::optional<std::string> wrong = ctx.mistypedAttr())
     return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
                                 << "-" << opset << "): " << *wrong;

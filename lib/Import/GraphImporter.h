@@ -52,6 +52,7 @@ public:
   /// The most elements a folded result may have (the options'
   /// foldElementLimit, raised while evaluateConstant runs).
   int64_t foldLimit() const { return currentFoldLimit; }
+  int64_t constantByteLimit() const { return importOptions.constantByteLimit; }
 
   /// The value named `name` computed at compile time, if everything it is
   /// computed from is known (constants and shapes), folding results of up to

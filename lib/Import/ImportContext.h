@@ -103,6 +103,10 @@ public:
   /// The first attribute a typed accessor found of another type (a Gemm's
   /// `beta` written as an INT), if any: the importer refuses the node.
   const std::optional<std::string> &mistypedAttr() const { return mistyped; }
+  /// The first result set with a shape no program can hold (a negative
+  /// dimension, a size past 64 bits, or a compile-time constant over the
+  /// limit), if any: the importer refuses the node.
+  const std::optional<std::string> &badResultShape() const { return badResult; }
 
   //===--- Results ----------------------------------------------------===//
 
@@ -133,6 +137,10 @@ private:
   mlir::Location location;
   llvm::StringSet<> readAttrs;
   std::optional<std::string> mistyped;
+  std::optional<std::string> badResult;
+
+  /// Records result `i`'s type in badResult if no program can hold it.
+  void checkResult(unsigned i, mlir::RankedTensorType type, bool constant);
 
   /// `name` if it has type `type` (or no type, and that type's field set);
   /// null, and the mismatch recorded, otherwise.

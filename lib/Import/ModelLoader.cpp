@@ -283,6 +283,58 @@ static Expected<ConstTensor> finishTensor(Type elementType,
   return ConstTensor::ints(elementType, shape, std::move(ints));
 }
 
+Expected<int64_t>
+cleave::onnx_import::tensorByteSize(const onnx::TensorProto &tensor) {
+  llvm::ArrayRef<int64_t> dims(tensor.dims().data(), tensor.dims().size());
+  if (llvm::any_of(dims, [](int64_t d) { return d < 0; }))
+    return makeError("tensor '" + tensor.name() + "' has a negative dimension");
+  std::optional<int64_t> bytes =
+      byteSizeOf(dims, onnxElementBytes(tensor.data_type()));
+  if (!bytes)
+    return makeError("tensor '" + tensor.name() +
+                     "' has dimensions whose size does not fit 64 bits");
+  return *bytes;
+}
+
+/// How many elements `tensor`'s typed field for its data type holds.
+static int64_t typedElementCount(const onnx::TensorProto &tensor) {
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return tensor.float_data_size();
+  case onnx::TensorProto::DOUBLE:
+    return tensor.double_data_size();
+  case onnx::TensorProto::INT64:
+    return tensor.int64_data_size();
+  default:
+    return tensor.int32_data_size();
+  }
+}
+
+llvm::Error
+cleave::onnx_import::checkTensorData(const onnx::TensorProto &tensor,
+                                     llvm::StringRef modelDir) {
+  auto bytes = tensorByteSize(tensor);
+  if (!bytes)
+    return bytes.takeError();
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return resolveExternalData(tensor, modelDir, *bytes).takeError();
+  if (tensor.has_raw_data()) {
+    if (static_cast<int64_t>(tensor.raw_data().size()) != *bytes)
+      return makeError("tensor '" + tensor.name() + "' holds " +
+                       llvm::Twine(tensor.raw_data().size()) +
+                       " bytes of raw data, its shape needs " +
+                       llvm::Twine(*bytes));
+    return llvm::Error::success();
+  }
+  int64_t elements =
+      *bytes / std::max<int64_t>(1, onnxElementBytes(tensor.data_type()));
+  if (typedElementCount(tensor) != elements)
+    return makeError("tensor '" + tensor.name() + "' holds " +
+                     llvm::Twine(typedElementCount(tensor)) +
+                     " elements, its shape needs " + llvm::Twine(elements));
+  return llvm::Error::success();
+}
+
 Expected<ConstTensor>
 cleave::onnx_import::readTensorProto(MLIRContext *ctx,
                                      const onnx::TensorProto &tensor,
@@ -293,10 +345,8 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
     return makeError("tensor '" + tensor.name() + "' has unsupported type " +
                      onnxDataTypeName(dataType));
   llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
-  for (int64_t d : shape)
-    if (d < 0)
-      return makeError("tensor '" + tensor.name() +
-                       "' has a negative dimension");
+  if (auto size = tensorByteSize(tensor); !size)
+    return size.takeError();
   int64_t count = productOf(shape);
   int64_t bytesPerElement = onnxElementBytes(dataType);
   std::vector<int64_t> ints;

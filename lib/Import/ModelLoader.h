@@ -57,6 +57,15 @@ llvm::Expected<ConstTensor> readTensorFile(mlir::MLIRContext *ctx,
 /// Bytes of one element of an ONNX data type, 0 if unknown.
 int64_t onnxElementBytes(int32_t onnxDataType);
 
+/// The bytes `tensor`'s dims describe, or an error naming it if a dimension
+/// is negative or the size does not fit 64 bits.
+llvm::Expected<int64_t> tensorByteSize(const onnx::TensorProto &tensor);
+
+/// Checks, without decoding them, that `tensor`'s elements are all there:
+/// its raw bytes, typed values or external data hold what its shape needs.
+llvm::Error checkTensorData(const onnx::TensorProto &tensor,
+                            llvm::StringRef modelDir);
+
 } // namespace cleave::onnx_import
 
 #endif // CLEAVE_LIB_IMPORT_MODELLOADER_H

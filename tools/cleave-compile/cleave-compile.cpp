@@ -103,6 +103,13 @@ cl::opt<double> deviceMemory(
              "(default: the machine's memory); no partition that fits is an "
              "error"),
     cl::value_desc("BYTES"), cl::init(0), cl::cat(category));
+cl::opt<double> maxConstantBytes(
+    "max-constant-bytes",
+    cl::desc("The most bytes one tensor the compiler computes itself (a "
+             "Range's values) may take; a model asking for more is refused "
+             "before it is built (default 4 GiB)"),
+    cl::value_desc("BYTES"), cl::init(double(int64_t(4) << 30)),
+    cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
     cl::desc("Also write the plan report (shardings, collectives, memory per "
@@ -331,6 +338,9 @@ int main(int argc, char **argv) {
   if (microbatches == 0)
     return fail("--microbatches must be at least 1");
   options.microbatches = microbatches;
+  if (!(maxConstantBytes >= 1 && maxConstantBytes < 0x1p63))
+    return fail("--max-constant-bytes must be a positive number of bytes");
+  options.constantByteLimit = static_cast<int64_t>(maxConstantBytes);
   PipelineOptions pipelineOptions;
   pipelineOptions.cpuGemm = cpuGemm;
   pipelineOptions.target = target;

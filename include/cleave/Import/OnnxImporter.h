@@ -43,6 +43,10 @@ struct ImportOptions {
   /// Constant subgraphs whose results have at most this many elements are
   /// folded at import; larger constant results are computed by the program.
   int64_t foldElementLimit = 1 << 16;
+  /// The most bytes one tensor computed at compile time may take (a Range's
+  /// values; a splat costs one element): larger ones are refused before
+  /// they are built (--max-constant-bytes).
+  int64_t constantByteLimit = int64_t(4) << 30;
 };
 
 /// One ShardingSpecProto of a node's device_configurations (ONNX IR 11), as

@@ -91,6 +91,52 @@ Value addBias(OpBuilder &b, Location loc, Value x, Value y) {
                      });
 }
 
+/// Checks that the operands agree with Q, K and V in 4-D form ([batch,
+/// heads, length, head size]) before anything is built from them.
+LogicalResult checkOperandShapes(NodeContext &ctx, Value q, Value k, Value v) {
+  ArrayRef<int64_t> qs = tensorTypeOf(q).getShape(),
+                    ks = tensorTypeOf(k).getShape(),
+                    vs = tensorTypeOf(v).getShape();
+  if (ks[0] != qs[0] || vs[0] != qs[0])
+    return ctx.fail("Q, K and V have different batch sizes");
+  if (vs[1] != ks[1] || vs[2] != ks[2])
+    return ctx.fail("K and V have different head counts or lengths");
+  if (ks[3] != qs[3])
+    return ctx.fail("Q and K have different head sizes");
+  if (ks[1] == 0 || qs[1] % ks[1] != 0)
+    return ctx.emitError() << "q heads (" << qs[1]
+                           << ") are not a multiple of kv heads (" << ks[1]
+                           << ")";
+  int64_t past = 0;
+  if (ctx.hasInput(kPastKey)) {
+    ArrayRef<int64_t> pk = ctx.inputShape(kPastKey),
+                      pv = ctx.inputShape(kPastValue);
+    if (pk.size() != 4 || pv.size() != 4 || pk[0] != qs[0] || pk[1] != ks[1] ||
+        pk[3] != ks[3] || pv[0] != qs[0] || pv[1] != ks[1] || pv[2] != pk[2] ||
+        pv[3] != vs[3])
+      return ctx.fail("past_key and past_value must be [batch, kv heads, past "
+                      "length, head size] of K and V");
+    past = pk[2];
+  }
+  if (ctx.hasInput(kMask)) {
+    ArrayRef<int64_t> mask = ctx.inputShape(kMask);
+    int64_t scores[] = {qs[0], qs[1], qs[2], ks[2] + past};
+    bool fits = !mask.empty() && mask.size() <= 4;
+    for (size_t i = 0; fits && i < mask.size(); ++i) {
+      int64_t want = scores[4 - mask.size() + i];
+      fits = i + 1 == mask.size() ? mask[i] <= want
+                                  : mask[i] == 1 || mask[i] == want;
+    }
+    if (!fits)
+      return ctx.fail("attn_mask does not broadcast to [batch, heads, q "
+                      "length, kv length]");
+  }
+  if (ctx.hasInput(kNonPadKvSeqLen) &&
+      ctx.inputShape(kNonPadKvSeqLen) != ArrayRef<int64_t>{qs[0]})
+    return ctx.fail("nonpad_kv_seqlen must have one entry per batch");
+  return success();
+}
+
 LogicalResult lowerAttention(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
@@ -143,6 +189,9 @@ LogicalResult lowerAttention(NodeContext &ctx) {
   int64_t batch = qShape[0], qHeads = qShape[1], qLen = qShape[2],
           headSize = qShape[3];
 
+  if (failed(checkOperandShapes(ctx, q, k, v)))
+    return failure();
+
   int64_t pastLen = 0;
   if (ctx.hasInput(kPastKey)) {
     pastLen = ctx.inputShape(kPastKey)[2];
@@ -154,12 +203,6 @@ LogicalResult lowerAttention(NodeContext &ctx) {
   ctx.setOutput(kPresentValue, v);
   ArrayRef<int64_t> kShape = tensorTypeOf(k).getShape();
   int64_t kvHeads = kShape[1], kvLen = kShape[2];
-  if (kShape[3] != headSize)
-    return ctx.fail("Q and K have different head sizes");
-  if (qHeads % kvHeads != 0)
-    return ctx.emitError() << "q heads (" << qHeads
-                           << ") are not a multiple of kv heads (" << kvHeads
-                           << ")";
 
   // The additive bias: mask (padded to the key length), causal frontier and
   // key padding, each 0 where attention is allowed and -inf (or the mask's

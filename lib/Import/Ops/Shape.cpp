@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Builders.h"
+#include "../GraphImporter.h"
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
 #include "Indexing.h"
@@ -21,6 +22,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 
 using namespace mlir;
@@ -867,6 +870,25 @@ LogicalResult lowerConstantOfShape(NodeContext &ctx) {
   return success();
 }
 
+/// The number of elements of Range(start, limit, delta), or an error if it
+/// is not a count a compile-time tensor may have.
+static FailureOr<int64_t> rangeCount(NodeContext &ctx, long double count) {
+  if (!std::isfinite(count))
+    return ctx.fail("its size is not finite (start, limit and delta give " +
+                    std::to_string(static_cast<double>(count)) + ")");
+  count = std::max<long double>(0, std::ceil(count));
+  int64_t limit = ctx.graphImporter().constantByteLimit() / 8;
+  if (count > static_cast<long double>(limit)) {
+    char given[32];
+    std::snprintf(given, sizeof given, "%.4Lg", count);
+    return ctx.fail(std::string("its ") + given +
+                    " elements would be built at compile time, over the limit "
+                    "of " +
+                    std::to_string(limit) + " (--max-constant-bytes / 8)");
+  }
+  return static_cast<int64_t>(count);
+}
+
 LogicalResult lowerRange(NodeContext &ctx) {
   ctx.ignoreAttrs({"stash_type"}); // Only the precision of float accumulation.
   auto start = ctx.requireConstantInput(0, "start");
@@ -874,29 +896,42 @@ LogicalResult lowerRange(NodeContext &ctx) {
   auto delta = ctx.requireConstantInput(2, "delta");
   if (failed(start) || failed(limit) || failed(delta))
     return failure();
+  for (const ConstTensor *c : {*start, *limit, *delta})
+    if (c->getNumElements() != 1)
+      return ctx.fail("'start', 'limit' and 'delta' must be scalars");
   Type type = (*start)->getElementType();
   if (isFloat(type)) {
     double s = (*start)->getDouble(0), l = (*limit)->getDouble(0),
            d = (*delta)->getDouble(0);
     if (d == 0)
       return ctx.fail("'delta' is 0");
-    int64_t n =
-        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+    FailureOr<int64_t> n = rangeCount(ctx, ((long double)l - s) / d);
+    if (failed(n))
+      return failure();
     std::vector<double> v;
-    for (int64_t i = 0; i < n; ++i)
+    v.reserve(*n);
+    for (int64_t i = 0; i < *n; ++i)
       v.push_back(s + i * d);
-    ctx.setOutput(0, ConstTensor::floats(type, {n}, std::move(v)));
+    ctx.setOutput(0, ConstTensor::floats(type, {*n}, std::move(v)));
     return success();
   }
   int64_t s = (*start)->getInt(0), l = (*limit)->getInt(0),
           d = (*delta)->getInt(0);
   if (d == 0)
     return ctx.fail("'delta' is 0");
-  int64_t n = std::max<int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
+  // Exact: max(ceil((limit - start) / delta), 0) in 128 bits.
+  __int128 diff = (__int128)l - s;
+  __int128 q = diff / d;
+  if (q * d != diff && (diff > 0) == (d > 0))
+    ++q;
+  FailureOr<int64_t> n = rangeCount(ctx, static_cast<long double>(q));
+  if (failed(n))
+    return failure();
   std::vector<int64_t> v;
-  for (int64_t i = 0; i < n; ++i)
+  v.reserve(*n);
+  for (int64_t i = 0; i < *n; ++i)
     v.push_back(s + i * d);
-  ctx.setOutput(0, ConstTensor::ints(type, {n}, std::move(v)));
+  ctx.setOutput(0, ConstTensor::ints(type, {*n}, std::move(v)));
   return success();
 }
 
