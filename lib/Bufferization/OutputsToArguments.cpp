@@ -54,6 +54,8 @@ struct OutputsToArgumentsPass
     OpBuilder b(ret);
     MLIRContext *ctx = &getContext();
     SmallVector<Value> written;
+    llvm::SmallPtrSet<Value, 4> sources;
+    OpBuilder copies(ret);
     unsigned firstOutput = main.getNumArguments();
     for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
       auto type = dyn_cast<RankedTensorType>(result.getType());
@@ -83,12 +85,25 @@ struct OutputsToArgumentsPass
            reshape && !isa<BlockArgument>(reshape->getOperand(0));
            reshape = reshapeOf(source)) {
         reshapes.push_back(reshape);
-        dest = reshapedBack(top, reshape, dest);
         source = reshape->getOperand(0);
       }
-      Value value = bufferization::MaterializeInDestinationOp::create(
-                        b, ret.getLoc(), dest.getType(), source, dest)
-                        .getResult();
+      // A value another result is already written from (the same tensor, or
+      // one a reshape of the other, as taps give) cannot be written in place
+      // twice: this output gets a copy, made before any output is written
+      // in place (a read after that write would be a conflict).
+      if (!sources.insert(source).second) {
+        written.push_back(
+            linalg::CopyOp::create(copies, ret.getLoc(), result, dest)
+                .getResult(0));
+        continue;
+      }
+      for (Operation *reshape : reshapes)
+        dest = reshapedBack(top, reshape, dest);
+      auto materialize = bufferization::MaterializeInDestinationOp::create(
+          b, ret.getLoc(), dest.getType(), source, dest);
+      if (sources.size() == 1)
+        copies.setInsertionPoint(materialize);
+      Value value = materialize.getResult();
       for (Operation *reshape : llvm::reverse(reshapes)) {
         Operation *again = b.clone(*reshape);
         again->setOperand(0, value);
