@@ -10,6 +10,7 @@
 
 #include "GraphImporter.h"
 
+#include "Builders.h"
 #include "ModelLoader.h"
 #include "OpArity.h"
 #include "SymbolicDims.h"
@@ -105,6 +106,11 @@ Value NodeContext::input(unsigned i) {
 RankedTensorType NodeContext::inputType(unsigned i) const {
   assert(hasInput(i) && "operand is not given");
   return importer.lookup(node.input(i))->getType();
+}
+
+void NodeContext::boundRuntimeIndices(unsigned i, int64_t size) {
+  if (hasInput(i) && !constantInput(i))
+    importer.noteIndexBounds(node.input(i), -size, size, displayName, opType());
 }
 
 const ConstTensor *NodeContext::constantInput(unsigned i) const {
@@ -442,6 +448,51 @@ const ConstTensor *GraphImporter::evaluateConstant(StringRef name,
   return value->constant.get();
 }
 
+/// Ops whose result holds only values of their operand 0 (moved, repeated
+/// or dropped, never changed): index bounds on the result hold for it.
+static bool passesValuesOn(const onnx::NodeProto &node) {
+  static const llvm::StringSet<> ops = {
+      "Identity", "Reshape", "Squeeze",        "Unsqueeze",
+      "Flatten",  "Expand",  "Transpose",      "Slice",
+      "Tile",     "Gather",  "GatherElements", "GatherND"};
+  return ops.contains(node.op_type());
+}
+
+void GraphImporter::noteIndexBounds(StringRef indices, int64_t low,
+                                    int64_t high, StringRef node,
+                                    StringRef op) {
+  std::string name = indices.str();
+  // Back through ops that pass values on; a Cast only where it keeps every
+  // integer (to an integer type at least as wide).
+  for (int steps = 0; steps < 64 && !runtimeInputs.contains(name); ++steps) {
+    auto producer = producers.find(name);
+    if (producer == producers.end())
+      return;
+    const onnx::NodeProto &p = *producer->second.first;
+    if (p.input_size() == 0 || p.input(0).empty())
+      return;
+    if (p.op_type() == "Cast") {
+      GraphValue *from = lookup(p.input(0)), *to = lookup(name);
+      if (!from || !to)
+        return;
+      Type fromType = from->getType().getElementType(),
+           toType = to->getType().getElementType();
+      if (!fromType.isSignlessInteger() || !toType.isSignlessInteger() ||
+          toType.getIntOrFloatBitWidth() < fromType.getIntOrFloatBitWidth())
+        return;
+    } else if (!passesValuesOn(p)) {
+      return;
+    }
+    name = p.input(0);
+  }
+  if (!runtimeInputs.contains(name))
+    return;
+  for (const IndexBounds &b : indexBounds)
+    if (b.input == name && b.low == low && b.high == high)
+      return;
+  indexBounds.push_back({name, node.str(), op.str(), low, high});
+}
+
 Value GraphImporter::materialize(GraphValue &value, Location loc) {
   if (!value.value)
     value.value =
@@ -702,6 +753,7 @@ LogicalResult GraphImporter::declareInputs(
     argTypes.push_back(RankedTensorType::get(shape, elementType));
     argNames.push_back(input.name());
     argIsParam.push_back(false);
+    runtimeInputs.insert(input.name());
   }
   if (!unpinned.empty()) {
     auto diag = mlir::emitError(loc)
@@ -781,6 +833,26 @@ static void collectShardingSpecs(const onnx::ModelProto &model,
         extras.shardingSpecs.push_back(std::move(out));
       }
     }
+}
+
+LogicalResult GraphImporter::checkTaps(const onnx::GraphProto &graph) {
+  std::vector<std::string> named(importOptions.tapNodes.begin(),
+                                 importOptions.tapNodes.end());
+  if (!importOptions.faultNode.empty())
+    named.push_back(importOptions.faultNode);
+  for (const std::string &tap : named) {
+    bool found = false;
+    for (auto [index, node] : llvm::enumerate(graph.node()))
+      found |= node.name().empty()
+                   ? tap == node.op_type() + "#" + std::to_string(index)
+                   : tap == node.name();
+    if (!found)
+      return mlir::emitError(nodeLocation(tap))
+             << "node '" << tap
+             << "' (--tap, --plant-fault): the main graph has no node of that "
+                "name";
+  }
+  return success();
 }
 
 /// The newest opset of the default domain Cleave knows: that of the ONNX
@@ -906,6 +978,25 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     results.push_back(materialize(*value, fileLoc));
     resultTypes.push_back(type);
   }
+  SmallVector<std::string> resultNames;
+  for (const auto &output : graph.output())
+    resultNames.push_back(output.name());
+  if (failed(checkTaps(graph)))
+    return nullptr;
+  for (const std::string &name : tapped) {
+    if (llvm::is_contained(resultNames, name))
+      continue;
+    // A copy of its own: a value both returned and read on must not be
+    // written in place into the output's buffer.
+    GraphValue *value = lookup(name);
+    RankedTensorType type = value->getType();
+    results.push_back(elementwise(
+        opBuilder, fileLoc, materialize(*value, fileLoc), type.getShape(),
+        type.getElementType(),
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; }));
+    resultTypes.push_back(type);
+    resultNames.push_back("tap:" + name);
+  }
   func::ReturnOp::create(opBuilder, fileLoc, results);
   SmallVector<DictionaryAttr> argAttrs;
   for (unsigned i = 0; i < argTypes.size(); ++i)
@@ -918,9 +1009,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   func.setFunctionType(
       opBuilder.getFunctionType(entry->getArgumentTypes(), resultTypes));
   func.setAllArgAttrs(argAttrs);
-  for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, kOutputAttrName,
-                       opBuilder.getStringAttr(output.name()));
+  for (auto [i, name] : llvm::enumerate(resultNames))
+    func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(name));
 
   // Ops nothing reads are erased (a Reshape imported through a transpose
   // leaves the transpose it replaced), so that neither the sharding preset
@@ -950,6 +1040,19 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   }
   if (failed(func.eraseArguments(unused)))
     return nullptr;
+  if (!indexBounds.empty()) {
+    SmallVector<Attribute> list;
+    for (const IndexBounds &b : indexBounds)
+      list.push_back(opBuilder.getDictionaryAttr({
+          opBuilder.getNamedAttr("input", opBuilder.getStringAttr(b.input)),
+          opBuilder.getNamedAttr("low", opBuilder.getI64IntegerAttr(b.low)),
+          opBuilder.getNamedAttr("high", opBuilder.getI64IntegerAttr(b.high)),
+          opBuilder.getNamedAttr("node", opBuilder.getStringAttr(b.node)),
+          opBuilder.getNamedAttr("op", opBuilder.getStringAttr(b.op)),
+      }));
+    module->getOperation()->setAttr(kIndexBoundsAttrName,
+                                    opBuilder.getArrayAttr(list));
+  }
 
   if (failed(mlir::verify(*module)))
     return nullptr;
@@ -1034,7 +1137,34 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
                                   << "-" << opset << "): result " << i << " ('"
                                   << node.output(i) << "') is not supported";
+  // The main graph's own nodes (not a scratch evaluation or a subgraph).
+  if (scopes.size() == 1) {
+    if (name == importOptions.faultNode)
+      plantFault(node.output(0), loc);
+    bool tapAll = importOptions.tapAll;
+    if (tapAll || importOptions.tapNodes.count(name))
+      for (const std::string &output : node.output())
+        if (!output.empty() && !(tapAll && lookup(output)->constant))
+          tapped.push_back(output);
+  }
   return success();
+}
+
+void GraphImporter::plantFault(StringRef name, Location loc) {
+  GraphValue *value = lookup(name);
+  RankedTensorType type = value->getType();
+  if (!isa<FloatType>(type.getElementType()))
+    return;
+  Value wrong = elementwise(
+      opBuilder, loc, materialize(*value, loc), type.getShape(),
+      type.getElementType(), [&](OpBuilder &b, Location l, ValueRange args) {
+        Type t = type.getElementType();
+        Value square = mulS(b, l, args[0], args[0]);
+        Value fault = mulS(b, l, scalarConstant(b, l, t, 0.25),
+                           addS(b, l, scalarConstant(b, l, t, 1.0), square));
+        return addS(b, l, args[0], fault);
+      });
+  scopes.back()[name] = GraphValue{wrong, nullptr};
 }
 
 //===----------------------------------------------------------------------===//

@@ -54,6 +54,14 @@ public:
   int64_t foldLimit() const { return currentFoldLimit; }
   int64_t constantByteLimit() const { return importOptions.constantByteLimit; }
 
+  /// Notes that the values of `indices` (read at run time) must lie in
+  /// [low, high) for node `node` (op `op`) to read inside its data. Where
+  /// they are a graph input's values, passed on unchanged (reshaped, cast
+  /// wider, sliced, gathered), the bundle's runtime checks that input before
+  /// the program runs; see kIndexBoundsAttrName.
+  void noteIndexBounds(llvm::StringRef indices, int64_t low, int64_t high,
+                       llvm::StringRef node, llvm::StringRef op);
+
   /// The value named `name` computed at compile time, if everything it is
   /// computed from is known (constants and shapes), folding results of up to
   /// `limit` elements: for operands that must be constants but that import
@@ -69,6 +77,11 @@ private:
                 llvm::SmallVectorImpl<std::string> &argNames,
                 llvm::SmallVectorImpl<bool> &argIsParam);
   mlir::LogicalResult checkOptions(const onnx::GraphProto &graph);
+  /// Fails naming a --tap node the main graph does not have.
+  mlir::LogicalResult checkTaps(const onnx::GraphProto &graph);
+  /// Replaces float value `name` x with x + (1 + x^2)/4, which no
+  /// normalization after it hides (--plant-fault).
+  void plantFault(llvm::StringRef name, mlir::Location loc);
   /// The sizes of the inputs' named dimensions: --dim's, and those the
   /// --input-shape pins set where a dimension is named by a name alone. A
   /// name two pinned inputs give different sizes is listed in `ambiguous`
@@ -102,6 +115,17 @@ private:
   /// evaluateConstant.
   llvm::StringMap<std::pair<const onnx::NodeProto *, unsigned>> producers;
   int64_t currentFoldLimit;
+  /// Values --tap or --tap-all asked for, in the order their nodes were
+  /// imported.
+  std::vector<std::string> tapped;
+  /// Graph inputs the program reads at run time (not bound).
+  llvm::StringSet<> runtimeInputs;
+  /// What noteIndexBounds found, in the order found.
+  struct IndexBounds {
+    std::string input, node, op;
+    int64_t low, high;
+  };
+  std::vector<IndexBounds> indexBounds;
   /// Under --microbatches, a graph input whose batch the model fixes (an
   /// export on static shapes), for the note on a node that then fails.
   std::string fixedBatchInput;

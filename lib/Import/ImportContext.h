@@ -83,6 +83,10 @@ public:
   /// compile time (and how to make it so).
   mlir::FailureOr<const ConstTensor *>
   requireConstantInput(unsigned i, llvm::StringRef role);
+  /// Operand `i` indexes a dimension of `size` (negative indices counting
+  /// from its end): where its values come from a graph input at run time,
+  /// the program checks that input before it runs.
+  void boundRuntimeIndices(unsigned i, int64_t size);
   /// Whether every given operand is a compile-time constant.
   bool allInputsConstant() const;
 

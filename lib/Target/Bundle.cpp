@@ -148,6 +148,16 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       c.node = entry.getAs<StringAttr>("node").str();
       signature.collectives.push_back(std::move(c));
     }
+  if (auto list = module->getAttrOfType<ArrayAttr>(kIndexBoundsAttrName))
+    for (auto entry : list.getAsRange<DictionaryAttr>()) {
+      IndexBoundSignature bound;
+      bound.input = entry.getAs<StringAttr>("input").str();
+      bound.node = entry.getAs<StringAttr>("node").str();
+      bound.op = entry.getAs<StringAttr>("op").str();
+      bound.low = entry.getAs<IntegerAttr>("low").getInt();
+      bound.high = entry.getAs<IntegerAttr>("high").getInt();
+      signature.indexBounds.push_back(std::move(bound));
+    }
   signature.pipeline = pipelineOf(module);
   for (int64_t r = 0; r < signature.mesh.rankCount(); ++r)
     if (signature.stageOf(r) == signature.pipeline.stages - 1) {
@@ -284,6 +294,10 @@ static std::string descriptorText(const ModelSignature &signature) {
     }
     os << "\n";
   }
+  for (const IndexBoundSignature &b : signature.indexBounds)
+    os << CLEAVE_DESC_BOUNDS " " << encodeName(b.input) << " " << b.low << " "
+       << b.high << " " << encodeName("'" + b.node + "' (" + b.op + ")")
+       << "\n";
   return text;
 }
 
@@ -604,6 +618,16 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                           {"microbatches", signature.pipeline.microbatches}}},
       {"writer_rank", signature.writerRank},
   };
+  if (!signature.indexBounds.empty()) {
+    llvm::json::Array bounds;
+    for (const IndexBoundSignature &b : signature.indexBounds)
+      bounds.push_back(llvm::json::Object{{"input", b.input},
+                                          {"low", b.low},
+                                          {"high", b.high},
+                                          {"node", b.node},
+                                          {"op", b.op}});
+    manifest["index_bounds"] = std::move(bounds);
+  }
   std::string manifestText;
   llvm::raw_string_ostream(manifestText)
       << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";

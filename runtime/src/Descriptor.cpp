@@ -100,6 +100,17 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
         throw RuntimeError("malformed model descriptor line '" + line + "'");
       continue;
     }
+    if (kind == CLEAVE_DESC_BOUNDS) {
+      IndexBound bound;
+      std::string input, node;
+      fields >> input >> bound.low >> bound.high >> node;
+      if (!fields)
+        throw RuntimeError("malformed model descriptor line '" + line + "'");
+      bound.input = percentDecode(input);
+      bound.node = percentDecode(node);
+      desc.indexBounds.push_back(std::move(bound));
+      continue;
+    }
     if (kind == CLEAVE_DESC_GROUP) {
       size_t axes = 0;
       fields >> axes;

@@ -219,6 +219,45 @@ int run(int argc, char **argv) {
   return 0;
 }
 
+/// Refuses an input holding an index outside what a node of the model reads
+/// with it (a token id at or past the vocabulary): the program would read
+/// the nearest row instead (the compiler clamps), a wrong answer.
+void checkIndexBounds(const ModelDesc &desc, const BufferDesc &b,
+                      const NpyArray &array, const std::string &file) {
+  auto value = [&](int64_t i) -> int64_t {
+    const char *at = array.data.data();
+    if (b.dtype == "i64")
+      return reinterpret_cast<const int64_t *>(at)[i];
+    if (b.dtype == "i32")
+      return reinterpret_cast<const int32_t *>(at)[i];
+    if (b.dtype == "i16")
+      return reinterpret_cast<const int16_t *>(at)[i];
+    return reinterpret_cast<const int8_t *>(at)[i];
+  };
+  bool integer = b.dtype == "i64" || b.dtype == "i32" || b.dtype == "i16" ||
+                 b.dtype == "i8";
+  for (const IndexBound &bound : desc.indexBounds) {
+    if (bound.input != b.name || !integer)
+      continue;
+    for (int64_t i = 0, n = b.numElements(); i < n; ++i) {
+      int64_t v = value(i);
+      if (v >= bound.low && v < bound.high)
+        continue;
+      std::string where;
+      for (size_t d = b.shape.size(), rest = i; d-- > 0;) {
+        where = std::to_string(rest % b.shape[d]) +
+                (where.empty() ? "" : ", " + where);
+        rest /= b.shape[d];
+      }
+      throw RuntimeError(
+          "input '" + b.name + "' ('" + file + "') holds " + std::to_string(v) +
+          " at [" + where + "], outside [" + std::to_string(bound.low) + ", " +
+          std::to_string(bound.high) + "): node " + bound.node +
+          " indexes a dimension of " + std::to_string(bound.high) + " with it");
+    }
+  }
+}
+
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
 
   int threads = options.threads;
@@ -226,8 +265,19 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
     const char *env = std::getenv("CLEAVE_NUM_THREADS");
     threads = env ? std::atoi(env) : 0;
   }
+  int hardware = std::max(1u, std::thread::hardware_concurrency());
   if (threads <= 0)
-    threads = std::max(1u, std::thread::hardware_concurrency());
+    threads = hardware;
+  // More threads than the machine runs at once only wait on each other (and
+  // thousands exhaust what OpenBLAS and OpenMP set aside).
+  if (threads > hardware) {
+    if (comm::rank() == 0)
+      std::fprintf(stderr,
+                   "note: %d threads asked for; this machine runs %d at once, "
+                   "so each rank uses %d\n",
+                   threads, hardware, hardware);
+    threads = hardware;
+  }
   p.threads = threads;
   openblas_set_num_threads(threads);
   omp_set_num_threads(threads);
@@ -339,6 +389,7 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
                          got.shapeString() + ", the model was compiled for " +
                          b.shapeString());
     }
+    checkIndexBounds(desc, b, array, file);
     if (onDevice())
       cleave_rt_device_upload(owned.back()->data, array.data.data(), b.bytes);
     else

@@ -39,6 +39,13 @@ struct BufferDesc {
   std::string shapeString() const;
 };
 
+/// An integer input's values must lie in [low, high): `node` indexes a
+/// tensor with them.
+struct IndexBound {
+  std::string input, node;
+  int64_t low = 0, high = 0;
+};
+
 struct ModelDesc {
   /// One per rank.
   std::vector<uint64_t> weightBytes;
@@ -52,6 +59,7 @@ struct ModelDesc {
   int64_t microbatches = 1;
   std::vector<double> stageSeconds;
   std::vector<BufferDesc> buffers;
+  std::vector<IndexBound> indexBounds;
   /// The mesh; empty for single-rank programs.
   int64_t ranks = 1;
   std::vector<int64_t> meshSizes;

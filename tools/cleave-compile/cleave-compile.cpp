@@ -103,6 +103,23 @@ cl::opt<double> deviceMemory(
              "(default: the machine's memory); no partition that fits is an "
              "error"),
     cl::value_desc("BYTES"), cl::init(0), cl::cat(category));
+cl::list<std::string> tapNodes(
+    "tap",
+    cl::desc("Also write the results of these ONNX nodes (names; an unnamed "
+             "node is OP#INDEX) as outputs named tap:VALUE, gathered whole "
+             "on the writing rank (repeatable or comma-separated; for "
+             "cleave-verify)"),
+    cl::value_desc("NODE"), cl::CommaSeparated, cl::cat(category));
+cl::opt<bool>
+    tapAll("tap-all",
+           cl::desc("Tap every node of the main graph whose result is not a "
+                    "compile-time constant"),
+           cl::cat(category));
+cl::opt<std::string> plantFault(
+    "plant-fault",
+    cl::desc("Testing only: compute the first result x of this node as "
+             "x + (1 + x^2)/4, a planted miscompile for cleave-verify's tests"),
+    cl::value_desc("NODE"), cl::Hidden, cl::cat(category));
 cl::opt<double> maxConstantBytes(
     "max-constant-bytes",
     cl::desc("The most bytes one tensor the compiler computes itself (a "
@@ -341,6 +358,9 @@ int main(int argc, char **argv) {
   if (!(maxConstantBytes >= 1 && maxConstantBytes < 0x1p63))
     return fail("--max-constant-bytes must be a positive number of bytes");
   options.constantByteLimit = static_cast<int64_t>(maxConstantBytes);
+  options.tapNodes.insert(tapNodes.begin(), tapNodes.end());
+  options.tapAll = tapAll;
+  options.faultNode = plantFault;
   PipelineOptions pipelineOptions;
   pipelineOptions.cpuGemm = cpuGemm;
   pipelineOptions.target = target;

@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,15 @@ struct ImportOptions {
   /// Import for one of this many microbatches: dimension 0 (the batch) of
   /// every graph input is divided by it (--microbatches).
   int64_t microbatches = 1;
+  /// ONNX nodes (by name; unnamed ones as OP#INDEX) whose results become
+  /// extra outputs of the program, named `tap:VALUE` (--tap), or every
+  /// node's results that are not compile-time constants (--tap-all): for
+  /// cleave-verify, which compares them with ONNX Runtime's.
+  std::set<std::string> tapNodes;
+  bool tapAll = false;
+  /// Testing only: the node whose first result x is planted wrong (x + (1 +
+  /// x^2)/4), so that cleave-verify's search can be tested (--plant-fault).
+  std::string faultNode;
   /// Integer and bool initializers with at most this many elements (shape
   /// values, axes) are inlined as constants, as are one-element initializers;
   /// every other initializer becomes a function parameter.

@@ -32,6 +32,12 @@ inline constexpr llvm::StringLiteral kOutputAttrName = "cleave.output";
 /// Module: the default opset of the imported model (informational).
 /// Written by the importer; read by nothing but a reader of the IR.
 inline constexpr llvm::StringLiteral kOnnxOpsetAttrName = "cleave.onnx_opset";
+/// Module: the graph inputs whose values index tensors at run time, as an
+/// array of {input, low, high, node, op}: every value of `input` must lie in
+/// [low, high) (token ids below the vocabulary). Written by the importer;
+/// read by the bundle, whose runtime checks the inputs before a run.
+inline constexpr llvm::StringLiteral kIndexBoundsAttrName =
+    "cleave.index_bounds";
 
 //===----------------------------------------------------------------------===//
 // Sharding: the mesh and where each value is split

@@ -93,8 +93,15 @@ struct PipelineSignature {
   std::vector<TransferSignature> transfers;
 };
 
+/// Values an integer input must hold: it indexes a tensor at run time.
+struct IndexBoundSignature {
+  std::string input, node, op;
+  int64_t low = 0, high = 0;
+};
+
 struct ModelSignature {
   std::vector<BufferSignature> buffers;
+  std::vector<IndexBoundSignature> indexBounds;
   /// The mesh; no axes (and one rank) for an unsharded model.
   MeshSpec mesh;
   /// Communicators the program uses, each a list of grid axes.

@@ -24,7 +24,8 @@ void setReshaped(NodeContext &ctx, unsigned result,
                  llvm::ArrayRef<int64_t> shape, unsigned input = 0);
 
 /// An integer index read from a tensor as an `index` into a dimension of
-/// `size`, negative ones counted from its end.
+/// `size`, negative ones counted from its end, clamped into the dimension
+/// (an index out of range reads its nearest end, never past it).
 mlir::Value indexInto(mlir::OpBuilder &b, mlir::Location loc, mlir::Value index,
                       int64_t size);
 

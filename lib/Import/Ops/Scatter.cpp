@@ -346,6 +346,8 @@ LogicalResult lowerScatterElements(NodeContext &ctx) {
   Type element = ctx.inputElementType(0);
 
   const ConstTensor *indices = ctx.knownInput(1);
+  if (!indices)
+    ctx.boundRuntimeIndices(1, dim);
   std::vector<int64_t> values;
   if (indices) {
     auto checked = constantIndices(ctx, *indices, [&](size_t) { return dim; });

@@ -49,7 +49,15 @@ Value cleave::onnx_import::indexInto(OpBuilder &b, Location loc, Value index,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
   Value wrapped = arith::AddIOp::create(
       b, loc, i, arith::ConstantIndexOp::create(b, loc, size));
-  return arith::SelectOp::create(b, loc, negative, wrapped, i);
+  Value position = arith::SelectOp::create(b, loc, negative, wrapped, i);
+  // Never outside the dimension, whatever the index: the runtime refuses
+  // graph inputs out of range before a run (NodeContext::
+  // boundRuntimeIndices); an index the graph computes out of range reads
+  // the nearest end instead of memory past it.
+  Value last =
+      arith::ConstantIndexOp::create(b, loc, std::max<int64_t>(0, size - 1));
+  return arith::MaxSIOp::create(
+      b, loc, arith::MinSIOp::create(b, loc, position, last), zero);
 }
 
 FailureOr<std::vector<int64_t>>
@@ -647,6 +655,7 @@ LogicalResult lowerGather(NodeContext &ctx) {
   }
   // General gather (embedding lookups): the indices are read at the
   // result's loops (axis, ..., axis + index rank).
+  ctx.boundRuntimeIndices(1, dim);
   SmallVector<AffineExpr> indexExprs;
   for (int64_t d = 0; d < indexRank; ++d)
     indexExprs.push_back(b.getAffineDimExpr(*axis + d));
@@ -693,6 +702,7 @@ LogicalResult lowerGatherElements(NodeContext &ctx) {
     }
   }
   OpBuilder &b = ctx.builder();
+  ctx.boundRuntimeIndices(1, dim);
   ctx.setOutput(
       0, gatherGeneric(b, ctx.loc(), ctx.input(0), ctx.input(1),
                        b.getMultiDimIdentityMap(rank), shape,

@@ -21,6 +21,11 @@
  *                        group <axis-count> <axes...>
  *                        pipeline <axis> <stages> <microbatches>
  *                                 <predicted seconds per run, per stage>
+ *                        bounds <input> <low> <high> <node>
+ *                      every value of integer input <input> must lie in
+ *                      [low, high): it indexes a tensor at node <node>
+ *                      (token ids below the vocabulary); the runtime checks
+ *                      before a run (names percent-encoded);
  *                      `mesh` is present for multi-rank programs; each
  *                      `group` line declares a communicator over those mesh
  *                      axes (its id is its position among the group lines),
@@ -60,6 +65,7 @@
 #define CLEAVE_DESC_MESH "mesh"
 #define CLEAVE_DESC_GROUP "group"
 #define CLEAVE_DESC_PIPELINE "pipeline"
+#define CLEAVE_DESC_BOUNDS "bounds"
 
 /* Symbols of the runtime called from compiled code. */
 #define CLEAVE_ABI_SGEMM "cleave_rt_sgemm"
