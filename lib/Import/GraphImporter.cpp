@@ -311,6 +311,15 @@ LogicalResult NodeContext::fail(const Twine &message) {
   return emitError() << message;
 }
 
+LogicalResult NodeContext::checkShape(ArrayRef<int64_t> shape, StringRef what) {
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return fail(what + " " + formatShape(shape) + " has a negative dimension");
+  if (!byteSizeOf(shape, 8))
+    return fail(what + " " + formatShape(shape) +
+                " has a size that does not fit 64 bits");
+  return success();
+}
+
 FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
                                               StringRef what) {
   if (axis < -rank || axis >= rank) {

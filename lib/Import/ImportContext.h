@@ -125,6 +125,11 @@ public:
   /// Reports an error at this node: "node 'NAME' (Op-N): MESSAGE".
   mlir::InFlightDiagnostic emitError();
   mlir::LogicalResult fail(const llvm::Twine &message);
+  /// Fails, naming `what`, if `shape` (computed from operand values) has a
+  /// negative dimension or a size past 64 bits: before anything is built
+  /// on it.
+  mlir::LogicalResult checkShape(llvm::ArrayRef<int64_t> shape,
+                                 llvm::StringRef what);
   /// Normalises a possibly negative axis into [0, rank); errors name `what`.
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
                                          llvm::StringRef what);

@@ -152,6 +152,12 @@ def named_models():
     out["huge-tile"] = _model(
         [helper.make_node("Tile", ["x", "reps"], ["y"])], [x], [y],
         [numpy_helper.from_array(np.array([2**40, 2**40], np.int64), "reps")])
+    out["negative-tile"] = _model(
+        [helper.make_node("Tile", ["x", "reps"], ["y"])], [x], [y],
+        [numpy_helper.from_array(np.array([-3, 1], np.int64), "reps")])
+    out["negative-expand"] = _model(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])], [x], [y],
+        [numpy_helper.from_array(np.array([-2, 3], np.int64), "shape")])
     out["reshape-wrong-count"] = _model(
         [helper.make_node("Reshape", ["x", "shape"], ["y"])], [x], [y],
         [numpy_helper.from_array(np.array([7], np.int64), "shape")])

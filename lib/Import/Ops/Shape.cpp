@@ -839,6 +839,8 @@ LogicalResult lowerExpand(NodeContext &ctx) {
   std::vector<int64_t> values = (*target)->toInts();
   SmallVector<int64_t> requested(values.begin(), values.end());
   SmallVector<int64_t> in(ctx.inputShape(0));
+  if (failed(ctx.checkShape(requested, "the requested shape")))
+    return failure();
   auto shape = broadcastShapes({in, requested});
   if (!shape)
     return ctx.fail("the input cannot be expanded to the requested shape");
@@ -863,6 +865,8 @@ LogicalResult lowerConstantOfShape(NodeContext &ctx) {
     return failure();
   std::vector<int64_t> values = (*target)->toInts();
   SmallVector<int64_t> shape(values.begin(), values.end());
+  if (failed(ctx.checkShape(shape, "the shape")))
+    return failure();
   ConstTensor fill =
       ConstTensor::floats(Float32Type::get(ctx.context()), {}, {0.0});
   if (const onnx::AttributeProto *a = ctx.attr("value")) {
@@ -1116,8 +1120,15 @@ LogicalResult lowerTile(NodeContext &ctx) {
   if (static_cast<int64_t>(repeats.size()) != rank)
     return ctx.fail("'repeats' must have one entry per input dimension");
   SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < rank; ++d)
+  for (int64_t d = 0; d < rank; ++d) {
+    if (repeats[d] < 0 || (repeats[d] && in[d] > INT64_MAX / repeats[d]))
+      return ctx.fail("'repeats' " + std::to_string(repeats[d]) +
+                      " for dimension " + std::to_string(d) +
+                      " is negative or too large");
     shape.push_back(in[d] * repeats[d]);
+  }
+  if (failed(ctx.checkShape(shape, "the tiled shape")))
+    return failure();
   if (const ConstTensor *c = ctx.constantInput(0); c && ctx.shouldFold(shape)) {
     SmallVector<int64_t> strides = stridesOf(in);
     ctx.setOutput(0, c->gather(shape, [&](ArrayRef<int64_t> index) {
