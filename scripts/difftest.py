@@ -90,24 +90,24 @@ class Graph:
             self.inputs.append(helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(array.dtype), list(shape)))
             self.feeds[name] = array
-        elif kind == "init":
+        else:
+            self.constant(name, array, as_initializer=kind == "init")
+        return name
+
+    def constant(self, name, array, as_initializer):
+        """`array` named `name`: an initializer or a Constant node."""
+        if as_initializer:
             self.inits.append(numpy_helper.from_array(array, name))
         else:
             self.nodes.append(helper.make_node(
                 "Constant", [], [name], name=self.name("n_Constant"),
                 value=numpy_helper.from_array(array, name + "_value")))
-        return name
 
     def ints(self, values):
         """An int64 constant (initializer or Constant node)."""
-        array = np.array(values, np.int64)
         name = self.name("i")
-        if self.rng.random() < 0.5:
-            self.inits.append(numpy_helper.from_array(array, name))
-        else:
-            self.nodes.append(helper.make_node(
-                "Constant", [], [name], name=self.name("n_Constant"),
-                value=numpy_helper.from_array(array, name + "_value")))
+        self.constant(name, np.array(values, np.int64),
+                      as_initializer=self.rng.random() < 0.5)
         return name
 
     def choose(self, items):
