@@ -158,6 +158,13 @@ def named_models():
     out["negative-expand"] = _model(
         [helper.make_node("Expand", ["x", "shape"], ["y"])], [x], [y],
         [numpy_helper.from_array(np.array([-2, 3], np.int64), "shape")])
+    out["split-zero-outputs-attribute"] = _model(
+        [helper.make_node("Split", ["x"], ["a"], axis=0, num_outputs=0),
+         helper.make_node("Identity", ["x"], ["y"])], [x], [y])
+    out["split-negative-size"] = _model(
+        [helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+         helper.make_node("Identity", ["x"], ["y"])], [x], [y],
+        [numpy_helper.from_array(np.array([5, -2], np.int64), "sizes")])
     out["reshape-wrong-count"] = _model(
         [helper.make_node("Reshape", ["x", "shape"], ["y"])], [x], [y],
         [numpy_helper.from_array(np.array([7], np.int64), "shape")])

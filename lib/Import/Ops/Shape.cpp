@@ -402,6 +402,9 @@ LogicalResult lowerSplit(NodeContext &ctx) {
         return ctx.fail("either operand 'split' or attribute 'num_outputs' is "
                         "required");
       parts = ctx.intAttr("num_outputs", parts);
+      if (parts < 1)
+        return ctx.fail("attribute 'num_outputs' is " + std::to_string(parts) +
+                        "; it must be at least 1");
     }
     // Even parts; with num_outputs the last one may be smaller.
     int64_t chunk = (dim + parts - 1) / parts;
@@ -416,6 +419,8 @@ LogicalResult lowerSplit(NodeContext &ctx) {
     return ctx.emitError() << "split into " << sizes.size()
                            << " parts, but the "
                            << "node has " << ctx.numOutputs() << " results";
+  if (llvm::any_of(sizes, [](int64_t size) { return size < 0; }))
+    return ctx.fail("a split size is negative");
   if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
     return ctx.emitError() << "split sizes do not add up to " << dim;
   int64_t offset = 0;
