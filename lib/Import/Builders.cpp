@@ -655,19 +655,18 @@ private:
 
 } // namespace
 
-Value cleave::onnx_import::sliceAxis(OpBuilder &b, Location loc, Value value,
-                                     int64_t axis, int64_t offset, int64_t size,
-                                     ArrayRef<int64_t> resultShape) {
+Value cleave::onnx_import::sliceAxis(
+    OpBuilder &b, Location loc, Value value, int64_t axis, int64_t offset,
+    int64_t size, std::optional<ArrayRef<int64_t>> resultShape) {
   auto type = tensorTypeOf(value);
   SmallVector<int64_t> shape(type.getShape());
   shape[axis] = size;
   if (size == 0 || type.getNumElements() == 0)
-    return emptyTensor(
-        b, loc, resultShape.empty() ? ArrayRef<int64_t>(shape) : resultShape,
-        type.getElementType());
+    return emptyTensor(b, loc, resultShape ? *resultShape : ArrayRef(shape),
+                       type.getElementType());
   SliceBuilder slices(b, loc);
   Value sliced = slices.slice(value, axis, offset, size);
-  return resultShape.empty() ? sliced : slices.reshaped(sliced, resultShape);
+  return resultShape ? slices.reshaped(sliced, *resultShape) : sliced;
 }
 
 Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,

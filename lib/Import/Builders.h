@@ -87,14 +87,16 @@ mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 mlir::Value matmul(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
                    mlir::Value rhs);
 
-/// A contiguous slice along `axis`, reshaped to `resultShape` if given. The
+/// A contiguous slice along `axis`, reshaped to `resultShape` if given (an
+/// empty one is a scalar). The
 /// slice is taken before the transposes and reshapes that made `value`
 /// where they let it through (only the part is transposed; PyTorch's
 /// `nn.MultiheadAttention` picks Q, K and V out of a transposed view of its
 /// fused projection).
-mlir::Value sliceAxis(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                      int64_t axis, int64_t offset, int64_t size,
-                      llvm::ArrayRef<int64_t> resultShape = {});
+mlir::Value
+sliceAxis(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+          int64_t axis, int64_t offset, int64_t size,
+          std::optional<llvm::ArrayRef<int64_t>> resultShape = std::nullopt);
 
 /// `value` padded with `low`/`high` elements per dim, all equal to `padValue`.
 mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,

@@ -267,7 +267,8 @@ LogicalResult lowerScatterND(NodeContext &ctx) {
     Value flat = reshape(b, loc, ctx.input(1), flatIndices);
     SmallVector<Value> parts;
     for (int64_t j = 0; j < depth; ++j)
-      parts.push_back(sliceAxis(b, loc, flat, 1, j, 1, {tuples}));
+      parts.push_back(
+          sliceAxis(b, loc, flat, 1, j, 1, ArrayRef<int64_t>{tuples}));
     SmallVector<AffineMap> maps(
         depth, AffineMap::get(depth + 1, 0, getAffineDimExpr(depth, context)));
     map = runtimeSlotMap(

@@ -639,8 +639,8 @@ LogicalResult lowerGather(NodeContext &ctx) {
   Value source = ctx.input(0);
   if (indices && indexRank == 0) {
     // A constant scalar index picks one slice: no data-dependent indexing.
-    ctx.setOutput(0,
-                  sliceAxis(b, loc, source, *axis, indexValues[0], 1, shape));
+    ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0], 1,
+                               ArrayRef<int64_t>(shape)));
     return success();
   }
   if (indices && indexRank >= 1 && !indexValues.empty()) {
@@ -653,8 +653,9 @@ LogicalResult lowerGather(NodeContext &ctx) {
     if (consecutive) {
       ctx.setOutput(0, sliceAxis(b, loc, source, *axis, indexValues[0],
                                  indexValues.size(),
-                                 indexRank > 1 ? ArrayRef<int64_t>(shape)
-                                               : ArrayRef<int64_t>()));
+                                 indexRank > 1
+                                     ? std::optional(ArrayRef<int64_t>(shape))
+                                     : std::nullopt));
       return success();
     }
   }
@@ -797,12 +798,13 @@ LogicalResult lowerGatherND(NodeContext &ctx) {
       Value picked = source;
       for (int64_t d = 0; d + 1 < depth; ++d)
         picked = sliceAxis(b, loc, picked, d, values[d], 1);
-      ctx.setOutput(
-          0, sliceAxis(b, loc, picked, depth - 1, values[depth - 1], 1, shape));
+      ctx.setOutput(0, sliceAxis(b, loc, picked, depth - 1, values[depth - 1],
+                                 1, ArrayRef<int64_t>(shape)));
       return success();
     }
     if (consecutive) {
-      ctx.setOutput(0, sliceAxis(b, loc, source, 0, values[0], tuples, shape));
+      ctx.setOutput(0, sliceAxis(b, loc, source, 0, values[0], tuples,
+                                 ArrayRef<int64_t>(shape)));
       return success();
     }
   }
