@@ -109,7 +109,14 @@ LogicalResult lowerLayerNorm(NodeContext &ctx) {
   double epsilon = norm->epsilon;
 
   Value x = castTensor(b, loc, ctx.input(0), stash);
-  Value mean = meanOver(b, loc, x, axes);
+  // The mean is summed in float64: a float32 sum is off by ulps, which
+  // (x - mean) / sqrt(variance + epsilon) amplifies up to 1/sqrt(epsilon)
+  // (300x) where the variance is small; a row of equal values then gives
+  // noise instead of zeros (difftest, seed 7, graph 515). ONNX Runtime's
+  // kernel accumulates in double as well.
+  Type wide = Float64Type::get(ctx.context());
+  Value mean = castTensor(
+      b, loc, meanOver(b, loc, castTensor(b, loc, x, wide), axes), stash);
   Value centred = elementwise(b, loc, {x, mean}, shape, stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return subS(nb, nl, args[0], args[1]);
