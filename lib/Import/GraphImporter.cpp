@@ -744,12 +744,22 @@ LogicalResult GraphImporter::declareInputs(
       }
     }
     if (int64_t m = importOptions.microbatches; m > 1) {
-      if (shape.empty() || shape[0] % m != 0)
-        return mlir::emitError(loc)
-               << "--microbatches " << m << ": input '" << input.name()
-               << "' has shape " << formatShape(shape)
-               << ", whose first dimension (the batch) does not split into "
-               << m << " microbatches";
+      if (shape.empty() || shape[0] % m != 0) {
+        auto diag = mlir::emitError(loc)
+                    << "--microbatches " << m << ": input '" << input.name()
+                    << "' has shape " << formatShape(shape)
+                    << ", whose first dimension (the batch) does not split "
+                       "into "
+                    << m << " microbatches";
+        if (!shape.empty() && shape[0] > 0 && shape[0] <= (1 << 20)) {
+          SmallVector<std::string> counts;
+          for (int64_t c = 1; c <= shape[0]; ++c)
+            if (shape[0] % c == 0)
+              counts.push_back(std::to_string(c));
+          diag << " (counts that do: " << llvm::join(counts, ", ") << ")";
+        }
+        return diag;
+      }
       if (fixedBatchInput.empty() && hasShape && !declared.empty() &&
           declared[0] != ShapedType::kDynamic)
         fixedBatchInput = input.name();
