@@ -366,14 +366,11 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
                         tensor.name());
   }
 
+  // Raw bytes or typed values: all there before any is decoded.
+  if (llvm::Error error = checkTensorData(tensor, modelDir))
+    return std::move(error);
   if (tensor.has_raw_data()) {
-    const std::string &raw = tensor.raw_data();
-    if (static_cast<int64_t>(raw.size()) != count * bytesPerElement)
-      return makeError("tensor '" + tensor.name() + "' holds " +
-                       llvm::Twine(raw.size()) +
-                       " bytes of raw data, its shape " + "needs " +
-                       llvm::Twine(count * bytesPerElement));
-    decodeRaw(raw.data(), count, dataType, ints, floats);
+    decodeRaw(tensor.raw_data().data(), count, dataType, ints, floats);
     return finishTensor(elementType, shape, std::move(ints), std::move(floats),
                         tensor.name());
   }
