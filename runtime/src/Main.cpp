@@ -224,24 +224,33 @@ int run(int argc, char **argv) {
 /// the nearest row instead (the compiler clamps), a wrong answer.
 void checkIndexBounds(const ModelDesc &desc, const BufferDesc &b,
                       const NpyArray &array, const std::string &file) {
-  auto value = [&](int64_t i) -> int64_t {
-    const char *at = array.data.data();
-    if (b.dtype == "i64")
-      return reinterpret_cast<const int64_t *>(at)[i];
-    if (b.dtype == "i32")
-      return reinterpret_cast<const int32_t *>(at)[i];
-    if (b.dtype == "i16")
-      return reinterpret_cast<const int16_t *>(at)[i];
-    return reinterpret_cast<const int8_t *>(at)[i];
+  std::vector<const IndexBound *> bounds;
+  for (const IndexBound &bound : desc.indexBounds)
+    if (bound.input == b.name)
+      bounds.push_back(&bound);
+  if (bounds.empty())
+    return;
+  // The values widened once, whatever the integer type.
+  std::vector<int64_t> values(b.numElements());
+  auto widen = [&](auto zero) {
+    const auto *data =
+        reinterpret_cast<const decltype(zero) *>(array.data.data());
+    std::copy(data, data + values.size(), values.begin());
   };
-  bool integer = b.dtype == "i64" || b.dtype == "i32" || b.dtype == "i16" ||
-                 b.dtype == "i8";
-  for (const IndexBound &bound : desc.indexBounds) {
-    if (bound.input != b.name || !integer)
-      continue;
-    for (int64_t i = 0, n = b.numElements(); i < n; ++i) {
-      int64_t v = value(i);
-      if (v >= bound.low && v < bound.high)
+  if (b.dtype == "i64")
+    widen(int64_t());
+  else if (b.dtype == "i32")
+    widen(int32_t());
+  else if (b.dtype == "i16")
+    widen(int16_t());
+  else if (b.dtype == "i8")
+    widen(int8_t());
+  else
+    return;
+  for (const IndexBound *bound : bounds)
+    for (size_t i = 0; i < values.size(); ++i) {
+      int64_t v = values[i];
+      if (v >= bound->low && v < bound->high)
         continue;
       std::string where;
       for (size_t d = b.shape.size(), rest = i; d-- > 0;) {
@@ -249,13 +258,13 @@ void checkIndexBounds(const ModelDesc &desc, const BufferDesc &b,
                 (where.empty() ? "" : ", " + where);
         rest /= b.shape[d];
       }
-      throw RuntimeError(
-          "input '" + b.name + "' ('" + file + "') holds " + std::to_string(v) +
-          " at [" + where + "], outside [" + std::to_string(bound.low) + ", " +
-          std::to_string(bound.high) + "): node " + bound.node +
-          " indexes a dimension of " + std::to_string(bound.high) + " with it");
+      throw RuntimeError("input '" + b.name + "' ('" + file + "') holds " +
+                         std::to_string(v) + " at [" + where + "], outside [" +
+                         std::to_string(bound->low) + ", " +
+                         std::to_string(bound->high) + "): node " +
+                         bound->node + " indexes a dimension of " +
+                         std::to_string(bound->high) + " with it");
     }
-  }
 }
 
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {

@@ -157,10 +157,13 @@ def reference(model, names, inputs, manifest):
     """ONNX Runtime's values of `names` (graph outputs or node results)."""
     probe = with_outputs(model, names, manifest)
     feed = {i.name: inputs[i.name] for i in model.graph.input if i.name in inputs}
-    session = ort.InferenceSession(probe.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
     wanted = [o.name for o in probe.graph.output]
-    return dict(zip(wanted, session.run(wanted, feed)))
+    try:
+        session = ort.InferenceSession(probe.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        return dict(zip(wanted, session.run(wanted, feed)))
+    except Exception as e:  # ORT's own errors: no reference to compare with
+        raise UsageError(f"ONNX Runtime cannot run the model: {e}") from e
 
 
 class Judge:
@@ -331,7 +334,10 @@ def main(argv):
         name, sep, path = pair.partition("=")
         if not sep:
             parser.error(f"--input {pair}: expected NAME=FILE.npy")
-        given[name] = np.load(path)
+        try:
+            given[name] = np.load(path)
+        except (OSError, ValueError) as e:
+            parser.error(f"--input {pair}: {e}")
     precision = "f32"
     for i, flag in enumerate(flags):
         if flag.startswith("--precision="):
