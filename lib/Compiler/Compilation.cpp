@@ -7,11 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Compiler/Compilation.h"
+#include "cleave/Partition/Passes.h"
+#include "cleave/Support/Attributes.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -31,6 +34,87 @@ LogicalResult cleave::writeModule(ModuleOp module, llvm::StringRef path) {
   return success();
 }
 
+/// Runs cleave-split-microbatches on `module` for `count` microbatches,
+/// its diagnostics shown or not.
+static LogicalResult runSplit(ModuleOp module, int64_t count, bool quiet) {
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (quiet)
+    silence.emplace(module.getContext(),
+                    [](Diagnostic &) { return success(); });
+  PassManager pm(module.getContext());
+  CleaveSplitMicrobatchesOptions split;
+  split.count = count;
+  pm.addPass(createCleaveSplitMicrobatches(split));
+  return pm.run(module);
+}
+
+/// Cuts the imported @main to one of `count` microbatches
+/// (cleave-split-microbatches), keeping `values` (the ONNX names the hints
+/// are resolved against) pointing at the new ops. When the graph cannot be
+/// cut, a note says which counts can.
+static LogicalResult splitMicrobatches(ModuleOp module, int64_t count,
+                                       llvm::StringMap<Value> &values) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.isExternal())
+    return runSplit(module, count, /*quiet=*/false);
+  // Partition rebuilds the ops; each carries its names across.
+  constexpr llvm::StringLiteral kNames = "cleave.onnx_names";
+  Builder b(module.getContext());
+  llvm::StringMap<unsigned> argumentNames;
+  for (auto &[name, value] : values) {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      argumentNames[name] = arg.getArgNumber();
+      continue;
+    }
+    auto result = cast<OpResult>(value);
+    Operation *op = result.getOwner();
+    NamedAttrList names(op->getAttrOfType<DictionaryAttr>(kNames));
+    names.set(name, b.getI64IntegerAttr(result.getResultNumber()));
+    op->setAttr(kNames, names.getDictionary(module.getContext()));
+  }
+  OwningOpRef<ModuleOp> original = module.clone();
+  if (failed(runSplit(module, count, /*quiet=*/false))) {
+    // Which counts would have worked: each divisor of the batch, tried.
+    int64_t batch = 0;
+    auto whole = original->lookupSymbol<func::FuncOp>("main");
+    for (BlockArgument arg : whole.getArguments())
+      if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+          type && type.getRank() > 0 &&
+          whole.getArgAttr(arg.getArgNumber(), kInputAttrName)) {
+        batch = type.getDimSize(0);
+        break;
+      }
+    if (batch > 0 && batch % count == 0) {
+      SmallVector<std::string> work = {"1"};
+      for (int64_t c = 2; c <= batch && c <= 4096; ++c) {
+        if (batch % c != 0 || c == count)
+          continue;
+        OwningOpRef<ModuleOp> trial = original->clone();
+        if (succeeded(runSplit(*trial, c, /*quiet=*/true)))
+          work.push_back(std::to_string(c));
+      }
+      emitRemark(module.getLoc())
+          << "microbatch counts this graph can be cut into, of its batch of "
+          << batch << ": " << llvm::join(work, ", ");
+    }
+    return failure();
+  }
+  values.clear();
+  for (auto &[name, number] : argumentNames)
+    values[name] = main.getArgument(number);
+  main.walk([&](Operation *op) {
+    auto names = op->getAttrOfType<DictionaryAttr>(kNames);
+    if (!names)
+      return;
+    for (NamedAttribute entry : names)
+      if (auto number = dyn_cast<IntegerAttr>(entry.getValue());
+          number && number.getInt() < op->getNumResults())
+        values[entry.getName()] = op->getResult(number.getInt());
+    op->removeAttr(kNames);
+  });
+  return success();
+}
+
 LogicalResult Compilation::runPhase(Phase phase) {
   switch (phase) {
   case Phase::Import: {
@@ -39,10 +123,16 @@ LogicalResult Compilation::runPhase(Phase phase) {
         importOnnxModel(context, options.modelPath, options.import, &extras);
     if (!moduleOp)
       return failure();
+    PipelineOptions &pipeline = options.pipeline;
+    // Imported at the whole batch; cut to one microbatch before the
+    // sharding step, which then splits the microbatch as it would a batch.
+    if (pipeline.microbatches > 1 &&
+        failed(
+            splitMicrobatches(*moduleOp, pipeline.microbatches, extras.values)))
+      return failure();
     auto decision = applySharding(*moduleOp, extras, options.sharding);
     if (failed(decision))
       return failure();
-    PipelineOptions &pipeline = options.pipeline;
     pipeline.sharded = decision->sharded;
     pipeline.stages = decision->stages;
     pipeline.stageAxis = decision->stageAxis;

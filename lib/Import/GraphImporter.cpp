@@ -743,28 +743,6 @@ LogicalResult GraphImporter::declareInputs(
         continue;
       }
     }
-    if (int64_t m = importOptions.microbatches; m > 1) {
-      if (shape.empty() || shape[0] % m != 0) {
-        auto diag = mlir::emitError(loc)
-                    << "--microbatches " << m << ": input '" << input.name()
-                    << "' has shape " << formatShape(shape)
-                    << ", whose first dimension (the batch) does not split "
-                       "into "
-                    << m << " microbatches";
-        if (!shape.empty() && shape[0] > 0 && shape[0] <= (1 << 20)) {
-          SmallVector<std::string> counts;
-          for (int64_t c = 1; c <= shape[0]; ++c)
-            if (shape[0] % c == 0)
-              counts.push_back(std::to_string(c));
-          diag << " (counts that do: " << llvm::join(counts, ", ") << ")";
-        }
-        return diag;
-      }
-      if (fixedBatchInput.empty() && hasShape && !declared.empty() &&
-          declared[0] != ShapedType::kDynamic)
-        fixedBatchInput = input.name();
-      shape[0] /= m;
-    }
     if (!byteSizeOf(shape, elementBytesOf(elementType)))
       return mlir::emitError(loc)
              << "input '" << input.name() << "' has shape "
@@ -939,19 +917,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   }
   opBuilder.setInsertionPointToStart(entry);
 
-  if (failed(importNodes(graph.node()))) {
-    // An export on static shapes often writes its batch into Reshape
-    // targets and the like, which then do not fit one microbatch.
-    if (!fixedBatchInput.empty())
-      mlir::emitRemark(fileLoc)
-          << "--microbatches " << importOptions.microbatches
-          << " imports the graph for one microbatch, but the model fixes the "
-             "batch of input '"
-          << fixedBatchInput
-          << "'; if the failing node hard-codes that batch, export the model "
-             "with a dynamic batch dimension";
+  if (failed(importNodes(graph.node())))
     return nullptr;
-  }
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
@@ -976,19 +943,15 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
       }
       if (declared.has_shape()) {
         bool matches = declared.shape().dim_size() == type.getRank();
-        // Imported for one microbatch: the declared batch is whole.
-        int64_t batchScale = importOptions.microbatches;
         for (int d = 0; matches && d < declared.shape().dim_size(); ++d) {
           const auto &dim = declared.shape().dim(d);
           matches =
-              !dim.has_dim_value() ||
-              dim.dim_value() == type.getDimSize(d) * (d == 0 ? batchScale : 1);
+              !dim.has_dim_value() || dim.dim_value() == type.getDimSize(d);
         }
         if (!matches) {
           mlir::emitError(fileLoc)
               << "graph output '" << output.name()
               << "' is computed with shape " << formatShape(type.getShape())
-              << (batchScale > 1 ? " per microbatch" : "")
               << ", which does not fit the shape the model declares";
           return nullptr;
         }

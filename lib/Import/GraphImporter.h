@@ -126,9 +126,6 @@ private:
     int64_t low, high;
   };
   std::vector<IndexBounds> indexBounds;
-  /// Under --microbatches, a graph input whose batch the model fixes (an
-  /// export on static shapes), for the note on a node that then fails.
-  std::string fixedBatchInput;
 };
 
 } // namespace cleave::onnx_import

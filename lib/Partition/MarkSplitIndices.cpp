@@ -61,16 +61,20 @@ SplitAxes capturedSplit(Value value) {
   return split;
 }
 
-/// Whether a body reads `value` as a func argument (through the shard op
-/// cleave-pin-argument-shardings routes it through): partition hands it the
-/// argument, which is what cleave-localize-gathers looks for.
+/// Whether a body reads `value` as a parameter, a func argument (through
+/// the shard op cleave-pin-argument-shardings routes it through) marked
+/// cleave.param: partition hands it the argument, which is what
+/// cleave-localize-gathers looks for. A graph input split by rows (cut into
+/// microbatches) is no table: its lookups must be aligned like any other.
 bool isParameter(Value value) {
   if (auto pin = value.getDefiningOp<shard::ShardOp>();
       pin && !pin.getAnnotateForUsers())
     value = pin.getSrc();
-  return isa<BlockArgument>(value) &&
-         isa<func::FuncOp>(
-             cast<BlockArgument>(value).getOwner()->getParentOp());
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
 }
 
 /// The grid axes partition splits each loop of `op` over, as upstream's

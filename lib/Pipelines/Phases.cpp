@@ -86,10 +86,12 @@ static bool onlyDialects(ModuleOp module, ArrayRef<StringRef> allowed,
 /// After import: one @main, only the import dialects (and sharding
 /// annotations), every tensor static.
 static LogicalResult verifyImported(ModuleOp module) {
-  // `shard` annotations when a mesh was given.
-  bool ok = onlyDialects(
-      module, {"builtin", "func", "linalg", "tensor", "arith", "math", "shard"},
-      "import");
+  // `shard` annotations when a mesh was given; `pipeline.microbatch` where
+  // the batch was cut into microbatches.
+  bool ok = onlyDialects(module,
+                         {"builtin", "func", "linalg", "tensor", "arith",
+                          "math", "shard", "pipeline"},
+                         "import");
   if (!module.lookupSymbol<func::FuncOp>("main")) {
     module.emitError("imported module has no func @main");
     ok = false;

@@ -33,6 +33,7 @@ void cleave::registerEverything(mlir::DialectRegistry &registry) {
   registry.insert<pipeline::PipelineDialect>();
   registerTensorShardingModels(registry);
   registerLinalgShardingModels(registry);
+  registerScalarShardingModels(registry);
   static bool passesRegistered = [] {
     mlir::registerAllPasses();
     registerCleaveShardingPasses();

@@ -272,20 +272,24 @@ struct ExtractSliceShardingModel
                           SymbolTableCollection &symbols,
                           OpBuilder &builder) const {
     auto slice = cast<tensor::ExtractSliceOp>(op);
-    if (!slice.getOffsets().empty() || !slice.getSizes().empty() ||
-        !slice.getStrides().empty())
-      return op->emitOpError("cannot partition a slice with dynamic offsets, "
-                             "sizes or strides");
+    if (!slice.getSizes().empty() || !slice.getStrides().empty())
+      return op->emitOpError(
+          "cannot partition a slice with dynamic sizes or strides");
     auto sourceType = cast<RankedTensorType>(partitionedOperands[0].getType());
     auto resultType = cast<RankedTensorType>(
         localType(op, slice.getResultType(), resultShardings[0], symbols));
-    // Whole dimensions take the local size; the others keep their slice.
+    // Whole dimensions take the local size; the others keep their slice,
+    // at offsets computed at run time too (a microbatch's rows): those
+    // dimensions are not split, so the offsets hold on the local source.
     SmallVector<int64_t> sizes(slice.getStaticSizes());
     for (int64_t d = 0; d < sourceType.getRank(); ++d)
       if (isWhole(slice, d))
         sizes[d] = sourceType.getDimSize(d);
+    SmallVector<Value> offsets(partitionedOperands.begin() + 1,
+                               partitionedOperands.begin() + 1 +
+                                   slice.getOffsets().size());
     auto local = tensor::ExtractSliceOp::create(
-        builder, op->getLoc(), resultType, partitionedOperands[0], ValueRange{},
+        builder, op->getLoc(), resultType, partitionedOperands[0], offsets,
         ValueRange{}, ValueRange{}, slice.getStaticOffsets(), sizes,
         slice.getStaticStrides());
     partitionMap.map(slice.getResult(), local.getResult());

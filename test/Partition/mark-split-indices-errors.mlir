@@ -1,7 +1,9 @@
 // Tests that a lookup into a split tensor at a position that is not the
 // rank's own block of a loop split alike is an error at the op, naming
-// the dimension, and that the pass stops there (the ONNX node's name, '?'
-// here, is checked from ONNX in test/Sharding/partition.test).
+// the dimension, and that the pass stops there; a graph input split by rows
+// (the batch cut into microbatches) is checked like any tensor, not taken
+// for a table (the ONNX node's name, '?' here, is checked from ONNX in
+// test/Sharding/partition.test).
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(cleave-mark-split-indices))' -verify-diagnostics
 
 #rows = affine_map<(d0, d1) -> (d0)>
@@ -58,7 +60,7 @@ shard.grid @mesh(shape = 2)
 
 // The table's rows are split (cleave-localize-gathers would sum the
 // lookups over tp) and so is the lookup's result, by columns over tp.
-func.func @rows_and_result(%ids: tensor<4xindex>, %table: tensor<8x4xf32>) -> tensor<4x4xf32> {
+func.func @rows_and_result(%ids: tensor<4xindex>, %table: tensor<8x4xf32> {cleave.param = "table"}) -> tensor<4x4xf32> {
   %whole = shard.sharding @mesh split_axes = [[]] : !shard.sharding
   %rows = shard.sharding @mesh split_axes = [[0]] : !shard.sharding
   %cols = shard.sharding @mesh split_axes = [[], [0]] : !shard.sharding
@@ -100,5 +102,32 @@ func.func @blocks_differ(%ids: tensor<4xindex>, %table: tensor<8x8xf32>) -> tens
     linalg.yield %v : f32
   } -> tensor<4x4xf32>
   %r_s = shard.shard %r to %cols : tensor<4x4xf32>
+  return %r_s : tensor<4x4xf32>
+}
+
+// -----
+
+#rows = affine_map<(d0, d1) -> (d0)>
+#all = affine_map<(d0, d1) -> (d0, d1)>
+shard.grid @mesh(shape = 2)
+
+// A graph input split by rows (the batch cut into microbatches) is no
+// table that cleave-localize-gathers would handle: a lookup into it at
+// run-time rows would read another rank's rows.
+func.func @input_rows(%ids: tensor<4xindex>, %x: tensor<8x4xf32> {cleave.input = "x"}) -> tensor<4x4xf32> {
+  %whole = shard.sharding @mesh split_axes = [[]] : !shard.sharding
+  %rows = shard.sharding @mesh split_axes = [[0]] : !shard.sharding
+  %pinned = shard.shard %x to %rows : tensor<8x4xf32>
+  %ids_w = shard.shard %ids to %whole annotate_for_users : tensor<4xindex>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %e_s = shard.shard %e to %whole annotate_for_users : tensor<4x4xf32>
+  // expected-error @+1 {{cannot partition the lookup at ONNX node '?' into a tensor split on its dimension 0 at a position other than this rank's block of a loop split alike}}
+  %r = linalg.generic {indexing_maps = [#rows, #all], iterator_types = ["parallel", "parallel"]} ins(%ids_w : tensor<4xindex>) outs(%e_s : tensor<4x4xf32>) {
+  ^bb0(%row: index, %o: f32):
+    %c = linalg.index 1 : index
+    %v = tensor.extract %pinned[%row, %c] : tensor<8x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x4xf32>
+  %r_s = shard.shard %r to %whole : tensor<4x4xf32>
   return %r_s : tensor<4x4xf32>
 }

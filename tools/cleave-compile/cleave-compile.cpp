@@ -86,9 +86,11 @@ cl::opt<std::string> shardPreset(
     cl::value_desc("megatron"), cl::cat(category));
 cl::opt<unsigned> microbatches(
     "microbatches",
-    cl::desc("Split the batch (dimension 0 of every input and output) into M "
-             "microbatches that flow through the pipeline stages one after "
-             "another (default 1)"),
+    cl::desc("Split the batch (dimension 0 of the inputs that have it, and "
+             "of every output) into M microbatches that flow through the "
+             "pipeline stages one after another (default 1); the graph is "
+             "imported at its whole batch and cut inside the compiler, so "
+             "exports that fix the batch work too"),
     cl::value_desc("M"), cl::init(1), cl::cat(category));
 cl::opt<std::string> machineOption(
     "machine",
@@ -354,7 +356,6 @@ int main(int argc, char **argv) {
   }
   if (microbatches == 0)
     return fail("--microbatches must be at least 1");
-  options.microbatches = microbatches;
   if (!(maxConstantBytes >= 1 && maxConstantBytes < 0x1p63))
     return fail("--max-constant-bytes must be a positive number of bytes");
   options.constantByteLimit = static_cast<int64_t>(maxConstantBytes);

@@ -61,4 +61,23 @@ def Pipeline_YieldOp : Pipeline_Op<"yield", [
   let builders = [OpBuilder<(ins), [{ build($_builder, $_state, mlir::ValueRange{}); }]>];
 }
 
+def Pipeline_MicrobatchOp : Pipeline_Op<"microbatch", [Pure]> {
+  let summary = "The index of the microbatch being computed";
+  let description = [{
+    Code cut to one microbatch's rows of the batch (cleave-split-microbatches)
+    finds its rows through this index: 0 for the first microbatch, M - 1
+    for the last. `pipeline-lower-stages` replaces it with the index of its
+    loop over the microbatches.
+
+    ```mlir
+    %i = pipeline.microbatch
+    ```
+  }];
+  let results = (outs Index:$index);
+  let assemblyFormat = "attr-dict";
+  let builders = [OpBuilder<(ins), [{
+    build($_builder, $_state, $_builder.getIndexType());
+  }]>];
+}
+
 #endif // CLEAVE_PIPELINE_OPS

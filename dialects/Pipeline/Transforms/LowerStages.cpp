@@ -9,6 +9,11 @@
 //                                   send what later stages read
 //                                   (last stage: insert into the results) }
 //
+// Inputs are sliced by microbatch along dimension 0 unless marked
+// `cleave.unbatched` (read whole by every microbatch); a `pipeline.microbatch`
+// in a stage (code cut to one microbatch by cleave-split-microbatches, which
+// finds its rows through it) becomes %i.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Pipeline/Transforms/Passes.h"
@@ -86,6 +91,14 @@ private:
     return arg && arg.getOwner() == &func.getBody().front() &&
            func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
   }
+  /// Whether `v` is an argument every microbatch reads whole: a parameter,
+  /// or an input without a batch dimension.
+  bool isWholeArgument(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return isParam(v) ||
+           (arg && arg.getOwner() == &func.getBody().front() &&
+            func.getArgAttr(arg.getArgNumber(), cleave::kUnbatchedAttrName));
+  }
 
   func::FuncOp func;
   SmallVector<StageOp> stages;
@@ -145,7 +158,7 @@ LogicalResult Lowering::analyse() {
   if (microbatches > 1) {
     for (BlockArgument arg : func.getArguments()) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
-      if (isParam(arg))
+      if (isWholeArgument(arg))
         continue;
       if (!type || type.getRank() == 0)
         return emitError(func.getLoc(), "input ")
@@ -166,7 +179,7 @@ Value Lowering::outsideValue(OpBuilder &b, Value v, Value i,
                              const DenseMap<Value, Value> &received) {
   if (Value got = received.lookup(v))
     return got;
-  if (isParam(v) || microbatches == 1)
+  if (isWholeArgument(v) || microbatches == 1)
     return v;
   // A graph input: this microbatch's rows.
   auto full = cast<RankedTensorType>(v.getType());
@@ -218,8 +231,17 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
         Block &body = stage.getBody().front();
         for (auto [arg, v] : llvm::zip(body.getArguments(), stage.getInputs()))
           map.map(arg, outsideValue(lb, v, i, received));
-        for (Operation &op : body.without_terminator())
-          lb.clone(op, map);
+        for (Operation &op : body.without_terminator()) {
+          if (auto index = dyn_cast<MicrobatchOp>(op)) {
+            map.map(index.getIndex(), i);
+            continue;
+          }
+          // Also inside regions (a gather's body offsetting its indices).
+          lb.clone(op, map)->walk([&](MicrobatchOp index) {
+            index.getIndex().replaceAllUsesWith(i);
+            index.erase();
+          });
+        }
         SmallVector<Value> yielded;
         for (Value v : body.getTerminator()->getOperands())
           yielded.push_back(map.lookupOrDefault(v));
@@ -282,7 +304,7 @@ LogicalResult Lowering::run() {
   // The full-batch signature.
   SmallVector<Type> inputTypes, resultTypes;
   for (BlockArgument arg : func.getArguments()) {
-    if (!isParam(arg) && microbatches > 1)
+    if (!isWholeArgument(arg) && microbatches > 1)
       arg.setType(
           scaleBatch(cast<RankedTensorType>(arg.getType()), microbatches));
     inputTypes.push_back(arg.getType());

@@ -40,6 +40,9 @@ def PipelineLowerStages : Pass<"pipeline-lower-stages", "mlir::ModuleOp"> {
     microbatches. The stages were compiled for one microbatch; the
     function's data inputs and results become `microbatches` times larger
     along dimension 0, and each iteration reads its slice of the inputs.
+    An input marked `cleave.unbatched` keeps its size and is read whole by
+    every iteration; `pipeline.microbatch` (code cut to one microbatch by
+    `cleave-split-microbatches`) becomes the iteration's index.
 
     Inside an iteration a stage receives what it reads from earlier stages
     (`shard.recv`), computes, and sends what later stages read

@@ -34,9 +34,6 @@ struct ImportOptions {
   /// Graph inputs made compile-time constants, by name: a path to a `.npy`
   /// file or a serialized TensorProto (--bind-input).
   std::map<std::string, std::string> boundInputs;
-  /// Import for one of this many microbatches: dimension 0 (the batch) of
-  /// every graph input is divided by it (--microbatches).
-  int64_t microbatches = 1;
   /// ONNX nodes (by name; unnamed ones as OP#INDEX) whose results become
   /// extra outputs of the program, named `tap:VALUE` (--tap), or every
   /// node's results that are not compile-time constants (--tap-all): for

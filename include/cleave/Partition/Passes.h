@@ -8,6 +8,8 @@
 #ifndef CLEAVE_PARTITION_PASSES_H
 #define CLEAVE_PARTITION_PASSES_H
 
+#include "Pipeline/IR/PipelineDialect.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

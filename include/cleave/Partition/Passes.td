@@ -15,6 +15,55 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Microbatches (at import, before the sharding step; see Compilation.cpp)
+//===----------------------------------------------------------------------===//
+
+def CleaveSplitMicrobatches
+    : Pass<"cleave-split-microbatches", "mlir::ModuleOp"> {
+  let summary = "Cut @main, imported at the full batch, to one microbatch";
+  let description = [{
+    `--microbatches M`: the batch is split like a mesh axis of M ranks that
+    run one after another. On a one-axis grid of M (the module's `@mesh`
+    while this pass runs), every graph input whose dimension 0 is the batch
+    (that of the first input) and every result is split along dimension 0,
+    parameters and other inputs are whole; `sharding-propagation` follows
+    the batch through the graph (reshape constants, expands, masks, batch
+    and heads merged for attention) and `shard-partition` cuts every op to
+    one microbatch's share, as it does for a `dp` axis. Then:
+
+    - a replicated value cut to one microbatch (`shard.all_slice`: a
+      constant mask of the whole batch) becomes a `tensor.extract_slice` at
+      the microbatch's rows, and the position on the axis becomes
+      `pipeline.microbatch`, which `pipeline-lower-stages` replaces with the
+      index of its loop over the microbatches;
+    - any other collective is an exchange between microbatches, which run
+      one after another and cannot exchange: an error names the ONNX node
+      that mixes rows of the batch (a reduction over it, a reshape folding
+      it into a dimension that is not cut alike) and why;
+    - inputs without the batch are marked `cleave.unbatched`.
+
+    The result is what an import at batch/M would give, for exports that
+    fix the batch in their shape constants too. Must run before the
+    sharding step (the module has no `@mesh` yet).
+
+    ```mlir
+    // count = 2
+    func.func @main(%x: tensor<4x8xf32> {cleave.input = "x"}) -> tensor<4x8xf32>
+    // becomes
+    func.func @main(%x: tensor<2x8xf32> {cleave.input = "x"}) -> tensor<2x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", /*default=*/"1",
+           "The number of microbatches">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect",
+                           "cleave::pipeline::PipelineDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Precision
 //===----------------------------------------------------------------------===//
 

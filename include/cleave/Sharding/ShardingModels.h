@@ -36,6 +36,10 @@ void registerLinalgShardingModels(mlir::DialectRegistry &registry);
 /// attached to an op, so this must be registered before upstream's.
 void registerArithShardingModels(mlir::DialectRegistry &registry);
 
+/// Registers Cleave's models for index arithmetic (pipeline.microbatch,
+/// arith's integer ops on scalars): alike on every rank, left as they are.
+void registerScalarShardingModels(mlir::DialectRegistry &registry);
+
 } // namespace cleave
 
 #endif // CLEAVE_SHARDING_SHARDINGMODELS_H

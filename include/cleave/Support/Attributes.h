@@ -104,6 +104,10 @@ inline constexpr llvm::StringLiteral kStageSecondsAttrName =
 inline constexpr llvm::StringLiteral kStageMemoryAttrName =
     "cleave.stage_memory";
 inline constexpr llvm::StringLiteral kCutBytesAttrName = "cleave.cut_bytes";
+/// @main argument: a graph input without a batch dimension, which every
+/// microbatch reads whole. Written by cleave-split-microbatches; read by
+/// pipeline-lower-stages, which slices the other inputs by microbatch.
+inline constexpr llvm::StringLiteral kUnbatchedAttrName = "cleave.unbatched";
 /// @main argument: the stages that read this parameter. Written by
 /// pipeline-lower-stages; read by cleave-join-projections (parts join only
 /// within a stage) and the bundle (each rank's file holds its stage's).

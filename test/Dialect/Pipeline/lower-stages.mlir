@@ -6,7 +6,11 @@
 // one stage 0 computed. Inputs and results become two microbatches long;
 // each parameter records the stages that read it; the module records the
 // plan. Also the errors: stages that do not match the axis, and a function
-// with several stages but no axis.
+// with several stages but no axis. Then code cut to one microbatch by
+// cleave-split-microbatches: an input marked cleave.unbatched stays whole
+// and is read whole by every microbatch, and pipeline.microbatch (here
+// inside a stage, reading the microbatch's rows of a constant) becomes the
+// loop's index.
 // RUN: cleave-opt %s --pipeline-lower-stages="axis=0 microbatches=2" -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: not cleave-opt %s --pipeline-lower-stages="microbatches=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=NOAXIS
 
@@ -60,6 +64,47 @@ module {
       pipeline.yield %m : tensor<2x8xf32>
     }
     return %y, %h : tensor<2x8xf32>, tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cut
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x"}
+// CHECK-SAME: %[[P:.*]]: tensor<8xf32> {cleave.input = "pos", cleave.unbatched}
+// CHECK-SAME: -> (tensor<4x8xf32> {cleave.output = "y"})
+// CHECK: case 0 {
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[XS:.*]] = tensor.extract_slice %[[X]]
+// CHECK: %[[ROW:.*]] = arith.muli %[[I]], %{{.*}} : index
+// CHECK: %[[MS:.*]] = tensor.extract_slice %{{.*}}[%[[ROW]], 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[XS]], %[[P]], %[[MS]] :
+// CHECK-NOT: pipeline.microbatch
+// CHECK: default {
+module {
+  shard.grid @mesh(shape = 2)
+  func.func @cut(%x: tensor<2x8xf32> {cleave.input = "x"}, %pos: tensor<8xf32> {cleave.input = "pos", cleave.unbatched}) -> (tensor<2x8xf32> {cleave.output = "y"}) {
+    %h = pipeline.stage 0 ins(%x, %pos : tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>) {
+    ^bb0(%a: tensor<2x8xf32>, %p: tensor<8xf32>):
+      %mask = arith.constant dense<[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [2.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], [3.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]]> : tensor<4x8xf32>
+      %i = pipeline.microbatch
+      %c2 = arith.constant 2 : index
+      %row = arith.muli %i, %c2 : index
+      %m = tensor.extract_slice %mask[%row, 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
+      %e = tensor.empty() : tensor<2x8xf32>
+      %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%a, %p, %m : tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+      ^bb0(%u: f32, %v: f32, %w: f32, %o: f32):
+        %t = arith.addf %u, %v : f32
+        %r = arith.addf %t, %w : f32
+        linalg.yield %r : f32
+      } -> tensor<2x8xf32>
+      pipeline.yield %s : tensor<2x8xf32>
+    }
+    %y = pipeline.stage 1 ins(%h : tensor<2x8xf32>) -> (tensor<2x8xf32>) {
+    ^bb0(%a: tensor<2x8xf32>):
+      pipeline.yield %a : tensor<2x8xf32>
+    }
+    return %y : tensor<2x8xf32>
   }
 }
 
