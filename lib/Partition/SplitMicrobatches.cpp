@@ -132,8 +132,8 @@ struct SplitMicrobatchesPass
           << kGridName;
       return signalPassFailure();
     }
-    if (failed(annotate(module, main)) || failed(partition(main)) ||
-        failed(lowerLeftovers(module, main)))
+    if (failed(annotate(module, main)) || failed(cutResults(module, main)) ||
+        failed(partition(main)) || failed(lowerLeftovers(module, main)))
       return signalPassFailure();
   }
 
@@ -190,33 +190,104 @@ struct SplitMicrobatchesPass
       if (inputName(arg) && !batched)
         main.setArgAttr(arg.getArgNumber(), kUnbatchedAttrName,
                         UnitAttr::get(ctx));
+      // A scalar has nothing to split, and a sharding of one (empty)
+      // dimension on it crashes propagation; the partition phase leaves
+      // scalars unannotated too.
+      if (type.getRank() == 0)
+        continue;
       auto pinned = shard::ShardOp::create(b, loc, arg, batched ? rows : whole,
                                            /*annotate_for_users=*/false);
       arg.replaceAllUsesExcept(pinned.getResult(), pinned);
     }
 
-    // Every result is cut along dimension 0 too; the last stage writes
-    // each microbatch's rows.
+    // Every result is cut along dimension 0 too (see cutResults).
     Operation *ret = entry.getTerminator();
-    b.setInsertionPoint(ret);
     for (OpOperand &result : ret->getOpOperands()) {
-      unsigned k = result.getOperandNumber();
-      auto name = main.getResultAttrOfType<StringAttr>(k, kOutputAttrName);
-      std::string label = name ? "output '" + name.getValue().str() + "'"
-                               : "result " + std::to_string(k);
       auto type = dyn_cast<RankedTensorType>(result.get().getType());
       if (!type || type.getRank() == 0 ||
           type.getDimSize(0) % microbatches != 0)
         return emitError(loc)
-               << "--microbatches " << microbatches << ": " << label
+               << "--microbatches " << microbatches << ": "
+               << resultLabel(main, result.getOperandNumber())
                << (type ? " has shape " + shapeText(type.getShape()) : "")
                << ", whose first dimension does not split into " << microbatches
                << " microbatches: every output is written a microbatch's "
                   "rows of dimension 0 at a time";
-      result.set(shard::ShardOp::create(b, loc, result.get(), rows,
-                                        /*annotate_for_users=*/true));
     }
     return success();
+  }
+
+  static std::string resultLabel(func::FuncOp main, unsigned k) {
+    auto name = main.getResultAttrOfType<StringAttr>(k, kOutputAttrName);
+    return name ? "output '" + name.getValue().str() + "'"
+                : "result " + std::to_string(k);
+  }
+
+  /// Each result cut along dimension 0, where the last stage writes each
+  /// microbatch's rows, as an annotation for the return. Propagation needs
+  /// it: from the inputs alone it loses the batch at lookups (GPT-2's
+  /// embedding) and computes the rest whole. But where propagation from
+  /// the inputs brings the batch to another dimension of a result (a
+  /// transpose), the two annotations meet and upstream's propagation
+  /// crashes: so it is first run from the inputs alone on a copy of @main,
+  /// and a result whose batch lands elsewhere than dimension 0 is refused.
+  LogicalResult cutResults(ModuleOp module, func::FuncOp main) {
+    func::FuncOp trial = main.clone();
+    trial.setName("__cleave_microbatch_trial");
+    module.push_back(trial);
+    LogicalResult checked = runPropagation(trial);
+    Operation *ret = trial.getBody().front().getTerminator();
+    for (OpOperand &result : ret->getOpOperands()) {
+      auto annotation = result.get().getDefiningOp<shard::ShardOp>();
+      if (failed(checked) || !annotation)
+        continue;
+      auto split = shard::Sharding(annotation.getSharding()).getSplitAxes();
+      for (auto [dim, axes] : llvm::enumerate(split))
+        if (dim > 0 && !axes.empty()) {
+          checked = emitError(main.getLoc())
+                    << "--microbatches " << microbatches << ": "
+                    << resultLabel(main, result.getOperandNumber())
+                    << " carries the batch in its dimension " << dim
+                    << ", but every output is written a microbatch's rows of "
+                       "dimension 0 at a time";
+          break;
+        }
+    }
+    trial.erase();
+    if (failed(checked))
+      return failure();
+
+    ret = main.getBody().front().getTerminator();
+    OpBuilder b(ret);
+    Value rows = shard::ShardingOp::create(
+                     b, main.getLoc(), kGridName,
+                     {shard::GridAxesAttr::get(&getContext(), {0})})
+                     .getResult();
+    for (OpOperand &result : ret->getOpOperands())
+      result.set(shard::ShardOp::create(b, main.getLoc(), result.get(), rows,
+                                        /*annotate_for_users=*/true));
+    return success();
+  }
+
+  /// Runs `passes` on `func`; their messages speak of ranks, and a note says
+  /// which ranks these are.
+  LogicalResult runExplained(OpPassManager &passes, func::FuncOp func) {
+    ScopedDiagnosticHandler explain(&getContext(), [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        diag.attachNote() << "while cutting the batch into " << microbatches
+                          << " microbatches (--microbatches), each of which "
+                             "is a rank here that reads only its own rows of "
+                             "the batch";
+      return failure(); // shown by the handler below
+    });
+    return runPipeline(passes, func);
+  }
+
+  LogicalResult runPropagation(func::FuncOp func) {
+    OpPassManager pm(func::FuncOp::getOperationName());
+    pm.addPass(shard::createShardingPropagation());
+    pm.addPass(createCleaveReplicateUnreached());
+    return runExplained(pm, func);
   }
 
   /// Propagation and partition, with the fix-ups they need on transformer
@@ -224,24 +295,14 @@ struct SplitMicrobatchesPass
   /// the sharding step expects the IR as import writes it (an init tensor
   /// per op, not one shared by CSE).
   LogicalResult partition(func::FuncOp main) {
+    if (failed(runPropagation(main)))
+      return failure();
     OpPassManager pm(func::FuncOp::getOperationName());
-    pm.addPass(shard::createShardingPropagation());
-    pm.addPass(createCleaveReplicateUnreached());
     pm.addPass(createCleaveMarkSplitIndices());
     pm.addPass(shard::createPartition());
     pm.addPass(createCleaveOffsetSplitIndices());
     pm.addPass(createCleaveLocalizeGathers());
-    // Their messages speak of ranks: say which ranks these are.
-    ScopedDiagnosticHandler explain(
-        &getContext(), [&](Diagnostic &diag) {
-          if (diag.getSeverity() == DiagnosticSeverity::Error)
-            diag.attachNote()
-                << "while cutting the batch into " << microbatches
-                << " microbatches (--microbatches), each of which is a rank "
-                   "here that reads only its own rows of the batch";
-          return failure(); // shown by the handler below
-        });
-    return runPipeline(pm, main);
+    return runExplained(pm, main);
   }
 
   /// What partition left on the grid: local slices and positions become

@@ -35,8 +35,7 @@ struct SoftmaxShardingModel
     auto local = linalg::SoftmaxOp::create(
         builder, op->getLoc(), TypeRange{resultType}, partitionedOperands[0],
         partitionedOperands[1], softmax.getDimension());
-    partitionMap.map(softmax->getResult(0), local->getResult(0));
-    partitionMap.map(op, local.getOperation());
+    mapPartitioned(partitionMap, op, local);
     return success();
   }
 };

@@ -72,6 +72,17 @@ inline LogicalResult addAnnotations(Operation *op, OpBuilder &b,
   return success();
 }
 
+/// Records `local` as what partition made of `op`: its results, the op
+/// itself, and the discardable attributes `op` carried (a clone keeps them;
+/// an op built anew must too, or marks read later, such as the ONNX names
+/// carried across the microbatch cut, are lost).
+inline void mapPartitioned(IRMapping &partitionMap, Operation *op,
+                           Operation *local) {
+  partitionMap.map(op->getResults(), local->getResults());
+  partitionMap.map(op, local);
+  local->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+}
+
 /// The local type of `value`'s type under `sharding`.
 inline Type localType(Operation *op, Type type, const Sharding &sharding,
                       SymbolTableCollection &symbols) {

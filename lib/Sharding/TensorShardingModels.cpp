@@ -193,8 +193,7 @@ struct ReshapeShardingModel
       local = tensor::CollapseShapeOp::create(
           builder, op->getLoc(), resultType, source,
           reshape.getReassociationIndices());
-    partitionMap.map(reshape.getResult(), local);
-    partitionMap.map(op, local.getDefiningOp());
+    mapPartitioned(partitionMap, op, local.getDefiningOp());
     return success();
   }
 };
@@ -292,8 +291,7 @@ struct ExtractSliceShardingModel
         builder, op->getLoc(), resultType, partitionedOperands[0], offsets,
         ValueRange{}, ValueRange{}, slice.getStaticOffsets(), sizes,
         slice.getStaticStrides());
-    partitionMap.map(slice.getResult(), local.getResult());
-    partitionMap.map(op, local.getOperation());
+    mapPartitioned(partitionMap, op, local);
     return success();
   }
 };
@@ -315,8 +313,7 @@ struct ConcatShardingModel
     auto concat = cast<tensor::ConcatOp>(op);
     auto local = tensor::ConcatOp::create(builder, op->getLoc(),
                                           concat.getDim(), partitionedOperands);
-    partitionMap.map(concat.getResult(), local.getResult());
-    partitionMap.map(op, local.getOperation());
+    mapPartitioned(partitionMap, op, local);
     return success();
   }
 };
@@ -457,8 +454,7 @@ struct ConstantShardingModel
         localType(op, type, resultShardings[0], symbols));
     auto newOp = arith::ConstantOp::create(builder, op->getLoc(), local,
                                            dense.resizeSplat(local));
-    partitionMap.map(op->getResult(0), newOp.getResult());
-    partitionMap.map(op, newOp.getOperation());
+    mapPartitioned(partitionMap, op, newOp);
     return success();
   }
 };
