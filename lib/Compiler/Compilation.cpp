@@ -76,14 +76,9 @@ static LogicalResult splitMicrobatches(ModuleOp module, int64_t count,
   if (failed(runSplit(module, count, /*quiet=*/false))) {
     // Which counts would have worked: each divisor of the batch, tried.
     int64_t batch = 0;
-    auto whole = original->lookupSymbol<func::FuncOp>("main");
-    for (BlockArgument arg : whole.getArguments())
-      if (auto type = dyn_cast<RankedTensorType>(arg.getType());
-          type && type.getRank() > 0 &&
-          whole.getArgAttr(arg.getArgNumber(), kInputAttrName)) {
-        batch = type.getDimSize(0);
-        break;
-      }
+    if (BlockArgument input =
+            batchInput(original->lookupSymbol<func::FuncOp>("main")))
+      batch = cast<RankedTensorType>(input.getType()).getDimSize(0);
     if (batch > 0 && batch % count == 0) {
       SmallVector<std::string> work = {"1"};
       for (int64_t c = 2; c <= batch && c <= 4096; ++c) {

@@ -27,6 +27,17 @@ namespace cleave {
 using namespace mlir;
 using namespace cleave;
 
+BlockArgument cleave::batchInput(func::FuncOp main) {
+  for (int64_t minRank : {2, 1})
+    for (BlockArgument arg : main.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (type && type.getRank() >= minRank &&
+          main.getArgAttr(arg.getArgNumber(), kInputAttrName))
+        return arg;
+    }
+  return nullptr;
+}
+
 namespace {
 
 std::string shapeText(ArrayRef<int64_t> shape) {
@@ -147,21 +158,18 @@ struct SplitMicrobatchesPass
                                                kInputAttrName);
     };
 
-    // The batch: dimension 0 of the first graph input that has one.
+    BlockArgument first = batchInput(main);
     int64_t batch = 0;
-    for (BlockArgument arg : entry.getArguments()) {
-      auto type = dyn_cast<RankedTensorType>(arg.getType());
-      if (!inputName(arg) || !type || type.getRank() == 0)
-        continue;
+    if (first) {
+      auto type = cast<RankedTensorType>(first.getType());
       batch = type.getDimSize(0);
       if (batch % microbatches != 0)
         return emitError(main.getLoc())
                << "--microbatches " << microbatches << ": input '"
-               << inputName(arg).getValue() << "' has shape "
+               << inputName(first).getValue() << "' has shape "
                << shapeText(type.getShape())
                << ", whose first dimension (the batch) does not split into "
                << microbatches << " microbatches " << countsThatDivide(batch);
-      break;
     }
     if (batch == 0)
       return emitError(main.getLoc())

@@ -33,6 +33,12 @@ namespace cleave {
 #define GEN_PASS_REGISTRATION
 #include "cleave/Partition/Passes.h.inc"
 
+/// The graph input whose dimension 0 is the batch --microbatches cuts
+/// (cleave-split-microbatches): the first of rank 2 or more (token ids,
+/// images, masks), else the first of rank 1, so that a vector of positions
+/// given before the ids is not taken for it. Null when @main has none.
+mlir::BlockArgument batchInput(mlir::func::FuncOp main);
+
 } // namespace cleave
 
 #endif // CLEAVE_PARTITION_PASSES_H

@@ -25,7 +25,8 @@ def CleaveSplitMicrobatches
     `--microbatches M`: the batch is split like a mesh axis of M ranks that
     run one after another. On a one-axis grid of M (the module's `@mesh`
     while this pass runs), every graph input whose dimension 0 is the batch
-    (that of the first input) and every result is split along dimension 0,
+    (that of the first input of rank 2 or more, else of rank 1:
+    cleave::batchInput) and every result is split along dimension 0,
     parameters and other inputs are whole; `sharding-propagation` follows
     the batch through the graph (reshape constants, expands, masks, batch
     and heads merged for attention) and `shard-partition` cuts every op to
