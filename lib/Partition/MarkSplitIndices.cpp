@@ -87,7 +87,9 @@ std::optional<SplitAxes> loopSplit(linalg::LinalgOp op) {
     return std::nullopt;
   std::vector<shard::Sharding> operands, results;
   for (OpOperand &operand : op->getOpOperands()) {
-    if (!isa<RankedTensorType>(operand.get().getType())) {
+    // A scalar (a rank-0 tensor, left unannotated) splits no loop.
+    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+    if (!type || type.getRank() == 0) {
       operands.push_back(shard::Sharding());
       continue;
     }
@@ -168,8 +170,17 @@ struct MarkSplitIndicesPass
     if (indices.empty() && lookups.empty())
       return success();
     std::optional<SplitAxes> loops = loopSplit(op);
-    if (!loops)
+    if (!loops) {
+      // Partition leaves the op whole, but hands its body the rank's block
+      // of a split tensor it reads: that cannot be right.
+      for (tensor::ExtractOp extract : lookups)
+        if (llvm::any_of(capturedSplit(extract.getTensor()),
+                         [](auto &axes) { return !axes.empty(); }))
+          return refuse(op, "into a split tensor from an op whose own split "
+                            "is unknown (it would read the rank's block at "
+                            "positions of the whole tensor)");
       return success();
+    }
 
     // A split tensor read at a position that is not the rank's own block of
     // a loop split alike would read the wrong block.
