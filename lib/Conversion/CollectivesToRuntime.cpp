@@ -11,6 +11,7 @@
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/Runtime/Abi.h"
+#include "cleave/Sharding/Grid.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 #include "cleave/Support/RuntimeNames.h"
@@ -354,24 +355,14 @@ struct LowerCollectivesPass
   LogicalResult lowerAllSlice(shard::AllSliceOp op) {
     OpBuilder b(op);
     Location loc = op.getLoc();
-    auto inType = cast<RankedTensorType>(op.getInput().getType());
-    auto outType = cast<RankedTensorType>(op.getResult().getType());
-    int64_t axis = op.getSliceAxis().getSExtValue();
     auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
         op, op.getGridAttr());
-    Value index = groupPosition(b, loc, grid, op.getGridAxes());
-    Value offset = arith::IndexCastOp::create(
+    Value index = arith::IndexCastOp::create(
         b, loc, b.getIndexType(),
-        arith::MulIOp::create(b, loc, index,
-                              constant(b, loc, outType.getDimSize(axis))));
-    SmallVector<OpFoldResult> offsets(inType.getRank(), b.getIndexAttr(0));
-    offsets[axis] = offset;
-    SmallVector<OpFoldResult> sizes,
-        strides(inType.getRank(), b.getIndexAttr(1));
-    for (int64_t d : outType.getShape())
-      sizes.push_back(b.getIndexAttr(d));
-    Value slice = tensor::ExtractSliceOp::create(b, loc, outType, op.getInput(),
-                                                 offsets, sizes, strides);
+        groupPosition(b, loc, grid, op.getGridAxes()));
+    Value slice = cleave::blockAt(
+        b, loc, op.getInput(), cast<RankedTensorType>(op.getResult().getType()),
+        op.getSliceAxis().getSExtValue(), index);
     op.getResult().replaceAllUsesWith(slice);
     op.erase();
     return success();

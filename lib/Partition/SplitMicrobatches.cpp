@@ -368,21 +368,10 @@ struct SplitMicrobatchesPass
   /// position, on the dimension the slice cuts.
   void lowerSlice(OpBuilder &b, shard::AllSliceOp op) {
     Location loc = op.getLoc();
-    auto inType = cast<RankedTensorType>(op.getInput().getType());
-    auto outType = cast<RankedTensorType>(op.getResult().getType());
-    int64_t axis = op.getSliceAxis().getSExtValue();
-    Value index = pipeline::MicrobatchOp::create(b, loc).getIndex();
-    SmallVector<OpFoldResult> offsets(inType.getRank(), b.getIndexAttr(0));
-    offsets[axis] = arith::MulIOp::create(b, loc, index,
-                                          arith::ConstantIndexOp::create(
-                                              b, loc, outType.getDimSize(axis)))
-                        .getResult();
-    SmallVector<OpFoldResult> sizes,
-        strides(inType.getRank(), b.getIndexAttr(1));
-    for (int64_t d : outType.getShape())
-      sizes.push_back(b.getIndexAttr(d));
-    Value slice = tensor::ExtractSliceOp::create(b, loc, outType, op.getInput(),
-                                                 offsets, sizes, strides);
+    Value slice = blockAt(b, loc, op.getInput(),
+                          cast<RankedTensorType>(op.getResult().getType()),
+                          op.getSliceAxis().getSExtValue(),
+                          pipeline::MicrobatchOp::create(b, loc).getIndex());
     op.getResult().replaceAllUsesWith(slice);
     op.erase();
   }

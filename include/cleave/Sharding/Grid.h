@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -45,6 +46,28 @@ inline mlir::Value linearProcessIndex(mlir::OpBuilder &b, mlir::Location loc,
                                         b, loc, grid.getShape()[axis])),
         position->getResult(static_cast<unsigned>(i + 1)));
   return linear;
+}
+
+/// What `shard.all_slice` computes without communicating: the block of
+/// `whole` of type `part` at `position` (an index) along dimension `axis`,
+/// the other dimensions whole.
+inline mlir::Value blockAt(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value whole, mlir::RankedTensorType part,
+                           int64_t axis, mlir::Value position) {
+  auto type = llvm::cast<mlir::RankedTensorType>(whole.getType());
+  llvm::SmallVector<mlir::OpFoldResult> offsets(type.getRank(),
+                                                b.getIndexAttr(0));
+  offsets[axis] =
+      mlir::arith::MulIOp::create(
+          b, loc, position,
+          mlir::arith::ConstantIndexOp::create(b, loc, part.getDimSize(axis)))
+          .getResult();
+  llvm::SmallVector<mlir::OpFoldResult> sizes,
+      strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t d : part.getShape())
+    sizes.push_back(b.getIndexAttr(d));
+  return mlir::tensor::ExtractSliceOp::create(b, loc, part, whole, offsets,
+                                              sizes, strides);
 }
 
 } // namespace cleave
