@@ -8,6 +8,7 @@
 
 #include "cleave/Compiler/Compilation.h"
 #include "cleave/Partition/Passes.h"
+#include "cleave/Sharding/Mesh.h"
 #include "cleave/Support/Attributes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -119,23 +120,34 @@ LogicalResult Compilation::runPhase(Phase phase) {
     if (!moduleOp)
       return failure();
     PipelineOptions &pipeline = options.pipeline;
-    // Imported at the whole batch; cut to one microbatch before the
-    // sharding step, which then splits the microbatch as it would a batch.
-    if (pipeline.microbatches > 1 &&
-        failed(
-            splitMicrobatches(*moduleOp, pipeline.microbatches, extras.values)))
-      return failure();
+    if (pipeline.microbatches > 1) {
+      // Checked before the cut, whose refusals would otherwise come first.
+      // A mesh that does not parse is left to the sharding step to report.
+      std::string text = requestedMesh(extras, options.sharding);
+      auto mesh = parseMesh(text);
+      bool parsed = !text.empty() && bool(mesh);
+      if (!mesh)
+        llvm::consumeError(mesh.takeError());
+      std::optional<unsigned> pp =
+          parsed ? mesh->axisIndex("pp") : std::nullopt;
+      if (text.empty() || (parsed && (!pp || mesh->axisSizes[*pp] < 2)))
+        return emitError(moduleOp->getLoc())
+               << "--microbatches " << pipeline.microbatches
+               << " needs pipeline stages to flow through: give the mesh a "
+                  "'pp' axis of 2 or more, e.g. --mesh pp=2";
+      // Imported at the whole batch; cut to one microbatch before the
+      // sharding step, which then splits the microbatch as it would a
+      // batch.
+      if (parsed && failed(splitMicrobatches(*moduleOp, pipeline.microbatches,
+                                             extras.values)))
+        return failure();
+    }
     auto decision = applySharding(*moduleOp, extras, options.sharding);
     if (failed(decision))
       return failure();
     pipeline.sharded = decision->sharded;
     pipeline.stages = decision->stages;
     pipeline.stageAxis = decision->stageAxis;
-    if (pipeline.microbatches > 1 && pipeline.stages < 2)
-      return emitError(moduleOp->getLoc())
-             << "--microbatches " << pipeline.microbatches
-             << " needs pipeline stages to flow through: give the mesh a "
-                "'pp' axis of 2 or more, e.g. --mesh pp=2";
     return success();
   }
   case Phase::Partition:

@@ -51,11 +51,16 @@ collectShardings(ModuleOp module, const ImportExtras &extras,
   return shardings;
 }
 
+std::string cleave::requestedMesh(const ImportExtras &extras,
+                                  const ShardingRequest &request) {
+  return request.mesh.empty() ? extras.mesh : request.mesh;
+}
+
 FailureOr<ShardingDecision>
 cleave::applySharding(ModuleOp module, const ImportExtras &extras,
                       const ShardingRequest &request) {
   ShardingDecision decision;
-  std::string meshText = request.mesh.empty() ? extras.mesh : request.mesh;
+  std::string meshText = requestedMesh(extras, request);
   if (meshText.empty()) {
     if (!extras.shardingSpecs.empty())
       emitWarning(module.getLoc())

@@ -46,6 +46,11 @@ struct ShardingDecision {
 /// then the preset (which yields to both); then fixes the stage cuts from
 /// the hints or the model's `pipeline_stage` fields. Leaves the module alone
 /// when there is no mesh. Errors are reported on the module's location.
+/// The mesh a compilation uses: `request.mesh`, else the model's
+/// `cleave.mesh` metadata; empty for one rank.
+std::string requestedMesh(const ImportExtras &extras,
+                          const ShardingRequest &request);
+
 mlir::FailureOr<ShardingDecision> applySharding(mlir::ModuleOp module,
                                                 const ImportExtras &extras,
                                                 const ShardingRequest &request);
