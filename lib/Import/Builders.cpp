@@ -694,7 +694,7 @@ Value cleave::onnx_import::padTensor(OpBuilder &b, Location loc, Value value,
 }
 
 Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
-                                      Type to) {
+                                      Type to, IntSignedness sign) {
   Type from = value.getType();
   if (from == to)
     return value;
@@ -709,7 +709,7 @@ Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
     return arith::TruncFOp::create(b, loc, to, wide);
   }
   if (toFloat) {
-    if (from.isInteger(1))
+    if (from.isInteger(1) || sign.fromUnsigned)
       return arith::UIToFPOp::create(b, loc, to, value);
     return arith::SIToFPOp::create(b, loc, to, value);
   }
@@ -719,6 +719,8 @@ Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value,
                                    zero);
     }
+    if (sign.toUnsigned)
+      return arith::FPToUIOp::create(b, loc, to, value);
     return arith::FPToSIOp::create(b, loc, to, value);
   }
   unsigned fromWidth = from.getIntOrFloatBitWidth();
@@ -728,19 +730,22 @@ Value cleave::onnx_import::castScalar(OpBuilder &b, Location loc, Value value,
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, value, zero);
   }
   if (fromWidth < toWidth)
-    return fromWidth == 1 ? Value(arith::ExtUIOp::create(b, loc, to, value))
-                          : Value(arith::ExtSIOp::create(b, loc, to, value));
+    return fromWidth == 1 || sign.fromUnsigned
+               ? Value(arith::ExtUIOp::create(b, loc, to, value))
+               : Value(arith::ExtSIOp::create(b, loc, to, value));
+  if (fromWidth == toWidth) // int8 <-> uint8: the same bits.
+    return value;
   return arith::TruncIOp::create(b, loc, to, value);
 }
 
 Value cleave::onnx_import::castTensor(OpBuilder &b, Location loc, Value value,
-                                      Type elementType) {
+                                      Type elementType, IntSignedness sign) {
   auto type = tensorTypeOf(value);
   if (type.getElementType() == elementType)
     return value;
   return elementwise(b, loc, value, type.getShape(), elementType,
                      [&](OpBuilder &nb, Location nl, ValueRange args) {
-                       return castScalar(nb, nl, args[0], elementType);
+                       return castScalar(nb, nl, args[0], elementType, sign);
                      });
 }
 

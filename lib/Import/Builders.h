@@ -103,11 +103,20 @@ mlir::Value padTensor(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
                       llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
                       mlir::Value padValue);
 
+/// How the integers on each side of a cast are read: as signed or as
+/// unsigned (an ONNX UINT8 held in i8).
+struct IntSignedness {
+  bool fromUnsigned = false;
+  bool toUnsigned = false;
+};
+
 /// Converts a scalar or a tensor to `elementType` (ONNX Cast semantics).
 mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc,
-                       mlir::Value value, mlir::Type elementType);
+                       mlir::Value value, mlir::Type elementType,
+                       IntSignedness sign = {});
 mlir::Value castTensor(mlir::OpBuilder &b, mlir::Location loc,
-                       mlir::Value value, mlir::Type elementType);
+                       mlir::Value value, mlir::Type elementType,
+                       IntSignedness sign = {});
 
 // Scalar arithmetic choosing the float or integer form from the operand type.
 mlir::Value addS(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,

@@ -7,6 +7,7 @@
 #include "ConstTensor.h"
 
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cassert>
 #include <climits>
@@ -21,6 +22,13 @@ int64_t cleave::onnx_import::productOf(ArrayRef<int64_t> values) {
     if (__builtin_mul_overflow(product, v, &product))
       return v < 0 ? INT64_MIN : INT64_MAX;
   return product;
+}
+
+std::string cleave::onnx_import::formatShape(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  return llvm::join(
+      llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x");
 }
 
 std::optional<int64_t> cleave::onnx_import::byteSizeOf(ArrayRef<int64_t> shape,
@@ -160,6 +168,21 @@ ConstTensor ConstTensor::reshaped(ArrayRef<int64_t> newShape) const {
   ConstTensor t = *this;
   t.shape.assign(newShape.begin(), newShape.end());
   t.splatValue = splatValue && t.getNumElements() != 1;
+  return t;
+}
+
+ConstTensor ConstTensor::unsignedValues() const {
+  assert(!isFloat() && "only integers are read as unsigned");
+  unsigned width = elementType.getIntOrFloatBitWidth();
+  std::vector<int64_t> values = intValues;
+  if (width < 64)
+    for (int64_t &v : values)
+      v &= (int64_t(1) << width) - 1;
+  ConstTensor t =
+      ints(mlir::IntegerType::get(elementType.getContext(), 64),
+           {static_cast<int64_t>(values.size())}, std::move(values));
+  t.shape = shape;
+  t.splatValue = splatValue;
   return t;
 }
 

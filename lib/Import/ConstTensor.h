@@ -58,6 +58,9 @@ public:
   /// The same elements under another shape with as many elements.
   ConstTensor reshaped(llvm::ArrayRef<int64_t> newShape) const;
   /// The same elements converted to `newType` (ONNX Cast semantics).
+  /// This integer tensor's values read as unsigned (200 where an i8 holds
+  /// UINT8 200, kept as -56), in an i64 tensor.
+  ConstTensor unsignedValues() const;
   ConstTensor castTo(mlir::Type newType) const;
   /// Gathers elements: element `i` of the result (of `resultShape`) is element
   /// `sourceIndex(i's multi-index)` of this tensor.
@@ -105,6 +108,8 @@ int64_t wrapToIntType(int64_t value, mlir::Type type);
 llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
 /// The product of `values`, saturated at INT64_MAX (INT64_MIN) on overflow.
 int64_t productOf(llvm::ArrayRef<int64_t> values);
+/// A shape for messages: "2x3", or "scalar".
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
 /// The bytes a tensor of `shape` takes at `elementBytes` each, or nothing if a
 /// dimension is negative or the size does not fit 64 bits.
 std::optional<int64_t> byteSizeOf(llvm::ArrayRef<int64_t> shape,

@@ -37,29 +37,29 @@ using namespace cleave::onnx_import;
 // OpRegistry
 //===----------------------------------------------------------------------===//
 
-void OpRegistry::add(StringRef opType, int64_t sinceVersion,
-                     OpHandler handler) {
+void OpRegistry::add(StringRef opType, int64_t sinceVersion, OpHandler handler,
+                     UnsignedOperands unsignedOperands) {
   auto &versions = handlers[opType];
-  versions.emplace_back(sinceVersion, handler);
+  versions.emplace_back(sinceVersion, Entry{handler, unsignedOperands});
   llvm::sort(versions, [](auto &a, auto &b) { return a.first < b.first; });
 }
 
-OpHandler OpRegistry::lookup(StringRef opType, int64_t opset) const {
+OpRegistry::Entry OpRegistry::lookup(StringRef opType, int64_t opset) const {
   auto it = handlers.find(opType);
   if (it == handlers.end())
-    return nullptr;
-  OpHandler found = nullptr;
-  for (auto &[since, handler] : it->second)
+    return {};
+  Entry found;
+  for (auto &[since, entry] : it->second)
     if (since <= opset)
-      found = handler;
+      found = entry;
   return found;
 }
 
 std::vector<std::pair<std::string, int64_t>> OpRegistry::entries() const {
   std::vector<std::pair<std::string, int64_t>> result;
   for (auto &entry : handlers)
-    for (auto &[since, handler] : entry.second)
-      result.emplace_back(entry.getKey().str(), since);
+    for (auto &version : entry.second)
+      result.emplace_back(entry.getKey().str(), version.first);
   llvm::sort(result);
   return result;
 }
@@ -76,6 +76,7 @@ const OpRegistry &OpRegistry::get() {
     registerAttentionOps(r);
     registerControlFlowOps(r);
     registerConvOps(r);
+    registerQuantizationOps(r);
     return r;
   }();
   return registry;
@@ -101,6 +102,10 @@ bool NodeContext::hasInput(unsigned i) const {
 Value NodeContext::input(unsigned i) {
   assert(hasInput(i) && "operand is not given");
   return importer.materialize(*importer.lookup(node.input(i)), location);
+}
+
+bool NodeContext::inputUnsigned(unsigned i) const {
+  return hasInput(i) && importer.lookup(node.input(i))->isUnsigned;
 }
 
 RankedTensorType NodeContext::inputType(unsigned i) const {
@@ -252,8 +257,6 @@ bool NodeContext::hasOutput(unsigned i) const {
          !node.output(i).empty();
 }
 
-static std::string formatShape(ArrayRef<int64_t> shape);
-
 /// Bytes of one element of `type` (an i1 takes one).
 static int64_t elementBytesOf(Type type) {
   if (type.isIntOrFloat())
@@ -281,29 +284,33 @@ void NodeContext::checkResult(unsigned i, RankedTensorType type,
                 " (--max-constant-bytes)";
 }
 
-void NodeContext::setOutput(unsigned i, Value value) {
+void NodeContext::setOutput(unsigned i, Value value, bool isUnsigned) {
   if (!hasOutput(i))
     return;
   checkResult(i, cast<RankedTensorType>(value.getType()), /*constant=*/false);
   GraphValue v;
   v.value = value;
+  v.isUnsigned = isUnsigned;
   importer.define(node.output(i), std::move(v));
 }
 
-void NodeContext::setOutput(unsigned i, ConstTensor value) {
+void NodeContext::setOutput(unsigned i, ConstTensor value, bool isUnsigned) {
   if (!hasOutput(i))
     return;
   // A splat costs one element, however large its shape.
   checkResult(i, value.getType(), /*constant=*/!value.isSplat());
   GraphValue v;
   v.constant = std::make_shared<const ConstTensor>(std::move(value));
+  v.isUnsigned = isUnsigned;
   importer.define(node.output(i), std::move(v));
 }
 
 InFlightDiagnostic NodeContext::emitError() {
   InFlightDiagnostic diag = mlir::emitError(location);
-  diag << "node '" << displayName << "' (" << opType() << "-" << opsetVersion
-       << "): ";
+  diag << "node '" << displayName << "' (";
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    diag << node.domain() << ".";
+  diag << opType() << "-" << opsetVersion << "): ";
   return diag;
 }
 
@@ -514,13 +521,6 @@ Location GraphImporter::nodeLocation(StringRef name) {
                       FileLineColLoc::get(&context, modelPath, 0, 0));
 }
 
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
-  return llvm::join(
-      llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x");
-}
-
 LogicalResult GraphImporter::checkOptions(const onnx::GraphProto &graph) {
   llvm::StringSet<> initializers;
   for (const auto &init : graph.initializer())
@@ -638,7 +638,9 @@ LogicalResult GraphImporter::declareInputs(
              << "graph input '" << input.name()
              << "' is not a tensor; only tensors are supported";
     const auto &tensorType = input.type().tensor_type();
-    Type elementType = elementTypeFor(&context, tensorType.elem_type());
+    Type elementType = storageTypeFor(&context, tensorType.elem_type());
+    if (isUnsignedDataType(tensorType.elem_type()))
+      unsignedNames.insert(input.name());
     if (!elementType)
       return mlir::emitError(loc)
              << "graph input '" << input.name() << "' has unsupported type "
@@ -688,6 +690,7 @@ LogicalResult GraphImporter::declareInputs(
                << ", but --input-shape pins it to " << formatShape(pin->second);
       GraphValue value;
       value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
+      value.isUnsigned = unsignedNames.contains(input.name());
       define(input.name(), std::move(value));
       continue;
     }
@@ -764,7 +767,9 @@ LogicalResult GraphImporter::declareInputs(
   }
 
   for (const auto &init : graph.initializer()) {
-    Type elementType = elementTypeFor(&context, init.data_type());
+    Type elementType = storageTypeFor(&context, init.data_type());
+    if (isUnsignedDataType(init.data_type()))
+      unsignedNames.insert(init.name());
     if (!elementType)
       return mlir::emitError(loc)
              << "initializer '" << init.name() << "' has unsupported type "
@@ -785,6 +790,7 @@ LogicalResult GraphImporter::declareInputs(
         return mlir::emitError(loc) << llvm::toString(tensor.takeError());
       GraphValue value;
       value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
+      value.isUnsigned = unsignedNames.contains(init.name());
       define(init.name(), std::move(value));
       continue;
     }
@@ -913,6 +919,7 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
                     opBuilder.getStringAttr(name));
     GraphValue value;
     value.value = entry->getArgument(i);
+    value.isUnsigned = unsignedNames.contains(name);
     define(name, std::move(value));
   }
   opBuilder.setInsertionPointToStart(entry);
@@ -932,9 +939,10 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     RankedTensorType type = value->getType();
     if (output.type().has_tensor_type()) {
       const auto &declared = output.type().tensor_type();
-      Type declaredElement = elementTypeFor(&context, declared.elem_type());
+      Type declaredElement = storageTypeFor(&context, declared.elem_type());
       if (declared.elem_type() != 0 &&
-          declaredElement != type.getElementType()) {
+          (declaredElement != type.getElementType() ||
+           isUnsignedDataType(declared.elem_type()) != value->isUnsigned)) {
         mlir::emitError(fileLoc)
             << "graph output '" << output.name() << "' is computed as " << type
             << " but the model declares element type "
@@ -959,6 +967,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     }
     results.push_back(materialize(*value, fileLoc));
     resultTypes.push_back(type);
+    if (value->isUnsigned)
+      unsignedNames.insert(output.name());
   }
   SmallVector<std::string> resultNames;
   for (const auto &output : graph.output())
@@ -1022,6 +1032,20 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   }
   if (failed(func.eraseArguments(unused)))
     return nullptr;
+  // The graph's inputs and outputs that hold unsigned integers, for the
+  // bundle's manifest (their tensors are signless from here on).
+  SmallVector<Attribute> unsignedIO;
+  for (BlockArgument arg : entry->getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      kInputAttrName);
+        name && unsignedNames.contains(name.getValue()))
+      unsignedIO.push_back(name);
+  for (const auto &output : graph.output())
+    if (unsignedNames.contains(output.name()))
+      unsignedIO.push_back(opBuilder.getStringAttr(output.name()));
+  if (!unsignedIO.empty())
+    module->getOperation()->setAttr(kUnsignedIOAttrName,
+                                    opBuilder.getArrayAttr(unsignedIO));
   if (!indexBounds.empty()) {
     SmallVector<Attribute> list;
     for (const IndexBounds &b : indexBounds)
@@ -1059,21 +1083,19 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
                          : node.name();
   Location loc = nodeLocation(name);
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  // The op as messages name it: DOMAIN.OP outside ONNX's own domain.
+  std::string opName =
+      domain.empty() ? node.op_type() : domain + "." + node.op_type();
   if (!domain.empty() && !opsets.count(domain))
     return mlir::emitError(loc)
            << "node '" << name << "' uses domain '" << domain
            << "', which the model does not import";
   int64_t opset = opsets.lookup(domain);
-  OpHandler handler = domain.empty()
-                          ? OpRegistry::get().lookup(node.op_type(), opset)
-                          : nullptr;
+  OpRegistry::Entry entry = OpRegistry::get().lookup(opName, opset);
+  OpHandler handler = entry.handler;
   if (!handler) {
-    if (!domain.empty())
-      return mlir::emitError(loc)
-             << "unsupported ONNX op '" << domain << "." << node.op_type()
-             << "' (opset " << opset << ") at node '" << name << "'";
     return mlir::emitError(loc)
-           << "unsupported ONNX op '" << node.op_type() << "' (opset " << opset
+           << "unsupported ONNX op '" << opName << "' (opset " << opset
            << ") at node '" << name << "'";
   }
   if (failed(checkArity(node, name, opset, loc)))
@@ -1087,7 +1109,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
     });
     if (!output.empty() && (scopes.back().count(output) || repeated))
       return mlir::emitError(loc)
-             << "node '" << name << "' (" << node.op_type() << "-" << opset
+             << "node '" << name << "' (" << opName << "-" << opset
              << "): result '" << output
              << "' is already defined (by a graph input, an initializer or "
                 "another node's result)";
@@ -1095,29 +1117,47 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
   for (const std::string &input : node.input())
     if (!input.empty() && !lookup(input))
       return mlir::emitError(loc)
-             << "node '" << name << "' (" << node.op_type() << "-" << opset
+             << "node '" << name << "' (" << opName << "-" << opset
              << "): operand '" << input << "' is not defined before its use";
+
+  // Unsigned integers are held in signless ones: only a handler that knows
+  // is given them.
+  bool anyUnsigned = false;
+  for (const std::string &input : node.input()) {
+    if (input.empty() || !lookup(input)->isUnsigned)
+      continue;
+    anyUnsigned = true;
+    if (entry.unsignedOperands == UnsignedOperands::Refuse)
+      return mlir::emitError(loc)
+             << "node '" << name << "' (" << opName << "-" << opset
+             << "): operand '" << input
+             << "' holds unsigned integers, which Cleave reads only in "
+                "quantization ops, Cast and ops that move elements";
+  }
 
   NodeContext ctx(*this, node, name, opset, loc);
   if (failed(handler(ctx)))
     return failure();
+  if (anyUnsigned && entry.unsignedOperands == UnsignedOperands::Move)
+    for (const std::string &output : node.output())
+      if (GraphValue *value = output.empty() ? nullptr : lookup(output))
+        value->isUnsigned = true;
   // After the handler, which read a default in its place: nothing it built
   // is kept.
   if (const std::optional<std::string> &bad = ctx.badResultShape())
-    return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
-                                << "-" << opset << "): " << *bad;
+    return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
+                                << opset << "): " << *bad;
   if (std::optional<std::string> wrong = ctx.mistypedAttr())
-    return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
-                                << "-" << opset << "): " << *wrong;
+    return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
+                                << opset << "): " << *wrong;
   if (std::optional<std::string> unread = ctx.firstUnreadAttr())
     return mlir::emitError(loc)
-           << "unsupported attribute '" << *unread << "' of ONNX op '"
-           << node.op_type() << "' (opset " << opset << ") at node '" << name
-           << "'";
+           << "unsupported attribute '" << *unread << "' of ONNX op '" << opName
+           << "' (opset " << opset << ") at node '" << name << "'";
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !lookup(node.output(i)))
-      return mlir::emitError(loc) << "node '" << name << "' (" << node.op_type()
-                                  << "-" << opset << "): result " << i << " ('"
+      return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
+                                  << opset << "): result " << i << " ('"
                                   << node.output(i) << "') is not supported";
   // The main graph's own nodes (not a scratch evaluation or a subgraph).
   if (scopes.size() == 1) {

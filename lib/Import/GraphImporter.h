@@ -118,6 +118,8 @@ private:
   /// Values --tap or --tap-all asked for, in the order their nodes were
   /// imported.
   std::vector<std::string> tapped;
+  /// Graph inputs, initializers and outputs of unsigned integer types.
+  llvm::StringSet<> unsignedNames;
   /// Graph inputs the program reads at run time (not bound).
   llvm::StringSet<> runtimeInputs;
   /// What noteIndexBounds found, in the order found.

@@ -32,6 +32,11 @@ namespace cleave::onnx_import {
 struct GraphValue {
   mlir::Value value;
   std::shared_ptr<const ConstTensor> constant;
+  /// Whether the tensor holds an ONNX unsigned integer type (UINT8, UINT16)
+  /// in its signless integer type; a constant's values are then kept as the
+  /// signless type reads them (200 in UINT8 as -56). Only ops that say they
+  /// read unsigned operands see such a value (see UnsignedOperands).
+  bool isUnsigned = false;
 
   mlir::RankedTensorType getType() const {
     return constant ? constant->getType()
@@ -72,6 +77,9 @@ public:
   mlir::Type inputElementType(unsigned i) const {
     return inputType(i).getElementType();
   }
+  /// Whether operand `i` holds an ONNX unsigned integer type (only handlers
+  /// registered as reading unsigned operands are given one).
+  bool inputUnsigned(unsigned i) const;
   /// Operand `i` if the importer knows its value, else null.
   const ConstTensor *constantInput(unsigned i) const;
   /// Operand `i`'s value if the importer knows it or can compute it from
@@ -117,8 +125,8 @@ public:
   unsigned numOutputs() const { return node.output_size(); }
   /// Whether result `i` is consumed (has a non-empty name).
   bool hasOutput(unsigned i) const;
-  void setOutput(unsigned i, mlir::Value value);
-  void setOutput(unsigned i, ConstTensor value);
+  void setOutput(unsigned i, mlir::Value value, bool isUnsigned = false);
+  void setOutput(unsigned i, ConstTensor value, bool isUnsigned = false);
 
   //===--- Helpers ----------------------------------------------------===//
 
@@ -160,13 +168,35 @@ private:
 /// An op handler: lowers (or folds) one ONNX node.
 using OpHandler = mlir::LogicalResult (*)(NodeContext &);
 
+/// What a handler does with operands of an ONNX unsigned integer type, which
+/// are held in signless integers: arithmetic on them must know.
+enum class UnsignedOperands {
+  /// It computes with its operands as signed or float: a node given an
+  /// unsigned one is refused before its handler runs.
+  Refuse,
+  /// It reads inputUnsigned and marks its results itself (Cast, the
+  /// quantization ops).
+  Read,
+  /// It only moves elements (Reshape, Transpose, Gather's data): its results
+  /// are unsigned where its operands are.
+  Move,
+};
+
 /// The table of supported ONNX ops, each registered with the opset version its
 /// current semantics start from.
 class OpRegistry {
 public:
-  void add(llvm::StringRef opType, int64_t sinceVersion, OpHandler handler);
-  /// The handler for `opType` at `opset`, or null if none applies.
-  OpHandler lookup(llvm::StringRef opType, int64_t opset) const;
+  /// Registers `handler` for `opType` from opset `sinceVersion` on; an op of
+  /// another domain than ONNX's own is named DOMAIN.OP
+  /// ("com.microsoft.FastGelu").
+  void add(llvm::StringRef opType, int64_t sinceVersion, OpHandler handler,
+           UnsignedOperands unsignedOperands = UnsignedOperands::Refuse);
+  struct Entry {
+    OpHandler handler = nullptr;
+    UnsignedOperands unsignedOperands = UnsignedOperands::Refuse;
+  };
+  /// The handler for `opType` at `opset`; a null handler if none applies.
+  Entry lookup(llvm::StringRef opType, int64_t opset) const;
   /// All ops with their versions, for documentation.
   std::vector<std::pair<std::string, int64_t>> entries() const;
 
@@ -174,7 +204,7 @@ public:
   static const OpRegistry &get();
 
 private:
-  llvm::StringMap<std::vector<std::pair<int64_t, OpHandler>>> handlers;
+  llvm::StringMap<std::vector<std::pair<int64_t, Entry>>> handlers;
 };
 
 // One function per op family (one file each under lib/Import/Ops/).
@@ -187,6 +217,7 @@ void registerNormalizationOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
 void registerControlFlowOps(OpRegistry &registry);
 void registerConvOps(OpRegistry &registry);
+void registerQuantizationOps(OpRegistry &registry);
 
 } // namespace cleave::onnx_import
 

@@ -98,6 +98,19 @@ Type cleave::onnx_import::elementTypeFor(MLIRContext *ctx, int32_t dataType) {
   }
 }
 
+bool cleave::onnx_import::isUnsignedDataType(int32_t dataType) {
+  return dataType == onnx::TensorProto::UINT8 ||
+         dataType == onnx::TensorProto::UINT16;
+}
+
+Type cleave::onnx_import::storageTypeFor(MLIRContext *ctx, int32_t dataType) {
+  if (dataType == onnx::TensorProto::UINT8)
+    return IntegerType::get(ctx, 8);
+  if (dataType == onnx::TensorProto::UINT16)
+    return IntegerType::get(ctx, 16);
+  return elementTypeFor(ctx, dataType);
+}
+
 std::string cleave::onnx_import::onnxDataTypeName(int32_t dataType) {
   if (onnx::TensorProto::DataType_IsValid(dataType))
     return onnx::TensorProto::DataType_Name(
@@ -251,6 +264,12 @@ static void decodeRaw(const char *bytes, int64_t count, int32_t dataType,
     case onnx::TensorProto::INT8:
       ints.push_back(load(int8_t(), i));
       break;
+    case onnx::TensorProto::UINT8:
+      ints.push_back(load(uint8_t(), i));
+      break;
+    case onnx::TensorProto::UINT16:
+      ints.push_back(load(uint16_t(), i));
+      break;
     case onnx::TensorProto::INT16:
       ints.push_back(load(int16_t(), i));
       break;
@@ -340,7 +359,7 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
                                      const onnx::TensorProto &tensor,
                                      llvm::StringRef modelDir) {
   int32_t dataType = tensor.data_type();
-  Type elementType = elementTypeFor(ctx, dataType);
+  Type elementType = storageTypeFor(ctx, dataType);
   if (!elementType)
     return makeError("tensor '" + tensor.name() + "' has unsupported type " +
                      onnxDataTypeName(dataType));
@@ -414,6 +433,7 @@ static int32_t onnxTypeOfDtype(const std::string &dtype) {
       {"i32", onnx::TensorProto::INT32},
       {"i16", onnx::TensorProto::INT16},
       {"i8", onnx::TensorProto::INT8},
+      {"u8", onnx::TensorProto::UINT8},
       {"bool", onnx::TensorProto::BOOL}};
   for (auto &[name, type] : table)
     if (dtype == name)
@@ -435,7 +455,7 @@ static Expected<ConstTensor> readNpy(MLIRContext *ctx, llvm::StringRef path,
   std::vector<int64_t> ints;
   std::vector<double> floats;
   decodeRaw(array.data.data(), count, dataType, ints, floats);
-  return finishTensor(elementTypeFor(ctx, dataType), array.shape,
+  return finishTensor(storageTypeFor(ctx, dataType), array.shape,
                       std::move(ints), std::move(floats), path);
 }
 

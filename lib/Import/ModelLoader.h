@@ -29,6 +29,15 @@ llvm::Expected<onnx::ModelProto> loadModelProto(llvm::StringRef path);
 /// The MLIR element type of an ONNX TensorProto data type, or a null type for
 /// types Cleave does not handle.
 mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxDataType);
+/// The type a tensor of ONNX data type `onnxDataType` is held in: its
+/// elementTypeFor, or for an unsigned integer type the signless integer of
+/// its width (UINT8 in i8), whose bits it shares. Which values hold unsigned
+/// integers the importer tracks itself (GraphValue::isUnsigned): arith ops
+/// take signless integers only. Null for types Cleave does not handle.
+mlir::Type storageTypeFor(mlir::MLIRContext *ctx, int32_t onnxDataType);
+/// Whether `onnxDataType` is an unsigned integer type Cleave holds (UINT8,
+/// UINT16).
+bool isUnsignedDataType(int32_t onnxDataType);
 /// ONNX's name of a data type, for messages ("FLOAT16", "STRING").
 std::string onnxDataTypeName(int32_t onnxDataType);
 

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -165,6 +166,10 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       break;
     }
   signature.activationPeakBytes = activationPeak(main);
+  llvm::StringSet<> unsignedIO;
+  if (auto list = module->getAttrOfType<ArrayAttr>(kUnsignedIOAttrName))
+    for (auto name : list.getAsRange<StringAttr>())
+      unsignedIO.insert(name.getValue());
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = dyn_cast<MemRefType>(main.getArgument(i).getType());
     if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) {
@@ -189,6 +194,11 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       return failure();
     }
     buffer.dtype = dtypeName(type.getElementType());
+    // u8, u16: the graph's unsigned inputs and outputs, held in i8, i16.
+    if (buffer.kind != BufferSignature::Kind::Param &&
+        unsignedIO.contains(buffer.name) && buffer.dtype.size() > 1 &&
+        buffer.dtype[0] == 'i')
+      buffer.dtype[0] = 'u';
     if (buffer.dtype.empty()) {
       main.emitError() << "argument " << i << " has unsupported element type "
                        << type.getElementType();

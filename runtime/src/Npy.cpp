@@ -23,7 +23,8 @@ struct DtypeName {
 };
 const DtypeName kDtypes[] = {{"f32", "<f4"}, {"f16", "<f2"},  {"f64", "<f8"},
                              {"i64", "<i8"}, {"i32", "<i4"},  {"i16", "<i2"},
-                             {"i8", "|i1"},  {"bool", "|b1"}, {"bf16", "<u2"}};
+                             {"i8", "|i1"},  {"bool", "|b1"}, {"bf16", "<u2"},
+                             {"u8", "|u1"}};
 
 std::string numpyDtype(const std::string &dtype) {
   for (const DtypeName &d : kDtypes)
@@ -38,6 +39,8 @@ std::string cleaveDtype(const std::string &descr) {
       return d.cleave;
   if (descr == "<i1" || descr == "i1")
     return "i8";
+  if (descr == "<u1" || descr == "u1")
+    return "u8";
   return "";
 }
 
@@ -71,7 +74,7 @@ size_t cleave::rt::dtypeBytes(const std::string &dtype) {
     return 8;
   if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
     return 2;
-  if (dtype == "i8" || dtype == "bool")
+  if (dtype == "i8" || dtype == "u8" || dtype == "bool")
     return 1;
   return 0;
 }

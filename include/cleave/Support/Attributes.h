@@ -39,6 +39,11 @@ inline constexpr llvm::StringLiteral kOnnxOpsetAttrName = "cleave.onnx_opset";
 inline constexpr llvm::StringLiteral kIndexBoundsAttrName =
     "cleave.index_bounds";
 
+/// Module: the graph inputs and outputs, by ONNX name, that hold unsigned
+/// integers (UINT8, UINT16) in @main's signless integer types. Written by
+/// the importer; read by the bundle, whose manifest names them u8, u16.
+inline constexpr llvm::StringLiteral kUnsignedIOAttrName = "cleave.unsigned_io";
+
 //===----------------------------------------------------------------------===//
 // Sharding: the mesh and where each value is split
 //===----------------------------------------------------------------------===//

@@ -682,30 +682,55 @@ LogicalResult lowerWhere(NodeContext &ctx) {
   return success();
 }
 
-LogicalResult castTo(NodeContext &ctx, Type to) {
+LogicalResult castTo(NodeContext &ctx, Type to, bool toUnsigned) {
+  IntSignedness sign{ctx.inputUnsigned(0), toUnsigned};
   if (const ConstTensor *c = ctx.constantInput(0);
       c && ctx.shouldFold(c->getShape())) {
-    ctx.setOutput(0, c->castTo(to));
+    ctx.setOutput(
+        0, sign.fromUnsigned ? c->unsignedValues().castTo(to) : c->castTo(to),
+        toUnsigned);
     return success();
   }
   // A cast to the operand's own type vanishes.
-  ctx.setOutput(0, castTensor(ctx.builder(), ctx.loc(), ctx.input(0), to));
+  ctx.setOutput(0, castTensor(ctx.builder(), ctx.loc(), ctx.input(0), to, sign),
+                toUnsigned);
   return success();
 }
 
 LogicalResult lowerCast(NodeContext &ctx) {
   ctx.ignoreAttrs({"saturate", "round_mode"}); // Only matter for float8/float4.
   int64_t to = ctx.intAttr("to", 0);
-  Type type = elementTypeFor(ctx.context(), to);
+  Type type = storageTypeFor(ctx.context(), to);
   if (!type)
     return ctx.emitError() << "cast to " << onnxDataTypeName(to)
                            << " is not supported";
-  return castTo(ctx, type);
+  return castTo(ctx, type, isUnsignedDataType(to));
 }
 
 LogicalResult lowerCastLike(NodeContext &ctx) {
   ctx.ignoreAttrs({"saturate", "round_mode"});
-  return castTo(ctx, ctx.inputElementType(1));
+  return castTo(ctx, ctx.inputElementType(1), ctx.inputUnsigned(1));
+}
+
+/// Gelu of scalar `x`: 0.5 x (1 + erf(x / sqrt(2))), or with `useTanh`
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Value geluS(OpBuilder &b, Location loc, Value x, bool useTanh) {
+  Type type = x.getType();
+  Value half = scalarConstant(b, loc, type, 0.5);
+  Value one = scalarConstant(b, loc, type, 1.0);
+  Value inner;
+  if (useTanh) {
+    Value x3 = mulS(b, loc, mulS(b, loc, x, x), x);
+    Value poly = addS(b, loc, x,
+                      mulS(b, loc, scalarConstant(b, loc, type, 0.044715), x3));
+    Value scaled =
+        mulS(b, loc, scalarConstant(b, loc, type, std::sqrt(2.0 / M_PI)), poly);
+    inner = math::TanhOp::create(b, loc, scaled);
+  } else {
+    Value scaled = mulS(b, loc, x, scalarConstant(b, loc, type, M_SQRT1_2));
+    inner = math::ErfOp::create(b, loc, scaled);
+  }
+  return mulS(b, loc, mulS(b, loc, half, x), addS(b, loc, one, inner));
 }
 
 LogicalResult lowerGelu(NodeContext &ctx) {
@@ -718,32 +743,71 @@ LogicalResult lowerGelu(NodeContext &ctx) {
     return ctx.emitError() << "element type " << type << " is not supported";
   bool useTanh = approximate == "tanh";
   ctx.setOutput(
-      0, elementwise(
-             ctx.builder(), ctx.loc(), ctx.input(0), ctx.inputShape(0), type,
-             [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
-               Value x = args[0];
-               Value half = scalarConstant(b, loc, type, 0.5);
-               Value one = scalarConstant(b, loc, type, 1.0);
-               Value inner;
-               if (useTanh) {
-                 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-                 Value x3 = mulS(b, loc, mulS(b, loc, x, x), x);
-                 Value poly = addS(
-                     b, loc, x,
-                     mulS(b, loc, scalarConstant(b, loc, type, 0.044715), x3));
-                 Value scaled = mulS(
-                     b, loc,
-                     scalarConstant(b, loc, type, std::sqrt(2.0 / M_PI)), poly);
-                 inner = math::TanhOp::create(b, loc, scaled);
-               } else {
-                 // 0.5 x (1 + erf(x / sqrt(2)))
-                 Value scaled =
-                     mulS(b, loc, x, scalarConstant(b, loc, type, M_SQRT1_2));
-                 inner = math::ErfOp::create(b, loc, scaled);
-               }
-               return mulS(b, loc, mulS(b, loc, half, x),
-                           addS(b, loc, one, inner));
-             }));
+      0, elementwise(ctx.builder(), ctx.loc(), ctx.input(0), ctx.inputShape(0),
+                     type, [&](OpBuilder &b, Location loc, ValueRange args) {
+                       return geluS(b, loc, args[0], useTanh);
+                     }));
+  return success();
+}
+
+/// ONNX Runtime's fused activations (com.microsoft), each on the sum of its
+/// float operands, the first of which gives the shape (a bias, a skip
+/// broadcast onto it): Gelu (erf), BiasGelu (erf), FastGelu (tanh form),
+/// QuickGelu (x sigmoid(alpha x)) and BiasAdd (the sum itself).
+enum class FusedActivation { Gelu, FastGelu, QuickGelu, None };
+
+template <FusedActivation Kind>
+LogicalResult lowerFusedActivation(NodeContext &ctx) {
+  if (!ctx.hasInput(0) || ctx.numInputs() > 3 || ctx.numOutputs() != 1)
+    return ctx.fail("takes X and at most two operands added to it, and gives "
+                    "one result");
+  Type type = ctx.inputElementType(0);
+  if (!isFloat(type))
+    return ctx.emitError() << "element type " << type << " is not supported";
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  SmallVector<Value> operands;
+  for (unsigned i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i))
+      continue;
+    SmallVector<int64_t> s(ctx.inputShape(i));
+    auto joint = broadcastShapes({SmallVector<int64_t>(shape), s});
+    if (!joint || ArrayRef<int64_t>(*joint) != shape ||
+        ctx.inputElementType(i) != type)
+      return ctx.emitError() << "operand " << i << " (shape " << formatShape(s)
+                             << ", " << ctx.inputElementType(i)
+                             << ") does not broadcast onto the first "
+                             << formatShape(shape) << " of " << type;
+    operands.push_back(ctx.input(i));
+  }
+  double alpha =
+      Kind == FusedActivation::QuickGelu ? ctx.floatAttr("alpha", 1.702f) : 0.0;
+  ctx.setOutput(
+      0,
+      elementwise(ctx.builder(), ctx.loc(), operands, shape, type,
+                  [&](OpBuilder &b, Location loc, ValueRange args) {
+                    Value x = args[0];
+                    for (Value v : args.drop_front())
+                      x = addS(b, loc, x, v);
+                    switch (Kind) {
+                    case FusedActivation::Gelu:
+                      return geluS(b, loc, x, false);
+                    case FusedActivation::FastGelu:
+                      return geluS(b, loc, x, true);
+                    case FusedActivation::QuickGelu: {
+                      Value ax =
+                          mulS(b, loc, x, scalarConstant(b, loc, type, alpha));
+                      Value sig = arith::DivFOp::create(
+                          b, loc, scalarConstant(b, loc, type, 1.0),
+                          addS(b, loc, scalarConstant(b, loc, type, 1.0),
+                               math::ExpOp::create(
+                                   b, loc, arith::NegFOp::create(b, loc, ax))));
+                      return mulS(b, loc, x, sig);
+                    }
+                    case FusedActivation::None:
+                      break;
+                    }
+                    return x;
+                  }));
   return success();
 }
 
@@ -845,9 +909,20 @@ void cleave::onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("Mean", 8, lowerVariadic<Variadic::Mean>);
 
   r.add("Where", 9, lowerWhere);
-  r.add("Cast", 6, lowerCast);
-  r.add("CastLike", 15, lowerCastLike);
+  r.add("Cast", 6, lowerCast, UnsignedOperands::Read);
+  r.add("CastLike", 15, lowerCastLike, UnsignedOperands::Read);
   r.add("Gelu", 20, lowerGelu);
-  r.add("Identity", 1, lowerIdentity);
+
+  // ONNX Runtime's fused forms (its transformers optimizer writes them).
+  r.add("com.microsoft.Gelu", 1, lowerFusedActivation<FusedActivation::Gelu>);
+  r.add("com.microsoft.BiasGelu", 1,
+        lowerFusedActivation<FusedActivation::Gelu>);
+  r.add("com.microsoft.FastGelu", 1,
+        lowerFusedActivation<FusedActivation::FastGelu>);
+  r.add("com.microsoft.QuickGelu", 1,
+        lowerFusedActivation<FusedActivation::QuickGelu>);
+  r.add("com.microsoft.BiasAdd", 1,
+        lowerFusedActivation<FusedActivation::None>);
+  r.add("Identity", 1, lowerIdentity, UnsignedOperands::Move);
   r.add("Constant", 1, lowerConstant);
 }

@@ -1,9 +1,12 @@
-//===- Normalization.cpp - ONNX LayerNormalization and RMSNormalization --===//
+//===- Normalization.cpp - Layer and RMS normalisations ------------------===//
 //
-// Both normalise over the trailing dims from `axis` on, with statistics in the
-// stash type (float32 by default, also for float16/bfloat16 inputs), following
-// the operators' function bodies: mean, centred square, +epsilon, sqrt,
-// reciprocal, scale (and bias).
+// ONNX's LayerNormalization and RMSNormalization, and ONNX Runtime's forms
+// of them: SimplifiedLayerNormalization (RMS), com.microsoft
+// SkipLayerNormalization and SkipSimplifiedLayerNormalization (a residual
+// sum, then the norm). All normalise over the trailing dims from `axis` on,
+// with statistics in the stash type (float32 by default, also for
+// float16/bfloat16 inputs), following the operators' function bodies: mean,
+// centred square, +epsilon, sqrt, reciprocal, scale (and bias).
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,28 +98,28 @@ FailureOr<Normalization> readNormalization(NodeContext &ctx) {
   return n;
 }
 
-LogicalResult lowerLayerNorm(NodeContext &ctx) {
-  OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  ArrayRef<int64_t> shape = ctx.inputShape(0);
-  Type type = ctx.inputElementType(0);
-  auto norm = readNormalization(ctx);
-  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "Scale")) ||
-      (ctx.hasInput(2) && failed(checkUnidirectional(ctx, 2, shape, "B"))))
-    return failure();
-  const SmallVector<int64_t> &axes = norm->axes;
-  Type stash = norm->stash;
-  double epsilon = norm->epsilon;
+/// What a layer normalisation computes: y, and the statistics it keeps
+/// (mean in the stash type; 1 / sqrt(variance + epsilon)).
+struct Normalized {
+  Value y, mean, invStdDev;
+};
 
-  Value x = castTensor(b, loc, ctx.input(0), stash);
+/// LayerNormalization of `x` over `n.axes`, scaled and shifted: y in x's
+/// type, with `bias` optional.
+Normalized layerNormalize(OpBuilder &b, Location loc, Value x, Value scale,
+                          Value bias, const Normalization &n) {
+  ArrayRef<int64_t> shape = tensorTypeOf(x).getShape();
+  Type type = tensorTypeOf(x).getElementType();
+  Type stash = n.stash;
+  x = castTensor(b, loc, x, stash);
   // The mean is summed in float64: a float32 sum is off by ulps, which
   // (x - mean) / sqrt(variance + epsilon) amplifies up to 1/sqrt(epsilon)
   // (300x) where the variance is small; a row of equal values then gives
   // noise instead of zeros (difftest, seed 7, graph 515). ONNX Runtime's
   // kernel accumulates in double as well.
-  Type wide = Float64Type::get(ctx.context());
+  Type wide = b.getF64Type();
   Value mean = castTensor(
-      b, loc, meanOver(b, loc, castTensor(b, loc, x, wide), axes), stash);
+      b, loc, meanOver(b, loc, castTensor(b, loc, x, wide), n.axes), stash);
   Value centred = elementwise(b, loc, {x, mean}, shape, stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return subS(nb, nl, args[0], args[1]);
@@ -126,50 +129,131 @@ LogicalResult lowerLayerNorm(NodeContext &ctx) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
   Value invStdDev =
-      inverseRoot(b, loc, meanOver(b, loc, squares, axes), epsilon);
-  SmallVector<Value> operands{centred, invStdDev, ctx.input(1)};
-  if (ctx.hasInput(2))
-    operands.push_back(ctx.input(2));
+      inverseRoot(b, loc, meanOver(b, loc, squares, n.axes), n.epsilon);
+  SmallVector<Value> operands{centred, invStdDev, scale};
+  if (bias)
+    operands.push_back(bias);
   Value y = elementwise(b, loc, operands, shape, type,
                         [&](OpBuilder &nb, Location nl, ValueRange args) {
-                          Value n = mulS(nb, nl, args[0], args[1]);
-                          n = castScalar(nb, nl, n, type);
-                          Value r = mulS(nb, nl, n, args[2]);
+                          Value v = mulS(nb, nl, args[0], args[1]);
+                          v = castScalar(nb, nl, v, type);
+                          Value r = mulS(nb, nl, v, args[2]);
                           if (args.size() > 3)
                             r = addS(nb, nl, r, args[3]);
                           return r;
                         });
-  ctx.setOutput(0, y);
-  ctx.setOutput(1, mean);
-  ctx.setOutput(2, invStdDev);
-  return success();
+  return {y, mean, invStdDev};
 }
 
-LogicalResult lowerRmsNorm(NodeContext &ctx) {
-  OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  ArrayRef<int64_t> shape = ctx.inputShape(0);
-  Type type = ctx.inputElementType(0);
-  auto norm = readNormalization(ctx);
-  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "scale")))
-    return failure();
-  const SmallVector<int64_t> &axes = norm->axes;
-  Type stash = norm->stash;
-  double epsilon = norm->epsilon;
-
-  Value x = castTensor(b, loc, ctx.input(0), stash);
-  Value squares = elementwise(b, loc, x, shape, stash,
+/// RMS normalisation of `x` over `n.axes`, scaled: x / sqrt(mean(x^2) +
+/// epsilon) * scale, in x's type.
+Normalized rmsNormalize(OpBuilder &b, Location loc, Value x, Value scale,
+                        const Normalization &n) {
+  ArrayRef<int64_t> shape = tensorTypeOf(x).getShape();
+  Type type = tensorTypeOf(x).getElementType();
+  x = castTensor(b, loc, x, n.stash);
+  Value squares = elementwise(b, loc, x, shape, n.stash,
                               [](OpBuilder &nb, Location nl, ValueRange args) {
                                 return mulS(nb, nl, args[0], args[0]);
                               });
-  Value inv = inverseRoot(b, loc, meanOver(b, loc, squares, axes), epsilon);
-  ctx.setOutput(0,
-                elementwise(b, loc, {x, inv, ctx.input(1)}, shape, type,
-                            [&](OpBuilder &nb, Location nl, ValueRange args) {
-                              Value n = mulS(nb, nl, args[0], args[1]);
-                              return mulS(nb, nl, castScalar(nb, nl, n, type),
-                                          args[2]);
-                            }));
+  Value inv = inverseRoot(b, loc, meanOver(b, loc, squares, n.axes), n.epsilon);
+  Value y =
+      elementwise(b, loc, {x, inv, scale}, shape, type,
+                  [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value v = mulS(nb, nl, args[0], args[1]);
+                    return mulS(nb, nl, castScalar(nb, nl, v, type), args[2]);
+                  });
+  return {y, Value(), inv};
+}
+
+LogicalResult lowerLayerNorm(NodeContext &ctx) {
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  auto norm = readNormalization(ctx);
+  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "Scale")) ||
+      (ctx.hasInput(2) && failed(checkUnidirectional(ctx, 2, shape, "B"))))
+    return failure();
+  Normalized r =
+      layerNormalize(ctx.builder(), ctx.loc(), ctx.input(0), ctx.input(1),
+                     ctx.hasInput(2) ? ctx.input(2) : Value(), *norm);
+  ctx.setOutput(0, r.y);
+  ctx.setOutput(1, r.mean);
+  ctx.setOutput(2, r.invStdDev);
+  return success();
+}
+
+/// RMSNormalization, and ONNX Runtime's SimplifiedLayerNormalization (which
+/// its tools write in the default domain): the same function.
+LogicalResult lowerRmsNorm(NodeContext &ctx) {
+  // SimplifiedLayerNormalization has no ONNX schema to check it against.
+  if (ctx.numInputs() != 2 || !ctx.hasInput(0) || !ctx.hasInput(1) ||
+      ctx.numOutputs() > 2)
+    return ctx.fail("takes X and scale, and gives Y and at most inv_std_var");
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  auto norm = readNormalization(ctx);
+  if (failed(norm) || failed(checkUnidirectional(ctx, 1, shape, "scale")))
+    return failure();
+  Normalized r =
+      rmsNormalize(ctx.builder(), ctx.loc(), ctx.input(0), ctx.input(1), *norm);
+  ctx.setOutput(0, r.y);
+  // SimplifiedLayerNormalization's second result: 1 / sqrt(mean(x^2) + eps).
+  if (ctx.numOutputs() > 1)
+    ctx.setOutput(1, r.invStdDev);
+  return success();
+}
+
+/// com.microsoft SkipLayerNormalization and SkipSimplifiedLayerNormalization:
+/// the residual sum input + skip (+ bias), normalised over the last axis
+/// (with gamma, and beta for the former). Results: the normalised sum, the
+/// mean (not for the simplified form), 1 / sqrt(variance + epsilon), the sum.
+template <bool Simplified> LogicalResult lowerSkipNorm(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  // input, skip, gamma, beta, bias; the simplified form has no beta.
+  unsigned biasIndex = Simplified ? 3 : 4;
+  if (ctx.numInputs() < 3 || ctx.numInputs() > biasIndex + 1 ||
+      !ctx.hasInput(0) || !ctx.hasInput(1) || !ctx.hasInput(2))
+    return ctx.emitError() << "takes input, skip, gamma"
+                           << (Simplified ? "" : ", beta") << " and bias ("
+                           << ctx.numInputs() << " operands given)";
+  if (ctx.numOutputs() > 4)
+    return ctx.fail("gives at most 4 results");
+  if (Simplified && ctx.hasOutput(1))
+    return ctx.fail("result 1 (mean) is not computed by the simplified form");
+  Type type = ctx.inputElementType(0);
+  if (!isFloat(type))
+    return ctx.fail("the input must be floating point");
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  if (shape.empty())
+    return ctx.fail("the input must have a hidden dimension");
+  if (failed(checkUnidirectional(ctx, 1, shape, "skip")) ||
+      failed(checkUnidirectional(ctx, 2, shape, "gamma")) ||
+      (!Simplified && ctx.hasInput(3) &&
+       failed(checkUnidirectional(ctx, 3, shape, "beta"))) ||
+      (ctx.hasInput(biasIndex) &&
+       failed(checkUnidirectional(ctx, biasIndex, shape, "bias"))))
+    return failure();
+  Normalization n;
+  n.axes = {static_cast<int64_t>(shape.size()) - 1};
+  n.stash = b.getF32Type();
+  n.epsilon = ctx.floatAttr("epsilon", 1e-12f);
+  SmallVector<Value> terms{ctx.input(0), ctx.input(1)};
+  if (ctx.hasInput(biasIndex))
+    terms.push_back(ctx.input(biasIndex));
+  Value sum =
+      elementwise(b, loc, terms, shape, type,
+                  [](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value r = addS(nb, nl, args[0], args[1]);
+                    return args.size() > 2 ? addS(nb, nl, r, args[2]) : r;
+                  });
+  Normalized r =
+      Simplified ? rmsNormalize(b, loc, sum, ctx.input(2), n)
+                 : layerNormalize(b, loc, sum, ctx.input(2),
+                                  ctx.hasInput(3) ? ctx.input(3) : Value(), n);
+  ctx.setOutput(0, r.y);
+  if (!Simplified)
+    ctx.setOutput(1, r.mean);
+  ctx.setOutput(2, r.invStdDev);
+  ctx.setOutput(3, sum);
   return success();
 }
 
@@ -178,4 +262,8 @@ LogicalResult lowerRmsNorm(NodeContext &ctx) {
 void cleave::onnx_import::registerNormalizationOps(OpRegistry &r) {
   r.add("LayerNormalization", 17, lowerLayerNorm);
   r.add("RMSNormalization", 23, lowerRmsNorm);
+  r.add("SimplifiedLayerNormalization", 1, lowerRmsNorm);
+  r.add("com.microsoft.SkipLayerNormalization", 1, lowerSkipNorm<false>);
+  r.add("com.microsoft.SkipSimplifiedLayerNormalization", 1,
+        lowerSkipNorm<true>);
 }

@@ -1163,23 +1163,23 @@ LogicalResult lowerTile(NodeContext &ctx) {
 } // namespace
 
 void cleave::onnx_import::registerShapeOps(OpRegistry &r) {
-  r.add("Shape", 1, lowerShape);
-  r.add("Size", 1, lowerSize);
-  r.add("Reshape", 5, lowerReshape);
-  r.add("Flatten", 1, lowerFlatten);
-  r.add("Squeeze", 1, lowerSqueeze);
-  r.add("Unsqueeze", 1, lowerUnsqueeze);
-  r.add("Transpose", 1, lowerTranspose);
-  r.add("Concat", 4, lowerConcat);
-  r.add("Split", 2, lowerSplit);
-  r.add("Slice", 1, lowerSlice);
-  r.add("Gather", 1, lowerGather);
+  r.add("Shape", 1, lowerShape, UnsignedOperands::Read);
+  r.add("Size", 1, lowerSize, UnsignedOperands::Read);
+  r.add("Reshape", 5, lowerReshape, UnsignedOperands::Move);
+  r.add("Flatten", 1, lowerFlatten, UnsignedOperands::Move);
+  r.add("Squeeze", 1, lowerSqueeze, UnsignedOperands::Move);
+  r.add("Unsqueeze", 1, lowerUnsqueeze, UnsignedOperands::Move);
+  r.add("Transpose", 1, lowerTranspose, UnsignedOperands::Move);
+  r.add("Concat", 4, lowerConcat, UnsignedOperands::Move);
+  r.add("Split", 2, lowerSplit, UnsignedOperands::Move);
+  r.add("Slice", 1, lowerSlice, UnsignedOperands::Move);
+  r.add("Gather", 1, lowerGather, UnsignedOperands::Move);
   r.add("GatherElements", 11, lowerGatherElements);
   r.add("GatherND", 11, lowerGatherND);
-  r.add("Expand", 8, lowerExpand);
+  r.add("Expand", 8, lowerExpand, UnsignedOperands::Move);
   r.add("ConstantOfShape", 9, lowerConstantOfShape);
   r.add("Range", 11, lowerRange);
   r.add("Trilu", 14, lowerTrilu);
   r.add("Pad", 2, lowerPad);
-  r.add("Tile", 6, lowerTile);
+  r.add("Tile", 6, lowerTile, UnsignedOperands::Move);
 }

@@ -1,0 +1,501 @@
+//===- Quantize.cpp - ONNX's quantization operators ----------------------===//
+//
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and
+// QLinearMatMul, with ONNX Runtime's CPU semantics where the standard leaves
+// room:
+//   quantize     q = clamp(roundeven(x / scale) + zero_point, qmin, qmax),
+//                computed in float32 (x / scale divides, as ONNX Runtime's
+//                kernels do; a product with 1/scale rounds differently);
+//   dequantize   y = float(int32(x) - int32(zero_point)) * scale;
+//   integer GEMM int32(a - a_zp) x int32(b - b_zp), accumulated exactly in
+//                int32, requantized (QLinearMatMul) with the multiplier
+//                a_scale * b_scale / y_scale in float32.
+// Scales and zero points are per tensor, per axis (1-D along `axis`) or, from
+// opset 21, blocked (`block_size` elements of `axis` share one). Quantized
+// tensors stay in their integer types, so a weight stored in int8 or uint8 is
+// kept in its bytes and dequantized where the program reads it. UINT8 and
+// UINT16 are held in i8 and i16 (see GraphValue::isUnsigned).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Builders.h"
+#include "../ImportContext.h"
+#include "../ModelLoader.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace cleave::onnx_import;
+
+namespace {
+
+/// An integer type a quantized tensor can have, with its range.
+struct QuantType {
+  Type storage;
+  bool isUnsigned = false;
+  int64_t min = 0, max = 0;
+};
+
+/// The quantized type of ONNX data type `dataType`, or an error naming
+/// `role` for one Cleave does not quantize to (float8, int4: not yet).
+FailureOr<QuantType> quantTypeOf(NodeContext &ctx, int32_t dataType,
+                                 StringRef role) {
+  QuantType q;
+  switch (dataType) {
+  case onnx::TensorProto::INT8:
+    q = {IntegerType::get(ctx.context(), 8), false, -128, 127};
+    break;
+  case onnx::TensorProto::UINT8:
+    q = {IntegerType::get(ctx.context(), 8), true, 0, 255};
+    break;
+  case onnx::TensorProto::INT16:
+    q = {IntegerType::get(ctx.context(), 16), false, -32768, 32767};
+    break;
+  case onnx::TensorProto::UINT16:
+    q = {IntegerType::get(ctx.context(), 16), true, 0, 65535};
+    break;
+  default:
+    (void)ctx.fail(Twine(role) + " of type " + onnxDataTypeName(dataType) +
+                   " is not supported (int8, uint8, int16, uint16 are)");
+    return failure();
+  }
+  return q;
+}
+
+/// The quantized type of operand `i` (an integer tensor).
+FailureOr<QuantType> quantTypeOfInput(NodeContext &ctx, unsigned i,
+                                      StringRef role) {
+  Type type = ctx.inputElementType(i);
+  unsigned width = type.isInteger() ? type.getIntOrFloatBitWidth() : 0;
+  bool isUnsigned = ctx.inputUnsigned(i);
+  if (width == 8)
+    return quantTypeOf(
+        ctx, isUnsigned ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8,
+        role);
+  if (width == 16)
+    return quantTypeOf(
+        ctx, isUnsigned ? onnx::TensorProto::UINT16 : onnx::TensorProto::INT16,
+        role);
+  return ctx.emitError() << role << " of element type " << type
+                         << " is not supported (int8, uint8, int16, uint16 "
+                            "are)";
+}
+
+/// Operand `i` widened to int32, read as unsigned where it is.
+Value widenToI32(NodeContext &ctx, unsigned i) {
+  return castTensor(ctx.builder(), ctx.loc(), ctx.input(i),
+                    ctx.builder().getI32Type(),
+                    IntSignedness{ctx.inputUnsigned(i), false});
+}
+
+/// How a scale (and its zero point) maps onto the elements of x.
+struct QuantAxis {
+  int64_t axis = 0;
+  int64_t blockSize = 0;
+};
+
+/// Scale or zero point operand `i` shaped to broadcast onto `xShape`
+/// elementwise: a scalar (or one element) as it is, a 1-D one of
+/// xShape[axis] elements along `axis`, and with a block size, one of x's rank
+/// whose `axis` has ceil(xShape[axis] / blockSize) elements, each repeated
+/// over its block. Anything else is refused, naming `role`.
+FailureOr<Value> shapeQuantParam(NodeContext &ctx, Value param,
+                                 ArrayRef<int64_t> xShape, QuantAxis layout,
+                                 StringRef role) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto type = tensorTypeOf(param);
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = xShape.size();
+  if (type.getNumElements() == 1 && layout.blockSize == 0 && shape.size() <= 1)
+    return reshape(b, loc, param, {});
+  int64_t axis = layout.axis;
+  if (layout.blockSize == 0) {
+    if (shape.size() != 1 || shape[0] != xShape[axis])
+      return ctx.emitError()
+             << role << " has shape " << formatShape(shape)
+             << "; per-axis quantization along axis " << axis
+             << " needs a scalar or " << xShape[axis] << " elements";
+    SmallVector<int64_t> aligned(rank, 1);
+    aligned[axis] = xShape[axis];
+    return reshape(b, loc, param, aligned);
+  }
+  int64_t blocks = (xShape[axis] + layout.blockSize - 1) / layout.blockSize;
+  bool fits = static_cast<int64_t>(shape.size()) == rank;
+  for (int64_t d = 0; fits && d < rank; ++d)
+    fits = shape[d] == (d == axis ? blocks : xShape[d]);
+  if (!fits)
+    return ctx.emitError() << role << " has shape " << formatShape(shape)
+                           << "; blocks of " << layout.blockSize
+                           << " along axis " << axis << " of x "
+                           << formatShape(xShape) << " need " << blocks
+                           << " there and x's sizes elsewhere";
+  // [.., blocks, ..] -> [.., blocks, 1, ..] -> [.., blocks, B, ..] ->
+  // [.., blocks * B, ..], cut to x's size where the last block is short.
+  SmallVector<int64_t> split(shape), repeated(shape), merged(shape);
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, layout.blockSize);
+  merged[axis] = blocks * layout.blockSize;
+  Value v = broadcastTo(b, loc, reshape(b, loc, param, split), repeated);
+  v = reshape(b, loc, v, merged);
+  if (merged[axis] != xShape[axis])
+    v = sliceAxis(b, loc, v, axis, 0, xShape[axis]);
+  return v;
+}
+
+/// Reads `axis` (default 1) and, from opset 21, `block_size` against x of
+/// rank `rank`, whose scale is operand `scaleIndex`.
+FailureOr<QuantAxis> readQuantAxis(NodeContext &ctx, int64_t rank,
+                                   unsigned scaleIndex) {
+  QuantAxis layout;
+  int64_t axis = ctx.intAttr("axis", 1);
+  layout.blockSize = ctx.opset() >= 21 ? ctx.intAttr("block_size", 0) : 0;
+  if (layout.blockSize < 0)
+    return ctx.emitError() << "block_size " << layout.blockSize
+                           << " is negative";
+  // A per-tensor scale ignores the axis, which may then be out of range (x
+  // of rank 1 with the default axis 1).
+  auto scaleType = ctx.inputType(scaleIndex);
+  bool perTensor = layout.blockSize == 0 && scaleType.getRank() <= 1 &&
+                   scaleType.getNumElements() == 1;
+  if (rank == 0 || perTensor) {
+    layout.axis = 0;
+    return layout;
+  }
+  auto normalized = ctx.normalizeAxis(axis, rank, "axis");
+  if (failed(normalized))
+    return failure();
+  layout.axis = *normalized;
+  return layout;
+}
+
+/// The float32 scale and int32 zero point of a quantize or dequantize,
+/// shaped to broadcast onto `xShape`; a zero point not given is 0.
+struct ScaleAndZero {
+  Value scale;
+  Value zero;
+};
+
+FailureOr<ScaleAndZero> readScaleAndZero(NodeContext &ctx, unsigned scaleIndex,
+                                         unsigned zeroIndex,
+                                         ArrayRef<int64_t> xShape,
+                                         QuantAxis layout) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (!isFloat(ctx.inputElementType(scaleIndex)))
+    return ctx.emitError() << "the scale must be floating point, not "
+                           << ctx.inputElementType(scaleIndex);
+  auto scale = shapeQuantParam(
+      ctx, castTensor(b, loc, ctx.input(scaleIndex), b.getF32Type()), xShape,
+      layout, "the scale");
+  if (failed(scale))
+    return failure();
+  ScaleAndZero r{*scale, {}};
+  if (ctx.hasInput(zeroIndex)) {
+    if (ctx.inputShape(zeroIndex) != ctx.inputShape(scaleIndex))
+      return ctx.emitError()
+             << "the zero point has shape "
+             << formatShape(ctx.inputShape(zeroIndex)) << ", the scale "
+             << formatShape(ctx.inputShape(scaleIndex));
+    auto zero = shapeQuantParam(ctx, widenToI32(ctx, zeroIndex), xShape, layout,
+                                "the zero point");
+    if (failed(zero))
+      return failure();
+    r.zero = *zero;
+  } else {
+    r.zero = filledTensor(b, loc, {}, b.getI32Type(), 0);
+  }
+  return r;
+}
+
+/// clamp(roundeven(v) + zero, q.min, q.max) for float32 `v` and int32
+/// `zero`, in q's storage type: the scalar step of every quantization.
+Value quantizeScalar(OpBuilder &b, Location loc, Value v, Value zero,
+                     const QuantType &q) {
+  Type f32 = b.getF32Type();
+  Value r = math::RoundEvenOp::create(b, loc, v);
+  r = arith::AddFOp::create(b, loc, r,
+                            arith::SIToFPOp::create(b, loc, f32, zero));
+  // maxnumf: a NaN becomes the low end, as ONNX Runtime's vector loop does.
+  r = arith::MaxNumFOp::create(b, loc, r,
+                               scalarConstant(b, loc, f32, double(q.min)));
+  r = arith::MinNumFOp::create(b, loc, r,
+                               scalarConstant(b, loc, f32, double(q.max)));
+  Value i = arith::FPToSIOp::create(b, loc, b.getI32Type(), r);
+  return arith::TruncIOp::create(b, loc, q.storage, i);
+}
+
+/// The type QuantizeLinear writes: its zero point's, else output_dtype
+/// (opset 21), else uint8.
+FailureOr<QuantType> quantizeResultType(NodeContext &ctx) {
+  int64_t outputDtype = ctx.opset() >= 21 ? ctx.intAttr("output_dtype", 0) : 0;
+  if (ctx.hasInput(2)) {
+    auto q = quantTypeOfInput(ctx, 2, "the zero point");
+    if (failed(q))
+      return failure();
+    if (outputDtype != 0) {
+      auto declared = quantTypeOf(ctx, outputDtype, "output_dtype");
+      if (failed(declared))
+        return failure();
+      if (declared->storage != q->storage ||
+          declared->isUnsigned != q->isUnsigned)
+        return ctx.emitError()
+               << "output_dtype " << onnxDataTypeName(outputDtype)
+               << " differs from the zero point's type";
+    }
+    return q;
+  }
+  if (outputDtype != 0)
+    return quantTypeOf(ctx, outputDtype, "output_dtype");
+  return quantTypeOf(ctx, onnx::TensorProto::UINT8, "the result");
+}
+
+/// Refuses a `precision` (opset 23) other than float32 or the default.
+LogicalResult checkPrecision(NodeContext &ctx) {
+  int64_t precision = ctx.intAttr("precision", 0);
+  if (precision != 0 && precision != onnx::TensorProto::FLOAT)
+    return ctx.emitError() << "precision " << onnxDataTypeName(precision)
+                           << " is not supported (Cleave quantizes in FLOAT)";
+  return success();
+}
+
+LogicalResult lowerQuantizeLinear(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  // saturate only changes float8 results, which are refused below.
+  ctx.ignoreAttrs({"saturate"});
+  Type xType = ctx.inputElementType(0);
+  if (!isFloat(xType) && !xType.isInteger(32))
+    return ctx.emitError() << "x of element type " << xType
+                           << " is not supported (float or int32 is)";
+  if (ctx.inputUnsigned(0))
+    return ctx.fail("x must be float or int32, not unsigned");
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  auto q = quantizeResultType(ctx);
+  auto layout = readQuantAxis(ctx, shape.size(), 1);
+  if (failed(q) || failed(layout) || failed(checkPrecision(ctx)))
+    return failure();
+  auto params = readScaleAndZero(ctx, 1, 2, shape, *layout);
+  if (failed(params))
+    return failure();
+  Value x = castTensor(b, loc, ctx.input(0), b.getF32Type());
+  Value y =
+      elementwise(b, loc, {x, params->scale, params->zero}, shape, q->storage,
+                  [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value v = arith::DivFOp::create(nb, nl, args[0], args[1]);
+                    return quantizeScalar(nb, nl, v, args[2], *q);
+                  });
+  ctx.setOutput(0, y, q->isUnsigned);
+  return success();
+}
+
+LogicalResult lowerDequantizeLinear(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type xType = ctx.inputElementType(0);
+  if (!xType.isInteger(8) && !xType.isInteger(16) && !xType.isInteger(32))
+    return ctx.emitError()
+           << "x of element type " << xType
+           << " is not supported (int8, uint8, int16, uint16, int32 are)";
+  if (ctx.hasInput(2) && (ctx.inputElementType(2) != xType ||
+                          ctx.inputUnsigned(2) != ctx.inputUnsigned(0)))
+    return ctx.fail("the zero point's type differs from x's");
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  Type resultType = ctx.inputElementType(1);
+  if (int64_t outputDtype =
+          ctx.opset() >= 23 ? ctx.intAttr("output_dtype", 0) : 0;
+      outputDtype != 0 &&
+      elementTypeFor(ctx.context(), outputDtype) != resultType)
+    return ctx.emitError() << "output_dtype " << onnxDataTypeName(outputDtype)
+                           << " differs from the scale's type " << resultType;
+  auto layout = readQuantAxis(ctx, shape.size(), 1);
+  if (failed(layout))
+    return failure();
+  auto params = readScaleAndZero(ctx, 1, 2, shape, *layout);
+  if (failed(params))
+    return failure();
+  Value x = widenToI32(ctx, 0);
+  Value y = elementwise(
+      b, loc, {x, params->zero, params->scale}, shape, resultType,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value centred = arith::SubIOp::create(nb, nl, args[0], args[1]);
+        Value f = arith::SIToFPOp::create(nb, nl, nb.getF32Type(), centred);
+        return castScalar(nb, nl, arith::MulFOp::create(nb, nl, f, args[2]),
+                          resultType);
+      });
+  ctx.setOutput(0, y);
+  return success();
+}
+
+LogicalResult lowerDynamicQuantizeLinear(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (!ctx.inputElementType(0).isF32())
+    return ctx.fail("x must be float32");
+  ArrayRef<int64_t> shape = ctx.inputShape(0);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  QuantType q{b.getI8Type(), true, 0, 255};
+  SmallVector<int64_t> all(shape.size());
+  std::iota(all.begin(), all.end(), 0);
+  Value low = reduce(b, loc, ctx.input(0), all, ReduceKind::Min, false);
+  Value high = reduce(b, loc, ctx.input(0), all, ReduceKind::Max, false);
+  // The range widened to hold 0; scale 1 where it is empty (x all zeros),
+  // as ONNX Runtime does (the standard's formula would divide by 0).
+  Value scale = elementwise(
+      b, loc, {low, high}, {}, f32,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value zero = scalarConstant(nb, nl, f32, 0.0);
+        Value lo = arith::MinNumFOp::create(nb, nl, args[0], zero);
+        Value hi = arith::MaxNumFOp::create(nb, nl, args[1], zero);
+        Value range = arith::SubFOp::create(nb, nl, hi, lo);
+        Value s = arith::DivFOp::create(nb, nl, range,
+                                        scalarConstant(nb, nl, f32, 255.0));
+        Value empty =
+            arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, hi, lo);
+        return arith::SelectOp::create(nb, nl, empty,
+                                       scalarConstant(nb, nl, f32, 1.0), s);
+      });
+  // zero point = roundeven(clamp(0 - low / scale, 0, 255)).
+  Value zeroPoint = elementwise(
+      b, loc, {low, scale}, {}, q.storage,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value lo = arith::MinNumFOp::create(nb, nl, args[0],
+                                            scalarConstant(nb, nl, f32, 0.0));
+        Value z = arith::NegFOp::create(
+            nb, nl, arith::DivFOp::create(nb, nl, lo, args[1]));
+        return quantizeScalar(nb, nl, z, scalarConstant(nb, nl, i32, 0.0), q);
+      });
+  Value zero32 = castTensor(b, loc, zeroPoint, i32, IntSignedness{true, false});
+  Value y = elementwise(b, loc, {ctx.input(0), scale, zero32}, shape, q.storage,
+                        [&](OpBuilder &nb, Location nl, ValueRange args) {
+                          Value v =
+                              arith::DivFOp::create(nb, nl, args[0], args[1]);
+                          return quantizeScalar(nb, nl, v, args[2], q);
+                        });
+  ctx.setOutput(0, y, /*isUnsigned=*/true);
+  ctx.setOutput(1, scale);
+  ctx.setOutput(2, zeroPoint, /*isUnsigned=*/true);
+  return success();
+}
+
+/// Operand `i` of an integer GEMM minus its zero point `zeroIndex` (absent:
+/// 0), in int32. The zero point is a scalar, or with `perColumn` a 1-D
+/// tensor of the operand's last dimension (b's columns).
+FailureOr<Value> centredOperand(NodeContext &ctx, unsigned i,
+                                unsigned zeroIndex, bool perColumn,
+                                StringRef role) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type type = ctx.inputElementType(i);
+  if (!type.isInteger(8))
+    return ctx.emitError() << role << " of element type " << type
+                           << " is not supported (int8 or uint8 is)";
+  Value x = widenToI32(ctx, i);
+  if (!ctx.hasInput(zeroIndex))
+    return x;
+  if (ctx.inputElementType(zeroIndex) != type ||
+      ctx.inputUnsigned(zeroIndex) != ctx.inputUnsigned(i))
+    return ctx.emitError() << "the zero point of " << role
+                           << " has another type than " << role;
+  ArrayRef<int64_t> shape = ctx.inputShape(i);
+  ArrayRef<int64_t> zeroShape = ctx.inputShape(zeroIndex);
+  int64_t elements = tensorTypeOf(ctx.input(zeroIndex)).getNumElements();
+  Value zero = widenToI32(ctx, zeroIndex);
+  if (elements == 1 && zeroShape.size() <= 1) {
+    zero = reshape(b, loc, zero, {});
+  } else if (perColumn && zeroShape.size() == 1 && shape.size() >= 1 &&
+             zeroShape[0] == shape.back()) {
+    // Broadcasts along the last dimension as it is.
+  } else {
+    return ctx.emitError() << "the zero point of " << role << " has shape "
+                           << formatShape(zeroShape) << "; Cleave takes "
+                           << (perColumn ? "a scalar or one per column"
+                                         : "a scalar");
+  }
+  return elementwise(b, loc, {x, zero}, shape, b.getI32Type(),
+                     [](OpBuilder &nb, Location nl, ValueRange args) {
+                       return arith::SubIOp::create(nb, nl, args[0], args[1]);
+                     });
+}
+
+LogicalResult lowerMatMulInteger(NodeContext &ctx) {
+  auto a = centredOperand(ctx, 0, 2, /*perColumn=*/false, "A");
+  auto b = centredOperand(ctx, 1, 3, /*perColumn=*/true, "B");
+  if (failed(a) || failed(b))
+    return failure();
+  ctx.setOutput(0, matmul(ctx.builder(), ctx.loc(), *a, *b));
+  return success();
+}
+
+/// A float32 scalar or 1-D scale operand, checked to hold one element or,
+/// with `columns`, that many.
+FailureOr<Value> gemmScale(NodeContext &ctx, unsigned i, int64_t columns,
+                           StringRef role) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (!isFloat(ctx.inputElementType(i)))
+    return ctx.emitError() << role << " must be floating point";
+  ArrayRef<int64_t> shape = ctx.inputShape(i);
+  Value scale = castTensor(b, loc, ctx.input(i), b.getF32Type());
+  int64_t elements = tensorTypeOf(scale).getNumElements();
+  if (elements == 1 && shape.size() <= 1)
+    return reshape(b, loc, scale, {});
+  if (columns > 0 && shape.size() == 1 && shape[0] == columns)
+    return scale;
+  return ctx.emitError() << role << " has shape " << formatShape(shape)
+                         << "; Cleave takes "
+                         << (columns > 0 ? "a scalar or one per column"
+                                         : "a scalar");
+}
+
+LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (ctx.inputShape(3).empty())
+    return ctx.fail("b must have at least one dimension");
+  int64_t columns = ctx.inputShape(3).back();
+  auto a = centredOperand(ctx, 0, 2, /*perColumn=*/false, "a");
+  auto bq = centredOperand(ctx, 3, 5, /*perColumn=*/true, "b");
+  auto aScale = gemmScale(ctx, 1, 0, "a_scale");
+  auto bScale = gemmScale(ctx, 4, columns, "b_scale");
+  auto yScale = gemmScale(ctx, 6, 0, "y_scale");
+  auto q = quantTypeOfInput(ctx, 7, "y_zero_point");
+  if (failed(a) || failed(bq) || failed(aScale) || failed(bScale) ||
+      failed(yScale) || failed(q))
+    return failure();
+  if (tensorTypeOf(ctx.input(7)).getNumElements() != 1)
+    return ctx.fail("y_zero_point must be a scalar");
+  Type f32 = b.getF32Type();
+  // a_scale * b_scale / y_scale, in that order, as ONNX Runtime computes it.
+  Value multiplier = elementwise(
+      b, loc, {*aScale, *bScale, *yScale}, tensorTypeOf(*bScale).getShape(),
+      f32, [](OpBuilder &nb, Location nl, ValueRange args) {
+        Value ab = arith::MulFOp::create(nb, nl, args[0], args[1]);
+        return arith::DivFOp::create(nb, nl, ab, args[2]);
+      });
+  Value acc = matmul(b, loc, *a, *bq);
+  Value zero = reshape(b, loc, widenToI32(ctx, 7), {});
+  Value y =
+      elementwise(b, loc, {acc, multiplier, zero}, tensorTypeOf(acc).getShape(),
+                  q->storage, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value f = arith::SIToFPOp::create(nb, nl, f32, args[0]);
+                    Value v = arith::MulFOp::create(nb, nl, f, args[1]);
+                    return quantizeScalar(nb, nl, v, args[2], *q);
+                  });
+  ctx.setOutput(0, y, q->isUnsigned);
+  return success();
+}
+
+} // namespace
+
+void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
+  auto reads = UnsignedOperands::Read;
+  r.add("QuantizeLinear", 10, lowerQuantizeLinear, reads);
+  r.add("DequantizeLinear", 10, lowerDequantizeLinear, reads);
+  r.add("DynamicQuantizeLinear", 11, lowerDynamicQuantizeLinear, reads);
+  r.add("MatMulInteger", 10, lowerMatMulInteger, reads);
+  r.add("QLinearMatMul", 10, lowerQLinearMatMul, reads);
+}

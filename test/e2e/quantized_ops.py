@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Checks Cleave's quantization and ONNX Runtime contrib operators against
+ONNX Runtime, one small graph per case.
+
+Each case is a graph of one or a few nodes, built here with onnx.helper, run by
+ONNX Runtime (by numpy for BiasAdd, which ONNX Runtime runs on CUDA only) and
+by a Cleave program (cleave-compile, cleave-run, one rank).
+Integer results must equal ONNX Runtime's exactly. Float results of a graph
+that ends in a dequantization must equal them exactly too: both compute
+(q - zero_point) * scale from the same integers in float32. Other float
+results (the normalisations, activations) must lie within rtol 1e-5,
+atol 1e-5.
+
+The values are chosen to hit what differs between implementations: x / scale
+landing exactly on .5 (rounding half to even), values past the type's range
+(saturation), an all-zero input to DynamicQuantizeLinear (scale 1, as ONNX
+Runtime has it), a last block shorter than block_size.
+
+Usage: quantized_ops.py --bin DIR --work DIR [--case NAME]
+Prints one line per case and "N of N cases match"; exits 1 on a mismatch.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+RNG = np.random.default_rng(1234)
+ONNX_OF = {np.float32: T.FLOAT, np.float16: T.FLOAT16, np.int8: T.INT8,
+           np.uint8: T.UINT8, np.int16: T.INT16, np.uint16: T.UINT16,
+           np.int32: T.INT32, np.int64: T.INT64}
+
+
+def tensor_info(name, array):
+    return h.make_tensor_value_info(name, ONNX_OF[array.dtype.type],
+                                    list(array.shape))
+
+
+def with_ties(shape, scale):
+    """Floats that are mostly k * scale / 2 for integers k (half of them land
+    exactly on .5 after dividing by scale), some far out of range."""
+    k = RNG.integers(-700, 700, size=shape)
+    x = (k * (scale / 2)).astype(np.float32)
+    noise = RNG.standard_normal(shape).astype(np.float32) * scale
+    return np.where(RNG.random(shape) < 0.7, x, noise).astype(np.float32)
+
+
+class Case:
+    def __init__(self, name, nodes, inputs, weights, outputs, opset=21,
+                 ms_opset=False, exact=True, reference=None):
+        self.name, self.nodes, self.inputs = name, nodes, inputs
+        self.weights, self.outputs, self.opset = weights, outputs, opset
+        self.ms_opset, self.exact = ms_opset, exact
+        self.reference = reference
+
+    def model(self):
+        inits = [nh.from_array(v, k) for k, v in self.weights.items()]
+        inputs = [tensor_info(k, v) for k, v in self.inputs.items()]
+        opsets = [h.make_opsetid("", self.opset)]
+        if self.ms_opset:
+            opsets.append(h.make_opsetid("com.microsoft", 1))
+        # Output types from ONNX's shape inference; the contrib ops', which
+        # it does not know, are their first operand's (float) type.
+        probe = h.make_model(h.make_graph(self.nodes, self.name, inputs, [],
+                                          inits), opset_imports=opsets)
+        inferred = onnx.shape_inference.infer_shapes(probe).graph.value_info
+        types = {v.name: v.type.tensor_type.elem_type for v in inferred}
+        first = self.inputs[next(iter(self.inputs))]
+        outputs = [h.make_tensor_value_info(
+            name, types.get(name, ONNX_OF[first.dtype.type]), None)
+            for name in self.outputs]
+        model = h.make_model(h.make_graph(self.nodes, self.name, inputs,
+                                          outputs, inits),
+                             opset_imports=opsets)
+        model.ir_version = 10
+        return model
+
+
+def node(op, inputs, outputs, domain="", **attrs):
+    return h.make_node(op, inputs, outputs, domain=domain, **attrs)
+
+
+def arr(values, dtype):
+    return np.array(values, dtype=dtype)
+
+
+def cases():
+    f32 = np.float32
+    x345 = with_ties((3, 4, 5), 0.25)
+    yield Case("quantize-uint8-per-tensor",
+               [node("QuantizeLinear", ["x", "s"], ["q"])],
+               {"x": with_ties((4, 33), 0.5)}, {"s": arr(0.5, f32)}, ["q"],
+               opset=13)
+    yield Case("quantize-int8-per-axis",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1)],
+               {"x": x345},
+               {"s": arr([0.25, 0.5, 0.125, 1.0], f32),
+                "z": arr([0, -3, 7, 120], np.int8)}, ["q"], opset=13)
+    yield Case("quantize-int8-negative-axis",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=-1)],
+               {"x": x345},
+               {"s": arr([0.25, 0.5, 0.125, 1.0, 2.0], f32),
+                "z": arr([0, -3, 7, 120, -128], np.int8)}, ["q"], opset=19)
+    yield Case("quantize-blocked-short-last-block",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1,
+                     block_size=4)],
+               {"x": with_ties((2, 10, 3), 0.25)},
+               {"s": RNG.uniform(0.1, 1.0, (2, 3, 3)).astype(f32),
+                "z": RNG.integers(0, 255, (2, 3, 3)).astype(np.uint8)},
+               ["q"])
+    yield Case("quantize-int16-output-dtype",
+               [node("QuantizeLinear", ["x", "s"], ["q"],
+                     output_dtype=T.INT16)],
+               {"x": with_ties((5, 7), 0.001)}, {"s": arr(0.001, f32)},
+               ["q"])
+    yield Case("quantize-float16",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"])],
+               {"x": with_ties((6, 8), 0.25).astype(np.float16)},
+               {"s": arr(0.25, np.float16), "z": arr(-5, np.int8)}, ["q"],
+               opset=19)
+    yield Case("dequantize-uint8-per-tensor",
+               [node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+               {"q": RNG.integers(0, 256, (4, 9)).astype(np.uint8)},
+               {"s": arr(0.37, f32), "z": arr(200, np.uint8)}, ["y"],
+               opset=13)
+    yield Case("dequantize-int8-per-axis-weight",
+               [node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0),
+                node("MatMul", ["x", "wf"], ["y"])],
+               {"x": RNG.standard_normal((3, 16)).astype(f32)},
+               {"w": RNG.integers(-128, 128, (16, 8)).astype(np.int8),
+                "s": RNG.uniform(0.01, 0.1, 16).astype(f32),
+                "z": RNG.integers(-10, 10, 16).astype(np.int8)},
+               ["wf", "y"], opset=13, exact=False)
+    yield Case("dequantize-int32-no-zero-point",
+               [node("DequantizeLinear", ["q", "s"], ["y"])],
+               {"q": RNG.integers(-2**30, 2**30, (17,)).astype(np.int32)},
+               {"s": arr(1e-4, f32)}, ["y"], opset=13)
+    yield Case("dequantize-blocked-uint8",
+               [node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0,
+                     block_size=3)],
+               {"q": RNG.integers(0, 256, (8, 5)).astype(np.uint8)},
+               {"s": RNG.uniform(0.01, 1.0, (3, 5)).astype(f32),
+                "z": RNG.integers(0, 256, (3, 5)).astype(np.uint8)}, ["y"])
+    yield Case("dequantize-int16-float16-scale",
+               [node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+               {"q": RNG.integers(-32768, 32768, (4, 6)).astype(np.int16)},
+               {"s": arr(0.0078125, np.float16), "z": arr(-300, np.int16)},
+               ["y"])
+    yield Case("quantize-dequantize-round-trip",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+               {"x": with_ties((8, 8), 0.05)},
+               {"s": arr(0.05, f32), "z": arr(128, np.uint8)}, ["q", "y"],
+               opset=13)
+    yield Case("dynamic-quantize",
+               [node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"])],
+               {"x": RNG.standard_normal((5, 12)).astype(f32) * 3},
+               {}, ["q", "s", "z"], opset=11)
+    yield Case("dynamic-quantize-positive",
+               [node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"])],
+               {"x": RNG.uniform(0.5, 4.0, (7, 3)).astype(f32)},
+               {}, ["q", "s", "z"], opset=11)
+    yield Case("dynamic-quantize-zeros",
+               [node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"])],
+               {"x": np.zeros((2, 5), f32)}, {}, ["q", "s", "z"], opset=11)
+    yield Case("matmul-integer-dynamic",
+               [node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+                node("MatMulInteger", ["q", "w", "z", "wz"], ["acc"]),
+                node("Cast", ["acc"], ["accf"], to=T.FLOAT),
+                node("Mul", ["accf", "s"], ["y"])],
+               {"x": RNG.standard_normal((2, 5, 64)).astype(f32)},
+               {"w": RNG.integers(-128, 128, (64, 24)).astype(np.int8),
+                "wz": arr(3, np.int8)}, ["acc", "y"], opset=13)
+    yield Case("matmul-integer-per-column-zero-point",
+               [node("MatMulInteger", ["a", "b", "az", "bz"], ["acc"])],
+               {"a": RNG.integers(0, 256, (6, 40)).astype(np.uint8)},
+               {"b": RNG.integers(0, 256, (40, 10)).astype(np.uint8),
+                "az": arr(17, np.uint8),
+                "bz": RNG.integers(0, 256, 10).astype(np.uint8)},
+               ["acc"], opset=13)
+    yield Case("qlinear-matmul-uint8",
+               [node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz",
+                                       "ys", "yz"], ["y"])],
+               {"a": RNG.integers(0, 256, (2, 3, 32)).astype(np.uint8)},
+               {"as": arr(0.02, f32), "az": arr(128, np.uint8),
+                "b": RNG.integers(0, 256, (32, 9)).astype(np.uint8),
+                "bs": arr(0.01, f32), "bz": arr(120, np.uint8),
+                "ys": arr(0.05, f32), "yz": arr(100, np.uint8)},
+               ["y"], opset=13)
+    yield Case("qlinear-matmul-int8-per-column",
+               [node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz",
+                                       "ys", "yz"], ["y"])],
+               {"a": RNG.integers(-128, 128, (5, 48)).astype(np.int8)},
+               {"as": arr(0.03, f32), "az": arr(-2, np.int8),
+                "b": RNG.integers(-128, 128, (48, 7)).astype(np.int8),
+                "bs": RNG.uniform(0.005, 0.02, 7).astype(f32),
+                "bz": np.zeros(7, np.int8),
+                "ys": arr(0.4, f32), "yz": arr(5, np.int8)},
+               ["y"], opset=13)
+    yield Case("cast-unsigned",
+               [node("Cast", ["q"], ["f"], to=T.FLOAT),
+                node("Cast", ["q"], ["i"], to=T.INT32),
+                node("Cast", ["q"], ["s"], to=T.INT8),
+                node("Cast", ["x"], ["u"], to=T.UINT8),
+                node("Transpose", ["q"], ["t"], perm=[1, 0]),
+                node("Reshape", ["t", "shape"], ["r"]),
+                node("Gather", ["r", "idx"], ["g"], axis=0)],
+               {"q": RNG.integers(0, 256, (4, 6)).astype(np.uint8),
+                "x": RNG.uniform(0, 255, (3, 3)).astype(f32)},
+               {"shape": arr([12, 2], np.int64), "idx": arr([3, 0, 11],
+                                                             np.int64)},
+               ["f", "i", "s", "u", "g"], opset=13)
+    hidden = 32
+    x = RNG.standard_normal((2, 5, hidden)).astype(f32)
+    skip = RNG.standard_normal((2, 5, hidden)).astype(f32)
+    gamma = RNG.uniform(0.5, 1.5, hidden).astype(f32)
+    beta = RNG.standard_normal(hidden).astype(f32)
+    bias = RNG.standard_normal(hidden).astype(f32)
+    yield Case("skip-layer-norm",
+               [node("SkipLayerNormalization",
+                     ["x", "skip", "gamma", "beta", "bias"],
+                     ["y", "mean", "inv", "sum"], domain="com.microsoft",
+                     epsilon=1e-5)],
+               {"x": x, "skip": skip},
+               {"gamma": gamma, "beta": beta, "bias": bias},
+               ["y", "sum"], opset=17, ms_opset=True, exact=False)
+    yield Case("skip-simplified-layer-norm",
+               [node("SkipSimplifiedLayerNormalization",
+                     ["x", "skip", "gamma"], ["y", "", "", "sum"],
+                     domain="com.microsoft", epsilon=1e-6)],
+               {"x": x, "skip": skip}, {"gamma": gamma}, ["y", "sum"],
+               opset=17, ms_opset=True, exact=False)
+    yield Case("simplified-layer-norm",
+               [node("SimplifiedLayerNormalization", ["x", "gamma"], ["y"],
+                     axis=-1, epsilon=1e-6, stash_type=1)],
+               {"x": x}, {"gamma": gamma}, ["y"], opset=17, exact=False)
+    yield Case("fused-activations",
+               [node("FastGelu", ["x", "bias"], ["fast"],
+                     domain="com.microsoft"),
+                node("BiasGelu", ["x", "bias"], ["biasgelu"],
+                     domain="com.microsoft"),
+                node("Gelu", ["x"], ["gelu"], domain="com.microsoft"),
+                node("QuickGelu", ["x"], ["quick"], domain="com.microsoft",
+                     alpha=1.5)],
+               {"x": x}, {"bias": bias},
+               ["fast", "biasgelu", "gelu", "quick"], opset=17,
+               ms_opset=True, exact=False)
+    # ONNX Runtime has BiasAdd on CUDA only: its definition is the reference.
+    yield Case("bias-add",
+               [node("BiasAdd", ["x", "bias", "skip"], ["y"],
+                     domain="com.microsoft")],
+               {"x": x, "skip": skip}, {"bias": bias}, ["y"], opset=17,
+               ms_opset=True, exact=False,
+               reference=lambda: {"y": x + bias + skip})
+
+
+def save_npy(path, array):
+    np.save(path, np.ascontiguousarray(array))
+
+
+def run_case(case, bin_dir, work):
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(case.model(), path)
+    if case.reference:
+        expected = case.reference()
+    else:
+        session = ort.InferenceSession(path,
+                                       providers=["CPUExecutionProvider"])
+        expected = dict(zip(case.outputs,
+                            session.run(case.outputs, case.inputs)))
+    # The graph's outputs typed as ONNX Runtime computed them, so that the
+    # model Cleave reads declares them.
+    model = onnx.load(path)
+    for out in model.graph.output:
+        value = expected[out.name]
+        out.CopyFrom(tensor_info(out.name, value))
+    onnx.save(model, path)
+    bundle = os.path.join(work, "bundle")
+    subprocess.run([os.path.join(bin_dir, "cleave-compile"), path, "-o",
+                    bundle, "--quiet"], check=True)
+    args = [os.path.join(bin_dir, "cleave-run"), bundle, "--output-dir",
+            os.path.join(work, "out")]
+    for name, value in case.inputs.items():
+        file = os.path.join(work, name + ".npy")
+        save_npy(file, value)
+        args += ["--input", f"{name}={file}"]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    problems = []
+    for name in case.outputs:
+        want = expected[name]
+        got = np.load(os.path.join(work, "out", name + ".npy"))
+        if got.dtype != want.dtype or got.shape != want.shape:
+            problems.append(f"{name}: {got.dtype}{list(got.shape)}, ONNX "
+                            f"Runtime {want.dtype}{list(want.shape)}")
+            continue
+        if np.issubdtype(want.dtype, np.integer) or case.exact:
+            bad = np.count_nonzero(got != want)
+            if bad:
+                problems.append(f"{name}: {bad} of {want.size} elements "
+                                "differ")
+        elif not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+            err = np.max(np.abs(got.astype(np.float64) - want))
+            problems.append(f"{name}: max |diff| {err:.3g}")
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--case")
+    args = parser.parse_args()
+    selected = [c for c in cases() if not args.case or c.name == args.case]
+    failed = 0
+    for case in selected:
+        problems = run_case(case, args.bin, os.path.join(args.work, case.name))
+        peer = "numpy" if case.reference else "ONNX Runtime"
+        print(f"{case.name}: " + (f"matches {peer}" if not problems
+                                  else "DIFFERS: " + "; ".join(problems)))
+        failed += bool(problems)
+    print(f"{len(selected) - failed} of {len(selected)} cases match")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
