@@ -310,6 +310,11 @@ struct LinalgToBlasPass
       return;
     linalg::LinalgOp writer = initWriter(op);
     Value bias = writer ? broadcastBias(writer, op, loops) : Value();
+    // The call reads the bias where the GEMM is: not if the vector is
+    // written or freed after the broadcast (a bias computed at run time,
+    // such as a dequantized one, whose buffer is freed once it is copied).
+    if (bias && cleave::touchedBetween(cleave::viewedBuffer(bias), writer, op))
+      bias = Value();
     bool overwrite = bias || (writer && cleave::isZeroFill(writer));
     // A 16-bit GEMM that overwrites its result, only to have it rounded:
     // the call rounds. Not with a bias: cuBLASLt adds a bias of its

@@ -136,6 +136,29 @@ func.func @bias(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>,
   return
 }
 
+// Tests that a bias freed between its broadcast and the GEMM (a bias
+// computed at run time, a dequantized one) is not read by the call: the
+// broadcast stays and the GEMM adds to it (beta 1, no bias). Reading it
+// there read freed memory (BERT quantized by quantize_static at tp=2).
+// CHECK-LABEL: func.func @freed_bias
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: linalg.generic
+// CHECK: memref.dealloc
+// CHECK: call @cleave_rt_sgemm({{.*}}, %c0, %c0, %[[ONE]])
+func.func @freed_bias(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %q: memref<16xf32>) {
+  %v = memref.alloc() : memref<16xf32>
+  memref.copy %q, %v : memref<16xf32> to memref<16xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  memref.dealloc %v : memref<16xf32>
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
 // Tests that a vector broadcast along the columns (one value per row) is
 // no bias: it stays, and the GEMM adds to it (beta 1, no bias).
 // CHECK-LABEL: func.func @row_vector
