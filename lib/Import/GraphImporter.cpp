@@ -616,6 +616,28 @@ GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
   return success();
 }
 
+/// The values `graph`'s quantization ops read as quantized data: the
+/// integers of DequantizeLinear, zero points, integer GEMM operands.
+static llvm::StringSet<> quantizedOperands(const onnx::GraphProto &graph) {
+  static const llvm::StringMap<SmallVector<int>> operands = {
+      {"DequantizeLinear", {0, 2}},
+      {"QuantizeLinear", {2}},
+      {"MatMulInteger", {0, 1, 2, 3}},
+      {"QLinearMatMul", {0, 2, 3, 5, 7}},
+  };
+  llvm::StringSet<> names;
+  for (const auto &node : graph.node()) {
+    auto it = operands.find(node.op_type());
+    if (it == operands.end() ||
+        !(node.domain().empty() || node.domain() == "ai.onnx"))
+      continue;
+    for (int i : it->second)
+      if (i < node.input_size() && !node.input(i).empty())
+        names.insert(node.input(i));
+  }
+  return names;
+}
+
 LogicalResult GraphImporter::declareInputs(
     const onnx::GraphProto &graph, SmallVectorImpl<Type> &argTypes,
     SmallVectorImpl<std::string> &argNames, SmallVectorImpl<bool> &argIsParam) {
@@ -766,6 +788,7 @@ LogicalResult GraphImporter::declareInputs(
     return diag;
   }
 
+  llvm::StringSet<> quantizedData = quantizedOperands(graph);
   for (const auto &init : graph.initializer()) {
     Type elementType = storageTypeFor(&context, init.data_type());
     if (isUnsignedDataType(init.data_type()))
@@ -780,10 +803,13 @@ LogicalResult GraphImporter::declareInputs(
     int64_t elements = productOf(shape);
     // Shape values and scalars are inlined so shape chains fold; any float
     // tensor with more than one element is a weight, however small (a norm's
-    // scale, a rotary frequency table), and stays a parameter.
+    // scale, a rotary frequency table), and stays a parameter; so is
+    // quantized data (per-channel zero points, an int32 bias), which is
+    // split with its weight.
     bool inlined =
-        elements <= 1 || (!isa<FloatType>(elementType) &&
-                          elements <= importOptions.inlineElementLimit);
+        elements <= 1 ||
+        (!isa<FloatType>(elementType) && !quantizedData.contains(init.name()) &&
+         elements <= importOptions.inlineElementLimit);
     if (inlined) {
       auto tensor = readTensorProto(&context, init, modelDirectory);
       if (!tensor)
@@ -988,6 +1014,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
         [](OpBuilder &, Location, ValueRange args) { return args[0]; }));
     resultTypes.push_back(type);
     resultNames.push_back("tap:" + name);
+    if (value->isUnsigned)
+      unsignedNames.insert(resultNames.back());
   }
   func::ReturnOp::create(opBuilder, fileLoc, results);
   SmallVector<DictionaryAttr> argAttrs;
@@ -1040,9 +1068,9 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
                                                       kInputAttrName);
         name && unsignedNames.contains(name.getValue()))
       unsignedIO.push_back(name);
-  for (const auto &output : graph.output())
-    if (unsignedNames.contains(output.name()))
-      unsignedIO.push_back(opBuilder.getStringAttr(output.name()));
+  for (const std::string &name : resultNames)
+    if (unsignedNames.contains(name))
+      unsignedIO.push_back(opBuilder.getStringAttr(name));
   if (!unsignedIO.empty())
     module->getOperation()->setAttr(kUnsignedIOAttrName,
                                     opBuilder.getArrayAttr(unsignedIO));

@@ -10,6 +10,7 @@
 
 #include "cleave/Partition/Passes.h"
 #include "cleave/Support/Attributes.h"
+#include "cleave/Support/Parameters.h"
 
 #include <map>
 
@@ -31,6 +32,22 @@ BlockArgument annotatedArgument(Value v, shard::ShardOp *annotation = nullptr) {
   if (annotation)
     *annotation = op;
   return dyn_cast<BlockArgument>(op.getSrc());
+}
+
+/// The @main argument `v` is, through annotations and reshapes (a
+/// per-column scale [n] read as [1, n]), or null.
+BlockArgument argumentThroughReshapes(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (auto annotation = dyn_cast<shard::ShardOp>(op))
+      v = annotation.getSrc();
+    else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+      v = expand.getSrc();
+    else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+      v = collapse.getSrc();
+    else
+      return nullptr;
+  }
+  return dyn_cast<BlockArgument>(v);
 }
 
 /// Whether `map` sends the last loop to its last result and nothing else
@@ -62,9 +79,32 @@ struct SplitFusedProjectionsPass
   }
 
   void rewrite(func::FuncOp func, linalg::MatmulOp matmul) {
+    // The weight, through the dequantization a quantized one is read
+    // through; its per-column scales and zero points are stored in the
+    // weight's column order.
+    Value rhs = matmul.getInputs()[1];
+    SmallVector<BlockArgument> biases;
+    while (auto generic = rhs.getDefiningOp<linalg::GenericOp>()) {
+      Value source = cleave::elementwiseSource(generic);
+      if (!source)
+        break;
+      unsigned lastLoop = generic.getNumLoops() - 1;
+      for (OpOperand *input : generic.getDpsInputOperands()) {
+        AffineMap map = generic.getMatchingIndexingMap(input);
+        if (input->get() == source ||
+            !llvm::any_of(map.getResults(), [&](AffineExpr e) {
+              return e.isFunctionOfDim(lastLoop);
+            }))
+          continue;
+        BlockArgument perColumn = argumentThroughReshapes(input->get());
+        if (!perColumn || !keepsLastDim(map, lastLoop))
+          return;
+        biases.push_back(perColumn);
+      }
+      rhs = source;
+    }
     shard::ShardOp annotation;
-    BlockArgument weight =
-        annotatedArgument(matmul.getInputs()[1], &annotation);
+    BlockArgument weight = annotatedArgument(rhs, &annotation);
     if (!weight)
       return;
     shard::Sharding sharding(annotation.getSharding());
@@ -79,7 +119,6 @@ struct SplitFusedProjectionsPass
         sharding.getSplitAxes()[1].asArrayRef(), grid);
     // Follow the output through ops that keep its last dimension.
     Value value = matmul.getResult(0);
-    SmallVector<BlockArgument> biases;
     while (value.hasOneUse()) {
       Operation *user = *value.getUsers().begin();
       if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {

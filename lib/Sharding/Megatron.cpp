@@ -33,6 +33,7 @@
 #include "cleave/Support/Parameters.h"
 #include "cleave/Support/OnnxNode.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Matchers.h"
@@ -49,19 +50,91 @@ namespace {
 /// The ONNX node an op was imported from, for messages.
 std::string nodeName(Operation *op) { return onnxNodeName(op->getLoc()); }
 
+/// The parameters of the dequantization a quantized weight reaches GEMM
+/// operand `operand` through (per-channel scales and zero points) that are
+/// indexed by the operand's dimension `dim`, each with its dimension that
+/// is: split along with the weight, or propagation would gather the weight
+/// to match them.
+SmallVector<std::pair<BlockArgument, int64_t>>
+channelParameters(func::FuncOp main, Value operand, int64_t dim) {
+  SmallVector<std::pair<BlockArgument, int64_t>> found;
+  while (true) {
+    if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>()) {
+      dim = transpose.getPermutation()[dim];
+      operand = transpose.getInput();
+      continue;
+    }
+    auto generic = operand.getDefiningOp<linalg::GenericOp>();
+    Value source = generic ? elementwiseSource(generic) : nullptr;
+    if (!source)
+      return found;
+    for (OpOperand *in : generic.getDpsInputOperands()) {
+      // Through reshapes that give it back its own shape (a per-channel
+      // scale aligned to the weight's rank, its unit dimensions dropped)
+      // and casts (a zero point widened).
+      Value v = in->get();
+      while (Operation *op = v.getDefiningOp()) {
+        if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+          v = op->getOperand(0);
+        else if (auto cast = dyn_cast<linalg::GenericOp>(op);
+                 cast && elementwiseSource(cast) && cast.getNumDpsInputs() == 1)
+          v = elementwiseSource(cast);
+        else
+          break;
+      }
+      BlockArgument param = parameterArgument(main, v);
+      if (in->get() == source || !param ||
+          cast<RankedTensorType>(param.getType()).getShape() !=
+              cast<RankedTensorType>(in->get().getType()).getShape())
+        continue;
+      for (auto [r, e] :
+           llvm::enumerate(generic.getMatchingIndexingMap(in).getResults()))
+        if (auto d = dyn_cast<AffineDimExpr>(e); d && d.getPosition() == dim)
+          found.push_back({param, static_cast<int64_t>(r)});
+    }
+    operand = source;
+  }
+}
+
+/// Whether `reduce` keeps the largest or smallest element: its partial
+/// results on each rank combine with one all-reduce of the same kind.
+bool isMaxOrMin(linalg::ReduceOp reduce) {
+  Block &body = reduce.getCombiner().front();
+  if (body.getOperations().size() != 2)
+    return false;
+  Operation *combiner = &body.front();
+  return isa<arith::MaximumFOp, arith::MinimumFOp, arith::MaxNumFOp,
+             arith::MinNumFOp, arith::MaxSIOp, arith::MinSIOp>(combiner);
+}
+
 /// What dimension `dim` of a matmul's right operand is in the value it
-/// reads: the operand itself, or, for a weight stored transposed (an ONNX
-/// Gemm with transB), the transpose's input and its dimension.
+/// reads: the operand itself; for a weight stored transposed (an ONNX Gemm
+/// with transB), the transpose's input and its dimension; for a weight
+/// stored quantized, the integers the dequantization (widen, subtract the
+/// zero point, scale) reads.
 std::pair<Value, int64_t> weightDim(Value operand, int64_t dim) {
-  if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>())
-    return {transpose.getInput(), transpose.getPermutation()[dim]};
-  return {operand, dim};
+  while (true) {
+    if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>()) {
+      dim = transpose.getPermutation()[dim];
+      operand = transpose.getInput();
+      continue;
+    }
+    auto generic = operand.getDefiningOp<linalg::GenericOp>();
+    Value source = generic ? elementwiseSource(generic) : nullptr;
+    if (!source)
+      return {operand, dim};
+    operand = source;
+  }
 }
 
 struct SplitBlock {
   SmallVector<Operation *> columns; // matmuls split by output feature
   SmallVector<Operation *> rows;    // matmuls split by input feature
   SmallVector<std::pair<BlockArgument, int64_t>> biases;
+  /// Split values whose largest or smallest element is taken (the range of
+  /// a dynamic quantization), with their split dimension: annotated, or
+  /// propagation, seeing the whole-tensor result, would gather them.
+  SmallVector<std::pair<Value, int64_t>> ranges;
   bool reachesOutput = false;
 };
 
@@ -141,6 +214,7 @@ private:
     SplitBlock &other = blocks[lb];
     merged.rows.append(other.rows);
     merged.biases.append(other.biases);
+    merged.ranges.append(other.ranges);
     merged.reachesOutput |= other.reachesOutput;
     roots.unionSets(a, b);
     blocks[leader(a)] = std::move(merged);
@@ -238,9 +312,17 @@ private:
     }
     if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
       int64_t d = in.dim;
-      if (inputs.front().first != 0 ||
-          llvm::is_contained(reduce.getDimensions(), d))
+      if (inputs.front().first != 0)
         return fail(root);
+      // The largest or smallest element of a split tensor (the range a
+      // dynamic quantization reads) is each rank's, then one all-reduce:
+      // the result is whole on every rank, and the split goes no further.
+      if (llvm::is_contained(reduce.getDimensions(), d)) {
+        if (!isMaxOrMin(reduce))
+          return fail(root);
+        blockOf(root).ranges.push_back({reduce.getInputs()[0], d});
+        return;
+      }
       int64_t below = llvm::count_if(reduce.getDimensions(),
                                      [&](int64_t r) { return r < d; });
       follow(reduce->getResult(0), d - below, in.foldedBatch);
@@ -471,8 +553,18 @@ private:
               getAffineDimExpr(*loop, generic.getContext()));
       if (!pos)
         continue;
-      if (BlockArgument param = parameterArgument(main, operand->get()))
+      if (BlockArgument param = parameterArgument(main, operand->get())) {
         blockOf(root).biases.push_back({param, *pos});
+        continue;
+      }
+      // A bias stored quantized: its integers, scales and zero points.
+      auto [stored, storedDim] = weightDim(operand->get(), *pos);
+      BlockArgument param = parameterArgument(main, stored);
+      if (stored == operand->get() || !param)
+        continue;
+      blockOf(root).biases.push_back({param, storedDim});
+      blockOf(root).biases.append(
+          channelParameters(main, operand->get(), *pos));
     }
     for (OpResult result : generic->getResults()) {
       AffineMap map =
@@ -649,6 +741,10 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
   // on the parameter itself where it is stored transposed.
   auto splitWeight = [&](Operation *matmul, int64_t dim, std::string origin) {
     auto [weight, weightDimension] = weightDim(matmul->getOperand(1), dim);
+    for (auto [param, paramDim] :
+         channelParameters(main, matmul->getOperand(1), dim))
+      split(param, cast<RankedTensorType>(param.getType()).getRank(), paramDim,
+            origin + " (its scale or zero point)");
     split(weight, 2, weightDimension, std::move(origin));
   };
   for (const SplitBlock &block : blocks) {
@@ -659,13 +755,29 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
                       (head ? "vocabulary-parallel output projection"
                             : "column-parallel projection") +
                       " at ONNX node '" + nodeName(op) + "'");
-    for (Operation *op : block.rows)
+    for (Operation *op : block.rows) {
       splitWeight(op, 0,
                   "preset megatron: row-parallel projection at ONNX node '" +
                       nodeName(op) + "'");
+      // An integer GEMM's activation comes from a dynamic quantization,
+      // whose range is taken whole: annotated, or propagation would gather
+      // it rather than split the GEMM.
+      Value lhs = op->getOperand(0);
+      auto type = cast<RankedTensorType>(lhs.getType());
+      if (type.getElementType().isInteger())
+        split(lhs, type.getRank(), type.getRank() - 1,
+              "preset megatron: quantized input of the row-parallel "
+              "projection at ONNX node '" +
+                  nodeName(op) + "'");
+    }
     for (auto [param, dim] : block.biases)
       split(param, cast<RankedTensorType>(param.getType()).getRank(), dim,
             "preset megatron: bias of a column-parallel projection");
+    for (auto [value, dim] : block.ranges)
+      split(value, cast<RankedTensorType>(value.getType()).getRank(), dim,
+            "preset megatron: a split tensor whose range is taken (a dynamic "
+            "quantization) at ONNX node '" +
+                nodeName(value.getDefiningOp()) + "'");
   }
   return shardings;
 }

@@ -53,12 +53,13 @@ except ImportError as e:  # pragma: no cover
 BIN = os.path.dirname(os.path.abspath(__file__))
 NP_TYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64,
             "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
-            "bool": np.bool_}
+            "u8": np.uint8, "bool": np.bool_}
 ONNX_TYPES = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
               "bf16": onnx.TensorProto.BFLOAT16,
               "f64": onnx.TensorProto.DOUBLE, "i64": onnx.TensorProto.INT64,
               "i32": onnx.TensorProto.INT32, "i16": onnx.TensorProto.INT16,
-              "i8": onnx.TensorProto.INT8, "bool": onnx.TensorProto.BOOL}
+              "i8": onnx.TensorProto.INT8, "u8": onnx.TensorProto.UINT8,
+              "bool": onnx.TensorProto.BOOL}
 # Flags of cleave-compile that lay the program out over ranks; dropped for
 # the one-rank comparison. Those with a value take the next argument unless
 # written NAME=VALUE.

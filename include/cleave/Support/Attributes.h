@@ -44,6 +44,14 @@ inline constexpr llvm::StringLiteral kIndexBoundsAttrName =
 /// the importer; read by the bundle, whose manifest names them u8, u16.
 inline constexpr llvm::StringLiteral kUnsignedIOAttrName = "cleave.unsigned_io";
 
+/// linalg.generic: dequantizes its first operand (stored integers) with the
+/// others (zero point, scale), which may have its shape (a per-channel
+/// bias). Written by the importer; read through elementwiseSource
+/// (Support/Parameters.h) by the megatron preset and
+/// cleave-split-fused-projections, which follow a quantized weight back to
+/// its integers.
+inline constexpr llvm::StringLiteral kDequantizeAttrName = "cleave.dequantize";
+
 //===----------------------------------------------------------------------===//
 // Sharding: the mesh and where each value is split
 //===----------------------------------------------------------------------===//

@@ -3,6 +3,7 @@
 // The importer makes each weight of the model an argument of @main tagged
 // `cleave.param`. The preset, the rewrites that reshape projections and the
 // passes that join them all ask the same question of a value: is it one?
+// (or, for a weight stored quantized, what does it dequantize?)
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,8 @@
 #include "cleave/Support/Attributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
 
 namespace cleave {
 
@@ -24,6 +27,34 @@ inline mlir::BlockArgument parameterArgument(mlir::func::FuncOp main,
       main.getArgAttr(arg.getArgNumber(), kParamAttrName))
     return arg;
   return nullptr;
+}
+
+/// The one operand of elementwise `generic` that has the result's shape,
+/// read element for element, when every other operand is broadcast onto it
+/// (a scalar, a per-channel vector), or the integers of a dequantization
+/// the importer marked (kDequantizeAttrName): the integers a dequantization
+/// (widen, subtract the zero point, scale) reads. A weight stored quantized
+/// reaches its GEMM through a chain of these. Null otherwise.
+inline mlir::Value elementwiseSource(mlir::linalg::GenericOp generic) {
+  if (generic.getNumDpsInits() != 1 || !mlir::linalg::isElementwise(generic) ||
+      !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+           .isIdentity())
+    return nullptr;
+  llvm::ArrayRef<int64_t> shape =
+      llvm::cast<mlir::RankedTensorType>(generic.getResult(0).getType())
+          .getShape();
+  if (generic->hasAttr(kDequantizeAttrName))
+    return generic.getDpsInputs()[0];
+  mlir::Value source;
+  for (mlir::OpOperand *in : generic.getDpsInputOperands()) {
+    auto type = llvm::dyn_cast<mlir::RankedTensorType>(in->get().getType());
+    if (!type || type.getShape() != shape)
+      continue;
+    if (source || !generic.getMatchingIndexingMap(in).isIdentity())
+      return nullptr;
+    source = in->get();
+  }
+  return source;
 }
 
 } // namespace cleave

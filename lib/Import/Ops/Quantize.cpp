@@ -22,6 +22,8 @@
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
 
+#include "cleave/Support/Attributes.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -119,8 +121,10 @@ FailureOr<Value> shapeQuantParam(NodeContext &ctx, Value param,
              << role << " has shape " << formatShape(shape)
              << "; per-axis quantization along axis " << axis
              << " needs a scalar or " << xShape[axis] << " elements";
-    SmallVector<int64_t> aligned(rank, 1);
-    aligned[axis] = xShape[axis];
+    // [C, 1, ..., 1], which broadcasts from the right onto x's `axis`; no
+    // leading unit dimension (a split of C would land on it).
+    SmallVector<int64_t> aligned(rank - axis, 1);
+    aligned[0] = xShape[axis];
     return reshape(b, loc, param, aligned);
   }
   int64_t blocks = (xShape[axis] + layout.blockSize - 1) / layout.blockSize;
@@ -195,7 +199,13 @@ FailureOr<ScaleAndZero> readScaleAndZero(NodeContext &ctx, unsigned scaleIndex,
     return failure();
   ScaleAndZero r{*scale, {}};
   if (ctx.hasInput(zeroIndex)) {
-    if (ctx.inputShape(zeroIndex) != ctx.inputShape(scaleIndex))
+    // One element each may differ in rank ([] beside [1]).
+    auto single = [&](unsigned i) {
+      return ctx.inputType(i).getRank() <= 1 &&
+             ctx.inputType(i).getNumElements() == 1;
+    };
+    if (ctx.inputShape(zeroIndex) != ctx.inputShape(scaleIndex) &&
+        !(single(zeroIndex) && single(scaleIndex)))
       return ctx.emitError()
              << "the zero point has shape "
              << formatShape(ctx.inputShape(zeroIndex)) << ", the scale "
@@ -326,6 +336,9 @@ LogicalResult lowerDequantizeLinear(NodeContext &ctx) {
         return castScalar(nb, nl, arith::MulFOp::create(nb, nl, f, args[2]),
                           resultType);
       });
+  // Marked for the passes that follow a quantized weight to its integers.
+  if (Operation *op = y.getDefiningOp())
+    op->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
   ctx.setOutput(0, y);
   return success();
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes the quantized and ONNX-Runtime-optimized models in test/models.
+
+Each is made by ONNX Runtime's own tools, as a user would, from an export of a
+random-weight Hugging Face model already in test/models (hf-gpt2.onnx,
+hf-bert.onnx; scripts/export_hf_models.py):
+
+  *-dynamic-int8.onnx  onnxruntime.quantization.quantize_dynamic, int8 weights
+                       (DynamicQuantizeLinear + MatMulInteger, uint8 zero
+                       points on the activations)
+  *-qdq.onnx           quantize_static in QDQ format, per-channel int8
+                       weights, uint8 activations, calibrated on 4 batches
+                       of random token ids
+  *-ort-fused.onnx     onnxruntime.transformers.optimizer.optimize_model
+                       (SkipLayerNormalization, BiasGelu / FastGelu)
+
+Usage: export_quantized.py [--out DIR]   (default: test/models)
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
+                                      QuantType, quantize_dynamic,
+                                      quantize_static)
+from onnxruntime.transformers.optimizer import optimize_model
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "test", "models")
+# The exports' vocabulary, heads and width (scripts/export_hf_models.py).
+VOCAB, HEADS, HIDDEN = 97, 4, 64
+
+
+class Batches(CalibrationDataReader):
+    def __init__(self, feeds):
+        self.feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def calibration(model, count=4):
+    """Random inputs of the model's (static) shapes: token ids below the
+    vocabulary, 0/1 for masks and token types."""
+    rng = np.random.default_rng(0)
+    inputs = onnx.load(model).graph.input
+    feeds = []
+    for _ in range(count):
+        feed = {}
+        for i in inputs:
+            shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+            high = VOCAB if i.name == "input_ids" else 2
+            feed[i.name] = rng.integers(0, high, shape).astype(np.int64)
+        feeds.append(feed)
+    return feeds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=MODELS)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name, kind in [("hf-gpt2", "gpt2"), ("hf-bert", "bert")]:
+        source = os.path.join(MODELS, name + ".onnx")
+        out = lambda suffix: os.path.join(args.out, f"{name}-{suffix}.onnx")
+        quantize_dynamic(source, out("dynamic-int8"),
+                         weight_type=QuantType.QInt8)
+        quantize_static(source, out("qdq"), Batches(calibration(source)),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8)
+        fused = optimize_model(source, model_type=kind, num_heads=HEADS,
+                               hidden_size=HIDDEN, opt_level=0)
+        fused.save_model_to_file(out("ort-fused"))
+        for suffix in ["dynamic-int8", "qdq", "ort-fused"]:
+            print(f"wrote {out(suffix)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
