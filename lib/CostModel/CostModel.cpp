@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -159,6 +161,10 @@ static double bodyOps(linalg::LinalgOp op) {
   return count;
 }
 
+/// The most elements a tensor computed from constants may have to be
+/// recomputed by each stage rather than sent.
+constexpr int64_t kSmallTensorElements = 64;
+
 bool cleave::isFreeToRecompute(Operation *op) {
   if (op->hasTrait<OpTrait::ConstantLike>() ||
       isa<tensor::EmptyOp, shard::ProcessMultiIndexOp,
@@ -174,6 +180,21 @@ bool cleave::isFreeToRecompute(Operation *op) {
   // writing it again is cheaper than receiving it.
   if (isa<linalg::FillOp>(op))
     return freeOperands(op);
+  // A small tensor computed from those alone (a quantization's zero point
+  // widened, which CSE shares between every layer): recomputed too.
+  if (isa<linalg::GenericOp>(op) && isMemoryEffectFree(op) &&
+      llvm::all_of(op->getResultTypes(), [](Type t) {
+        auto type = dyn_cast<RankedTensorType>(t);
+        return type && type.hasStaticShape() &&
+               type.getNumElements() <= kSmallTensorElements;
+      })) {
+    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), read);
+    return llvm::all_of(read, [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && isFreeToRecompute(def);
+    });
+  }
   if (op->getNumRegions() != 0 || !isMemoryEffectFree(op))
     return false;
   if (llvm::any_of(op->getResultTypes(),

@@ -14,6 +14,9 @@
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "cleave-annotate-stages"
@@ -26,6 +29,40 @@ namespace cleave {
 using namespace mlir;
 
 namespace {
+
+/// Moves every op computed from parameters and constants alone (a weight's
+/// dequantization) to just before its first reader, so that it runs in that
+/// reader's stage. Left where the ONNX graph lists it (ONNX Runtime's
+/// quantizer lists a model's weight dequantizations first), its result
+/// would be live across, and sent over, every cut before its reader.
+void sinkParameterWork(Block &block, llvm::function_ref<bool(Value)> isParam) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  llvm::DenseSet<Operation *> fromParameters;
+  for (Operation *op : ops) {
+    if (!isMemoryEffectFree(op))
+      continue;
+    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), read);
+    if (llvm::all_of(read, [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return isParam(v) || (def && fromParameters.contains(def));
+        }))
+      fromParameters.insert(op);
+  }
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!fromParameters.contains(op))
+      continue;
+    Operation *first = nullptr;
+    for (Operation *user : op->getUsers())
+      if (Operation *top = block.findAncestorOpInBlock(*user);
+          top && (!first || top->isBeforeInBlock(first)))
+        first = top;
+    if (first && first != op->getNextNode())
+      op->moveBefore(first);
+  }
+}
 
 struct AnnotateStagesPass
     : cleave::impl::CleaveAnnotateStagesBase<AnnotateStagesPass> {
@@ -41,6 +78,12 @@ struct AnnotateStagesPass
       return signalPassFailure();
     }
     Block &block = func.getBody().front();
+    auto isParam = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &block &&
+             func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
+    };
+    sinkParameterWork(block, isParam);
     // Constants and the like belong to no stage: every stage that uses one
     // makes its own (pipeline-form-stages copies them).
     SmallVector<Operation *> ops;
@@ -77,11 +120,6 @@ struct AnnotateStagesPass
     problem.cutSeconds.assign(ops.size() + 1, 0);
     // Parameters, numbered; a stage holds each one its ops read.
     llvm::DenseMap<Value, size_t> paramIndex;
-    auto isParam = [&](Value v) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg && arg.getOwner() == &block &&
-             func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
-    };
     for (auto [i, op] : llvm::enumerate(ops)) {
       cleave::OpCost cost = cleave::estimateCost(op);
       problem.seconds.push_back(machineModel->seconds(cost));

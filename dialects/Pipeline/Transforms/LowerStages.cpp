@@ -207,10 +207,16 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
   // Receive buffers are made once, outside the loop (see the lowering of
   // shard.recv: one buffer per receive, reused by every microbatch).
   SmallVector<Value> placeholders;
+  // shard.send and shard.recv take ranked tensors of rank 1 or more: a
+  // scalar (a quantization's scale or zero point) travels as one element.
+  auto sentShape = [](RankedTensorType type) {
+    return type.getRank() == 0 ? SmallVector<int64_t>{1}
+                               : SmallVector<int64_t>(type.getShape());
+  };
   for (const Transfer &x : incoming[s]) {
     auto type =
         cast<RankedTensorType>(stages[x.from].getResult(x.index).getType());
-    placeholders.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
+    placeholders.push_back(tensor::EmptyOp::create(b, loc, sentShape(type),
                                                    type.getElementType()));
   }
   auto zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -222,10 +228,15 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
         DenseMap<Value, Value> received;
         for (auto [x, placeholder] : llvm::zip(incoming[s], placeholders)) {
           Value from = stages[x.from].getResult(x.index);
-          received[from] = shard::RecvOp::create(
+          Value value = shard::RecvOp::create(
               lb, loc, placeholder.getType(), grid,
               ArrayRef<int16_t>{int16_t(axis)}, placeholder,
               lb.getDenseI64ArrayAttr({x.from}), ValueRange{});
+          auto type = cast<RankedTensorType>(from.getType());
+          if (type.getRank() == 0)
+            value = tensor::CollapseShapeOp::create(
+                lb, loc, type, value, ArrayRef<ReassociationIndices>{});
+          received[from] = value;
         }
         IRMapping map;
         Block &body = stage.getBody().front();
@@ -245,11 +256,18 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
         SmallVector<Value> yielded;
         for (Value v : body.getTerminator()->getOperands())
           yielded.push_back(map.lookupOrDefault(v));
-        for (auto [to, index] : outgoing[s])
-          shard::SendOp::create(lb, loc, yielded[index].getType(), grid,
-                                ArrayRef<int16_t>{int16_t(axis)},
-                                yielded[index], ArrayRef<int64_t>{to},
-                                ValueRange{});
+        for (auto [to, index] : outgoing[s]) {
+          Value value = yielded[index];
+          auto type = cast<RankedTensorType>(value.getType());
+          if (type.getRank() == 0)
+            value = tensor::ExpandShapeOp::create(
+                lb, loc,
+                RankedTensorType::get(sentShape(type), type.getElementType()),
+                value, ArrayRef<ReassociationIndices>{});
+          shard::SendOp::create(lb, loc, value.getType(), grid,
+                                ArrayRef<int16_t>{int16_t(axis)}, value,
+                                ArrayRef<int64_t>{to}, ValueRange{});
+        }
         if (!last) {
           scf::YieldOp::create(lb, loc);
           return;

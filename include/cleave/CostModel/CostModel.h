@@ -67,8 +67,9 @@ OpCost estimateCost(mlir::Operation *op);
 
 /// Whether every pipeline stage that needs `op`'s results should make them
 /// itself rather than receive them: constants, empty tensors, fills of
-/// those, the rank's grid coordinates, and side-effect-free scalar
-/// arithmetic on those.
+/// those, the rank's grid coordinates, side-effect-free scalar arithmetic
+/// on those, and small tensors (64 elements at most) a linalg.generic
+/// computes from them.
 bool isFreeToRecompute(mlir::Operation *op);
 
 } // namespace cleave
