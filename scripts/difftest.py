@@ -11,7 +11,9 @@ Each graph is a few to a dozen nodes drawn from the ops transformer exports
 use: MatMul and Gemm, elementwise ops with broadcasting, Reshape, Transpose,
 Squeeze, Unsqueeze, Expand, Concat, Split, Slice, Gather, GatherElements,
 Where, ReduceSum/Mean/Max with keepdims either way and negative axes,
-Softmax, LayerNormalization, Cast, and Shape chains feeding a Reshape. Each
+Softmax, LayerNormalization, Cast, Shape chains feeding a Reshape, and
+quantization: QuantizeLinear/DequantizeLinear pairs (int8, uint8, per
+tensor or per axis) and DynamicQuantizeLinear into MatMulInteger. Each
 operand is chosen at random among a graph input, an initializer, a Constant
 node and a value already computed; sizes are odd (1, 3, 37 and now and then
 a dimension of 50257) and the batch is more than one. Graph N of seed S is
@@ -75,11 +77,14 @@ class Graph:
         self.values.append((name, list(shape)))
         return name, list(shape)
 
-    def operand(self, shape, dtype=np.float32, low=None, high=None):
-        """A new operand of `shape`: a graph input, an initializer or a
-        Constant node, at random."""
+    def operand(self, shape, dtype=np.float32, low=None, high=None,
+                array=None):
+        """A new operand of `shape` (holding `array` if given): a graph
+        input, an initializer or a Constant node, at random."""
         rng = self.rng
-        if low is not None:
+        if array is not None:
+            pass
+        elif low is not None:
             array = np.asarray(rng.integers(low, high, shape), dtype)
         else:
             array = np.asarray(rng.standard_normal(shape) * 0.5, dtype)
@@ -355,6 +360,61 @@ def op_cast(g):
     return g.add(g.node("Cast", [as_int], to=TensorProto.FLOAT), shape)
 
 
+def quant_params(g, count, unsigned):
+    """`count` scales (a scalar if count is 0) and zero points of int8 or
+    uint8, as initializers or Constant nodes."""
+    rng = g.rng
+    shape = [count] if count else []
+    scale = np.asarray(rng.choice([0.01, 0.05, 0.125], shape), np.float32)
+    low, high = (0, 256) if unsigned else (-128, 128)
+    zero = np.asarray(rng.integers(low, high, shape),
+                      np.uint8 if unsigned else np.int8)
+    names = g.name("qs"), g.name("qz")
+    g.constant(names[0], scale, as_initializer=rng.random() < 0.5)
+    g.constant(names[1], zero, as_initializer=rng.random() < 0.5)
+    return names
+
+
+def op_qdq(g):
+    """A fresh operand quantized and dequantized (int8 or uint8, per tensor
+    or along an axis): values no other op computed, so that both programs
+    divide the same floats, half of them lying on a step's .5 (rounded half
+    to even) and some past the type's range (saturated)."""
+    rng = g.rng
+    _, shape = g.pick(rank_at_least=1)
+    rank = len(shape)
+    axis = int(rng.integers(-rank, rank))
+    per_axis = rng.random() < 0.5
+    unsigned = rng.random() < 0.5
+    scale, zero = quant_params(g, shape[axis] if per_axis else 0, unsigned)
+    steps = rng.integers(-600, 600, shape) * 0.5
+    x = g.operand(shape, array=np.asarray(steps * 0.05, np.float32))
+    attrs = {"axis": axis} if per_axis else {}
+    q = g.node("QuantizeLinear", [x, scale, zero], **attrs)
+    return g.add(g.node("DequantizeLinear", [q, scale, zero], **attrs), shape)
+
+
+def op_matmul_integer(g):
+    """DynamicQuantizeLinear of a fresh operand, MatMulInteger by an int8
+    weight (its zero point a scalar or one per column) and the int32 sums
+    scaled back to float: integer arithmetic, exact in both programs."""
+    rng = g.rng
+    _, shape = g.pick(rank_at_least=1)
+    x = g.operand(shape)
+    k, n = shape[-1], int(rng.choice(SIZES))
+    q, scale, zero = g.node("DynamicQuantizeLinear", [x], n_out=3)
+    w = g.name("qw")
+    g.constant(w, np.asarray(rng.integers(-128, 128, [k, n]), np.int8),
+               as_initializer=rng.random() < 0.7)
+    wz = g.name("qwz")
+    g.constant(wz, np.asarray(rng.integers(-128, 128, [n] if rng.random() < 0.5
+                                           else []), np.int8),
+               as_initializer=rng.random() < 0.5)
+    acc = g.node("MatMulInteger", [q, w, zero, wz])
+    wide = g.node("Cast", [acc], to=TensorProto.FLOAT)
+    return g.add(g.node("Mul", [wide, scale]), shape[:-1] + [n])
+
+
 def _ints_float(self, value):
     name = self.name("f")
     self.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
@@ -370,7 +430,8 @@ OPS = {
     "concat": op_concat, "split": op_split, "slice": op_slice,
     "gather": op_gather, "gather_elements": op_gather_elements,
     "where": op_where, "reduce": op_reduce, "softmax": op_softmax,
-    "layernorm": op_layernorm, "cast": op_cast,
+    "layernorm": op_layernorm, "cast": op_cast, "qdq": op_qdq,
+    "matmul_integer": op_matmul_integer,
 }
 
 

@@ -844,7 +844,8 @@ LogicalResult lowerConstant(NodeContext &ctx) {
     auto tensor = readTensorProto(mlirCtx, a->t(), ctx.modelDir());
     if (!tensor)
       return ctx.fail(llvm::toString(tensor.takeError()));
-    ctx.setOutput(0, std::move(*tensor));
+    ctx.setOutput(0, std::move(*tensor),
+                  isUnsignedDataType(a->t().data_type()));
   } else if (const onnx::AttributeProto *a = ctx.attr("value_float")) {
     ctx.setOutput(0, ConstTensor::floats(f32, {}, {a->f()}));
   } else if (const onnx::AttributeProto *a = ctx.attr("value_floats")) {
