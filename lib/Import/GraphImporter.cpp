@@ -620,16 +620,16 @@ GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
 /// integers of DequantizeLinear, zero points, integer GEMM operands.
 static llvm::StringSet<> quantizedOperands(const onnx::GraphProto &graph) {
   static const llvm::StringMap<SmallVector<int>> operands = {
-      {"DequantizeLinear", {0, 2}},
-      {"QuantizeLinear", {2}},
-      {"MatMulInteger", {0, 1, 2, 3}},
-      {"QLinearMatMul", {0, 2, 3, 5, 7}},
+      {"DequantizeLinear", {0, 2}},          {"QuantizeLinear", {2}},
+      {"MatMulInteger", {0, 1, 2, 3}},       {"QLinearMatMul", {0, 2, 3, 5, 7}},
+      {"com.microsoft.MatMulNBits", {1, 3}},
   };
   llvm::StringSet<> names;
   for (const auto &node : graph.node()) {
-    auto it = operands.find(node.op_type());
-    if (it == operands.end() ||
-        !(node.domain().empty() || node.domain() == "ai.onnx"))
+    bool onnx = node.domain().empty() || node.domain() == "ai.onnx";
+    auto it = operands.find(onnx ? node.op_type()
+                                 : node.domain() + "." + node.op_type());
+    if (it == operands.end())
       continue;
     for (int i : it->second)
       if (i < node.input_size() && !node.input(i).empty())

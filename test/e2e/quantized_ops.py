@@ -90,6 +90,38 @@ def arr(values, dtype):
     return np.array(values, dtype=dtype)
 
 
+def pack_codes(codes, bits):
+    """Codes (integers below 2^bits) packed low-first into bytes along the
+    last dimension, which must hold a whole number of bytes."""
+    per = 8 // bits
+    grouped = codes.reshape(codes.shape[:-1] + (-1, per)).astype(np.uint8)
+    packed = np.zeros(grouped.shape[:-1], np.uint8)
+    for j in range(per):
+        packed |= grouped[..., j] << (bits * j)
+    return packed
+
+
+def nbits_weight(bits, k, n, block, zero):
+    """MatMulNBits' B ([n, blocks, bytes a block]), scales ([n * blocks])
+    and zero points: 'packed' (uint8, two 4-bit ones a byte, rows padded to
+    a byte), 'float' or None."""
+    blocks = (k + block - 1) // block
+    codes = RNG.integers(0, 1 << bits, (n, blocks, block))
+    b = pack_codes(codes, bits)
+    scales = RNG.uniform(0.01, 0.1, n * blocks).astype(np.float32)
+    if zero == "packed":
+        per = 8 // bits
+        row = (blocks + per - 1) // per * per
+        z = np.zeros((n, row), np.int64)
+        z[:, :blocks] = RNG.integers(0, 1 << bits, (n, blocks))
+        zeros = pack_codes(z, bits).reshape(-1)
+    elif zero == "float":
+        zeros = RNG.uniform(0, 1 << bits, n * blocks).astype(np.float32)
+    else:
+        zeros = None
+    return b, scales, zeros
+
+
 def cases():
     f32 = np.float32
     x345 = with_ties((3, 4, 5), 0.25)
@@ -216,6 +248,28 @@ def cases():
                {"shape": arr([12, 2], np.int64), "idx": arr([3, 0, 11],
                                                              np.int64)},
                ["f", "i", "s", "u", "g"], opset=13)
+    # MatMulNBits: 4-bit codes with packed uint8 zero points and a bias, K
+    # not a multiple of the block (the last block padded); 8-bit codes with
+    # packed zero points; 4-bit with float ones (ONNX Runtime takes them
+    # for 4 bits only); 2-bit codes with none (2 the default).
+    for bits, k, n, block, zero, bias in [(4, 80, 24, 32, "packed", True),
+                                          (8, 64, 10, 16, "packed", False),
+                                          (4, 48, 6, 16, "float", False),
+                                          (2, 48, 6, 16, None, False)]:
+        b, scales, zeros = nbits_weight(bits, k, n, block, zero)
+        weights = {"b": b, "scales": scales}
+        inputs = ["a", "b", "scales"]
+        if zeros is not None:
+            weights["zeros"] = zeros
+            inputs.append("zeros")
+        if bias:
+            inputs += ["", "bias"] if zeros is not None else ["", "", "bias"]
+            weights["bias"] = RNG.standard_normal(n).astype(f32)
+        yield Case(f"matmul-nbits-{bits}-bit-{zero}-zeros",
+                   [node("MatMulNBits", inputs, ["y"], domain="com.microsoft",
+                         K=k, N=n, bits=bits, block_size=block)],
+                   {"a": RNG.standard_normal((2, 3, k)).astype(f32)}, weights,
+                   ["y"], opset=17, ms_opset=True, exact=False)
     hidden = 32
     x = RNG.standard_normal((2, 5, hidden)).astype(f32)
     skip = RNG.standard_normal((2, 5, hidden)).astype(f32)

@@ -46,8 +46,9 @@ inline constexpr llvm::StringLiteral kUnsignedIOAttrName = "cleave.unsigned_io";
 
 /// linalg.generic: dequantizes its first operand (stored integers) with the
 /// others (zero point, scale), which may have its shape (a per-channel
-/// bias). Written by the importer; read through elementwiseSource
-/// (Support/Parameters.h) by the megatron preset and
+/// bias), or unpacks codes from its bytes (the operand's dimensions are the
+/// result's first ones). Written by the importer; read through
+/// elementwiseSource (Support/Parameters.h) by the megatron preset and
 /// cleave-split-fused-projections, which follow a quantized weight back to
 /// its integers.
 inline constexpr llvm::StringLiteral kDequantizeAttrName = "cleave.dequantize";

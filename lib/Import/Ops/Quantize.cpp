@@ -25,6 +25,7 @@
 #include "cleave/Support/Attributes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <numeric>
@@ -502,6 +503,178 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
   return success();
 }
 
+/// The `bits`-bit codes packed low-first in the bytes of `packed` (shape
+/// [..., bytes], uint8), as int32 of shape [..., bytes * 8 / bits]: a
+/// generic over (..., byte, code) reading the byte and shifting its code
+/// out, whose maps stay projections (no floordiv), so sharding can split
+/// any dimension but the last.
+Value unpackCodes(OpBuilder &b, Location loc, Value packed, int64_t bits) {
+  auto type = tensorTypeOf(packed);
+  int64_t rank = type.getRank(), perByte = 8 / bits;
+  SmallVector<int64_t> shape(type.getShape());
+  shape.push_back(perByte);
+  SmallVector<AffineExpr> in;
+  for (int64_t d = 0; d < rank; ++d)
+    in.push_back(b.getAffineDimExpr(d));
+  SmallVector<AffineMap> maps{AffineMap::get(rank + 1, 0, in, b.getContext()),
+                              b.getMultiDimIdentityMap(rank + 1)};
+  SmallVector<utils::IteratorType> iterators(rank + 1,
+                                             utils::IteratorType::parallel);
+  Type i32 = b.getI32Type();
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{RankedTensorType::get(shape, i32)}, ValueRange{packed},
+      ValueRange{emptyTensor(b, loc, shape, i32)}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value byte = arith::ExtUIOp::create(nb, nl, i32, args[0]);
+        Value slot = arith::IndexCastOp::create(
+            nb, nl, i32, linalg::IndexOp::create(nb, nl, rank));
+        Value shift = arith::MulIOp::create(
+            nb, nl, slot, scalarConstant(nb, nl, i32, double(bits)));
+        Value code = arith::ShRUIOp::create(nb, nl, byte, shift);
+        Value mask = scalarConstant(nb, nl, i32, double((1 << bits) - 1));
+        linalg::YieldOp::create(
+            nb, nl, Value(arith::AndIOp::create(nb, nl, code, mask)));
+      });
+  // Followed like a dequantization back to the stored bytes.
+  generic->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
+  SmallVector<int64_t> merged(type.getShape().drop_back());
+  merged.push_back(type.getShape().back() * perByte);
+  return reshape(b, loc, generic.getResult(0), merged);
+}
+
+/// com.microsoft MatMulNBits: Y = A x dequantize(B)^T (+ bias), B's N rows
+/// of K codes of `bits` bits stored in blocks of block_size along K
+/// ([N, blocks, block_size * bits / 8] bytes, codes low-first), each block
+/// with its scale and zero point (uint8-packed like the codes, or of A's
+/// type; 2^(bits-1) if absent). The codes stay in the bundle as they are;
+/// the program dequantizes them where it reads them. accuracy_level lets
+/// ONNX Runtime quantize A too; Cleave computes in float32, as level 0.
+LogicalResult lowerMatMulNBits(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  ctx.ignoreAttrs({"accuracy_level"});
+  int64_t k = ctx.intAttr("K", 0), n = ctx.intAttr("N", 0);
+  int64_t bits = ctx.intAttr("bits", 4);
+  int64_t blockSize = ctx.intAttr("block_size", 0);
+  if (ctx.numInputs() < 3 || ctx.numInputs() > 6 || !ctx.hasInput(0) ||
+      !ctx.hasInput(1) || !ctx.hasInput(2) || ctx.numOutputs() != 1)
+    return ctx.fail("takes A, B, scales and optionally zero_points, g_idx "
+                    "and bias, and gives Y");
+  if (bits != 2 && bits != 4 && bits != 8)
+    return ctx.emitError() << "bits " << bits << " is not supported (2, 4, "
+                           << "8 are)";
+  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0)
+    return ctx.emitError() << "block_size " << blockSize
+                           << " is not a power of two of 16 or more";
+  if (ctx.hasInput(4))
+    return ctx.fail("g_idx (a permutation of K's blocks) is not supported");
+  Type type = ctx.inputElementType(0);
+  ArrayRef<int64_t> aShape = ctx.inputShape(0);
+  if (!isFloat(type) || aShape.empty() || aShape.back() != k)
+    return ctx.emitError() << "A must be float with K = " << k
+                           << " elements in its last dimension, not "
+                           << formatShape(aShape) << " of " << type;
+  int64_t blocks = (k + blockSize - 1) / blockSize;
+  int64_t blob = blockSize * bits / 8;
+  SmallVector<int64_t> bShape{n, blocks, blob};
+  if (ctx.inputShape(1) != ArrayRef<int64_t>(bShape) ||
+      !ctx.inputElementType(1).isInteger(8) || !ctx.inputUnsigned(1))
+    return ctx.emitError() << "B must be uint8 of shape " << formatShape(bShape)
+                           << " (N, blocks of " << blockSize
+                           << " along K, bytes a block), not "
+                           << formatShape(ctx.inputShape(1));
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto blockParam = [&](unsigned i, StringRef role) -> FailureOr<Value> {
+    if (tensorTypeOf(ctx.input(i)).getNumElements() != n * blocks)
+      return ctx.emitError()
+             << role << " has shape " << formatShape(ctx.inputShape(i))
+             << "; it needs " << n << " x " << blocks << " (N x blocks)";
+    return reshape(b, loc, castTensor(b, loc, ctx.input(i), f32), {n, blocks});
+  };
+  if (!isFloat(ctx.inputElementType(2)))
+    return ctx.fail("scales must be floating point");
+  auto scales = blockParam(2, "scales");
+  if (failed(scales))
+    return failure();
+  // The zero point of each (row, block), float32.
+  Value zeros;
+  if (!ctx.hasInput(3)) {
+    zeros = filledTensor(b, loc, {n, blocks}, f32, double(1 << (bits - 1)));
+  } else if (isFloat(ctx.inputElementType(3))) {
+    auto z = blockParam(3, "zero_points");
+    if (failed(z))
+      return failure();
+    zeros = *z;
+  } else {
+    int64_t rowBytes = (blocks * bits + 7) / 8;
+    if (!ctx.inputElementType(3).isInteger(8) || !ctx.inputUnsigned(3) ||
+        tensorTypeOf(ctx.input(3)).getNumElements() != n * rowBytes)
+      return ctx.emitError()
+             << "zero_points must be float, or uint8 packed "
+             << "like B (" << n << " x " << rowBytes << " bytes), not "
+             << formatShape(ctx.inputShape(3));
+    Value codes =
+        unpackCodes(b, loc, reshape(b, loc, ctx.input(3), {n, rowBytes}), bits);
+    if (rowBytes * 8 / bits != blocks)
+      codes = sliceAxis(b, loc, codes, 1, 0, blocks);
+    zeros = castTensor(b, loc, codes, f32);
+  }
+  // One generic over (row, block, byte, code in the byte): (code - zero) *
+  // scale, the code shifted out of B's byte; its maps are projections, so
+  // sharding can split the rows (N) or the blocks (K, on block
+  // boundaries). Then [N, blocks * block_size], cut to K.
+  int64_t perByte = 8 / bits;
+  SmallVector<int64_t> loops{n, blocks, blob, perByte};
+  MLIRContext *mctx = b.getContext();
+  auto dims = [&](ArrayRef<unsigned> which) {
+    SmallVector<AffineExpr> exprs;
+    for (unsigned d : which)
+      exprs.push_back(b.getAffineDimExpr(d));
+    return AffineMap::get(4, 0, exprs, mctx);
+  };
+  SmallVector<AffineMap> maps{dims({0, 1, 2}), dims({0, 1}), dims({0, 1}),
+                              b.getMultiDimIdentityMap(4)};
+  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
+  auto dequantize = linalg::GenericOp::create(
+      b, loc, TypeRange{RankedTensorType::get(loops, f32)},
+      ValueRange{ctx.input(1), zeros, *scales},
+      ValueRange{emptyTensor(b, loc, loops, f32)}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value byte = arith::ExtUIOp::create(nb, nl, i32, args[0]);
+        Value slot = arith::IndexCastOp::create(
+            nb, nl, i32, linalg::IndexOp::create(nb, nl, 3));
+        Value shift = arith::MulIOp::create(
+            nb, nl, slot, scalarConstant(nb, nl, i32, double(bits)));
+        Value code = arith::AndIOp::create(
+            nb, nl, arith::ShRUIOp::create(nb, nl, byte, shift),
+            scalarConstant(nb, nl, i32, double((1 << bits) - 1)));
+        Value value = arith::SubFOp::create(
+            nb, nl, arith::SIToFPOp::create(nb, nl, f32, code), args[1]);
+        linalg::YieldOp::create(
+            nb, nl, Value(arith::MulFOp::create(nb, nl, value, args[2])));
+      });
+  // Followed back to the stored bytes by the passes that split weights.
+  dequantize->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
+  Value weight = dequantize.getResult(0);
+  weight = reshape(b, loc, weight, {n, blocks * blockSize});
+  if (blocks * blockSize != k)
+    weight = sliceAxis(b, loc, weight, 1, 0, k);
+  weight = castTensor(b, loc, transpose(b, loc, weight, {1, 0}), type);
+  Value y = matmul(b, loc, ctx.input(0), weight);
+  if (ctx.hasInput(5)) {
+    if (ctx.inputShape(5) != ArrayRef<int64_t>{n} ||
+        ctx.inputElementType(5) != type)
+      return ctx.emitError() << "bias must be " << n << " elements of " << type;
+    auto shape = tensorTypeOf(y).getShape();
+    y = elementwise(b, loc, {y, ctx.input(5)}, shape, type,
+                    [](OpBuilder &nb, Location nl, ValueRange args) {
+                      return addS(nb, nl, args[0], args[1]);
+                    });
+  }
+  ctx.setOutput(0, y);
+  return success();
+}
+
 } // namespace
 
 void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
@@ -511,4 +684,5 @@ void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
   r.add("DynamicQuantizeLinear", 11, lowerDynamicQuantizeLinear, reads);
   r.add("MatMulInteger", 10, lowerMatMulInteger, reads);
   r.add("QLinearMatMul", 10, lowerQLinearMatMul, reads);
+  r.add("com.microsoft.MatMulNBits", 1, lowerMatMulNBits, reads);
 }
