@@ -13,7 +13,8 @@ Squeeze, Unsqueeze, Expand, Concat, Split, Slice, Gather, GatherElements,
 Where, ReduceSum/Mean/Max with keepdims either way and negative axes,
 Softmax, LayerNormalization, Cast, Shape chains feeding a Reshape, and
 quantization: QuantizeLinear/DequantizeLinear pairs (int8, uint8, per
-tensor or per axis) and DynamicQuantizeLinear into MatMulInteger. Each
+tensor or per axis), DynamicQuantizeLinear into MatMulInteger, and ONNX
+Runtime's MatMulNBits (4 and 8 bits, blocks of 16 or 32 along K). Each
 operand is chosen at random among a graph input, an initializer, a Constant
 node and a value already computed; sizes are odd (1, 3, 37 and now and then
 a dimension of 50257) and the batch is more than one. Graph N of seed S is
@@ -415,6 +416,39 @@ def op_matmul_integer(g):
     return g.add(g.node("Mul", [wide, scale]), shape[:-1] + [n])
 
 
+def op_matmul_nbits(g):
+    """com.microsoft MatMulNBits: the picked value by N rows of 4- or 8-bit
+    codes in blocks along K (the last block padded), with uint8 zero points
+    packed like the codes or none, and a bias now and then."""
+    rng = g.rng
+    x, shape = g.pick(rank_at_least=2)
+    k, n = shape[-1], int(rng.choice(SIZES))
+    bits, block = int(rng.choice([4, 8])), int(rng.choice([16, 32]))
+    blocks, per = (k + block - 1) // block, 8 // bits
+    codes = rng.integers(0, 1 << bits, (n, blocks, block // per, per))
+    packed = np.zeros(codes.shape[:-1], np.uint8)
+    for j in range(per):
+        packed |= (codes[..., j] << (bits * j)).astype(np.uint8)
+    inputs = [x, g.name("nb"), g.name("ns")]
+    g.constant(inputs[1], packed, as_initializer=True)
+    g.constant(inputs[2], rng.uniform(0.01, 0.1, n * blocks).astype(np.float32),
+               as_initializer=rng.random() < 0.7)
+    if rng.random() < 0.6:
+        row = (blocks + per - 1) // per
+        zeros = rng.integers(0, 1 << bits, (n, row, per))
+        packed_zeros = np.zeros((n, row), np.uint8)
+        for j in range(per):
+            packed_zeros |= (zeros[..., j] << (bits * j)).astype(np.uint8)
+        inputs.append(g.name("nz"))
+        g.constant(inputs[-1], packed_zeros.reshape(-1), as_initializer=True)
+    if rng.random() < 0.4:
+        inputs += [""] * (5 - len(inputs)) + [g.operand([n])]
+    g.nodes.append(helper.make_node(
+        "MatMulNBits", inputs, [g.name("matmulnbits_")], domain="com.microsoft",
+        name=g.name("n_MatMulNBits"), K=k, N=n, bits=bits, block_size=block))
+    return g.add(g.nodes[-1].output[0], shape[:-1] + [n])
+
+
 def _ints_float(self, value):
     name = self.name("f")
     self.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
@@ -431,7 +465,7 @@ OPS = {
     "gather": op_gather, "gather_elements": op_gather_elements,
     "where": op_where, "reduce": op_reduce, "softmax": op_softmax,
     "layernorm": op_layernorm, "cast": op_cast, "qdq": op_qdq,
-    "matmul_integer": op_matmul_integer,
+    "matmul_integer": op_matmul_integer, "matmul_nbits": op_matmul_nbits,
 }
 
 
@@ -467,7 +501,8 @@ def make_graph(seed, index, ops):
         g.nodes, f"difftest_{seed}_{index}", g.inputs,
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
         g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     # tp=2: one operand (an input, initializer or Constant of rank 1 or
     # more) split on a dimension of even size; propagation does the rest.

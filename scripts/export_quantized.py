@@ -13,6 +13,10 @@ hf-bert.onnx; scripts/export_hf_models.py):
                        of random token ids
   *-ort-fused.onnx     onnxruntime.transformers.optimizer.optimize_model
                        (SkipLayerNormalization, BiasGelu / FastGelu)
+  hf-llama-int4.onnx   onnxruntime.quantization's MatMulNBitsQuantizer on
+                       hf-llama.onnx: int4 weights in blocks of 32 along K
+                       with uint8 zero points (com.microsoft MatMulNBits;
+                       needs the onnx_ir package)
 
 Usage: export_quantized.py [--out DIR]   (default: test/models)
 """
@@ -76,6 +80,16 @@ def main():
         fused.save_model_to_file(out("ort-fused"))
         for suffix in ["dynamic-int8", "qdq", "ort-fused"]:
             print(f"wrote {out(suffix)}")
+    # Imported here: it needs onnx_ir, which the other tools do not.
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer)
+    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=False)
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load(os.path.join(MODELS, "hf-llama.onnx")), algo_config=config)
+    quantizer.process()
+    int4 = os.path.join(args.out, "hf-llama-int4.onnx")
+    quantizer.model.save_model_to_file(int4)
+    print(f"wrote {int4}")
     return 0
 
 

@@ -84,8 +84,15 @@ struct SplitFusedProjectionsPass
     // weight's column order.
     Value rhs = matmul.getInputs()[1];
     SmallVector<BlockArgument> biases;
-    while (auto generic = rhs.getDefiningOp<linalg::GenericOp>()) {
-      Value source = cleave::elementwiseSource(generic);
+    while (true) {
+      // The preset annotates a dequantized weight as well as its integers.
+      if (auto annotation = rhs.getDefiningOp<shard::ShardOp>();
+          annotation && !isa<BlockArgument>(annotation.getSrc())) {
+        rhs = annotation.getSrc();
+        continue;
+      }
+      auto generic = rhs.getDefiningOp<linalg::GenericOp>();
+      Value source = generic ? cleave::elementwiseSource(generic) : nullptr;
       if (!source)
         break;
       unsigned lastLoop = generic.getNumLoops() - 1;

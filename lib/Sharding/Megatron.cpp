@@ -50,50 +50,69 @@ namespace {
 /// The ONNX node an op was imported from, for messages.
 std::string nodeName(Operation *op) { return onnxNodeName(op->getLoc()); }
 
+/// One step from `v` back toward the tensor it is stored as, following
+/// dimension `dim`: through a transpose, a reshape (a merged dimension is its
+/// outermost part, a split one only from its outermost part), or the ops
+/// that read a quantized weight (elementwiseSource: widen, unpack codes,
+/// subtract the zero point, scale). None if `v` is made otherwise.
+std::optional<std::pair<Value, int64_t>> stepTowardStorage(Value v,
+                                                           int64_t dim) {
+  Operation *op = v.getDefiningOp();
+  if (auto transpose = dyn_cast_or_null<linalg::TransposeOp>(op))
+    return std::make_pair(transpose.getInput(),
+                          transpose.getPermutation()[dim]);
+  if (auto collapse = dyn_cast_or_null<tensor::CollapseShapeOp>(op))
+    return std::make_pair(collapse.getSrc(),
+                          collapse.getReassociationIndices()[dim].front());
+  if (auto expand = dyn_cast_or_null<tensor::ExpandShapeOp>(op)) {
+    for (auto [src, group] : llvm::enumerate(expand.getReassociationIndices()))
+      if (group.front() == dim)
+        return std::make_pair(expand.getSrc(), int64_t(src));
+    return std::nullopt;
+  }
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  Value source = generic ? elementwiseSource(generic) : nullptr;
+  if (!source || dim >= cast<RankedTensorType>(source.getType()).getRank())
+    return std::nullopt;
+  return std::make_pair(source, dim);
+}
+
 /// The parameters of the dequantization a quantized weight reaches GEMM
-/// operand `operand` through (per-channel scales and zero points) that are
-/// indexed by the operand's dimension `dim`, each with its dimension that
-/// is: split along with the weight, or propagation would gather the weight
-/// to match them.
+/// operand `operand` through (per-channel or per-block scales and zero
+/// points) that are indexed by the operand's dimension `dim`, each with its
+/// dimension that is, where `shards` divides it: split along with the
+/// weight, or propagation would gather the weight to match them.
 SmallVector<std::pair<BlockArgument, int64_t>>
-channelParameters(func::FuncOp main, Value operand, int64_t dim) {
+channelParameters(func::FuncOp main, Value operand, int64_t dim,
+                  int64_t shards) {
   SmallVector<std::pair<BlockArgument, int64_t>> found;
-  while (true) {
-    if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>()) {
-      dim = transpose.getPermutation()[dim];
-      operand = transpose.getInput();
-      continue;
-    }
+  while (auto step = stepTowardStorage(operand, dim)) {
     auto generic = operand.getDefiningOp<linalg::GenericOp>();
-    Value source = generic ? elementwiseSource(generic) : nullptr;
-    if (!source)
-      return found;
-    for (OpOperand *in : generic.getDpsInputOperands()) {
-      // Through reshapes that give it back its own shape (a per-channel
-      // scale aligned to the weight's rank, its unit dimensions dropped)
-      // and casts (a zero point widened).
-      Value v = in->get();
-      while (Operation *op = v.getDefiningOp()) {
-        if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
-          v = op->getOperand(0);
-        else if (auto cast = dyn_cast<linalg::GenericOp>(op);
-                 cast && elementwiseSource(cast) && cast.getNumDpsInputs() == 1)
-          v = elementwiseSource(cast);
-        else
-          break;
-      }
-      BlockArgument param = parameterArgument(main, v);
-      if (in->get() == source || !param ||
-          cast<RankedTensorType>(param.getType()).getShape() !=
-              cast<RankedTensorType>(in->get().getType()).getShape())
+    Value source = step->first;
+    for (OpOperand *in :
+         generic ? generic.getDpsInputOperands() : SmallVector<OpOperand *>{}) {
+      if (in->get() == source)
         continue;
       for (auto [r, e] :
-           llvm::enumerate(generic.getMatchingIndexingMap(in).getResults()))
-        if (auto d = dyn_cast<AffineDimExpr>(e); d && d.getPosition() == dim)
-          found.push_back({param, static_cast<int64_t>(r)});
+           llvm::enumerate(generic.getMatchingIndexingMap(in).getResults())) {
+        auto d = dyn_cast<AffineDimExpr>(e);
+        if (!d || d.getPosition() != dim)
+          continue;
+        // Back through reshapes, widening and unpacking to what is stored.
+        Value v = in->get();
+        int64_t at = r;
+        while (auto back = stepTowardStorage(v, at))
+          std::tie(v, at) = *back;
+        BlockArgument param = parameterArgument(main, v);
+        if (param &&
+            cast<RankedTensorType>(param.getType()).getDimSize(at) % shards ==
+                0)
+          found.push_back({param, at});
+      }
     }
-    operand = source;
+    std::tie(operand, dim) = *step;
   }
+  return found;
 }
 
 /// Whether `reduce` keeps the largest or smallest element: its partial
@@ -110,21 +129,12 @@ bool isMaxOrMin(linalg::ReduceOp reduce) {
 /// What dimension `dim` of a matmul's right operand is in the value it
 /// reads: the operand itself; for a weight stored transposed (an ONNX Gemm
 /// with transB), the transpose's input and its dimension; for a weight
-/// stored quantized, the integers the dequantization (widen, subtract the
-/// zero point, scale) reads.
+/// stored quantized, the integers the dequantization reads (for
+/// MatMulNBits' blocks along K, K's blocks).
 std::pair<Value, int64_t> weightDim(Value operand, int64_t dim) {
-  while (true) {
-    if (auto transpose = operand.getDefiningOp<linalg::TransposeOp>()) {
-      dim = transpose.getPermutation()[dim];
-      operand = transpose.getInput();
-      continue;
-    }
-    auto generic = operand.getDefiningOp<linalg::GenericOp>();
-    Value source = generic ? elementwiseSource(generic) : nullptr;
-    if (!source)
-      return {operand, dim};
-    operand = source;
-  }
+  while (auto step = stepTowardStorage(operand, dim))
+    std::tie(operand, dim) = *step;
+  return {operand, dim};
 }
 
 struct SplitBlock {
@@ -171,6 +181,9 @@ public:
   /// Collapses that merged a batch no other mesh axis splits into the
   /// split dimension (batch x heads for a batched GEMM), and that batch.
   SmallVector<std::pair<Operation *, int64_t>> batchFolds;
+  /// Row projections whose weight is stored in blocks along K that the
+  /// ranks do not divide (MatMulNBits with fewer blocks than ranks).
+  SmallVector<Operation *> unevenBlocks;
   /// Slices of a split projection output into parts of unequal sizes (Q
   /// fused with fewer key/value heads), with the candidate they came from.
   SmallVector<std::pair<Operation *, Operation *>> unequalParts;
@@ -280,6 +293,16 @@ private:
       }
       for (auto &[index, track] : inputs) {
         if (index == 0 && track.dim == 1 && weight) {
+          // A weight stored in blocks along K (MatMulNBits) splits only on
+          // block boundaries: the ranks must divide the blocks.
+          auto [stored, storedDim] = weightDim(matmul.getInputs()[1], 0);
+          if (cast<RankedTensorType>(stored.getType()).getDimSize(storedDim) %
+                  shards !=
+              0) {
+            unevenBlocks.push_back(op);
+            fail(track.root);
+            continue;
+          }
           blockOf(track.root).rows.push_back(op);
           continue;
         }
@@ -564,7 +587,7 @@ private:
         continue;
       blockOf(root).biases.push_back({param, storedDim});
       blockOf(root).biases.append(
-          channelParameters(main, operand->get(), *pos));
+          channelParameters(main, operand->get(), *pos, shards));
     }
     for (OpResult result : generic->getResults()) {
       AffineMap map =
@@ -616,6 +639,7 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
   // only where its parts did not split alike.
   SmallVector<Operation *> unfusedQ;
   llvm::DenseSet<Operation *> keptWhole;
+  Operation *unevenBlock = nullptr;
   while (true) {
     Analysis analysis(main, shards, others, excluded);
     llvm::DenseSet<Operation *> failed = analysis.run();
@@ -649,6 +673,8 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     }
     if (!batchFold && !analysis.batchFolds.empty())
       batchFold = analysis.batchFolds.front();
+    if (!unevenBlock && !analysis.unevenBlocks.empty())
+      unevenBlock = analysis.unevenBlocks.front();
     for (auto [slice, root] : analysis.unequalParts)
       if (!unequal && failed.contains(root))
         unequal = slice;
@@ -676,6 +702,29 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     else
       diag << ", which the other mesh axes' " << others
            << " ranks do not split into one sequence each";
+  }
+
+  // A weight stored in blocks along K, fewer than the ranks or not a
+  // multiple of them: its block stays whole rather than split inside a
+  // quantization block.
+  if (unevenBlock) {
+    Value rhs = unevenBlock->getOperand(1);
+    auto [stored, storedDim] = weightDim(rhs, 0);
+    int64_t blocks =
+        cast<RankedTensorType>(stored.getType()).getDimSize(storedDim);
+    int64_t k = cast<RankedTensorType>(rhs.getType()).getDimSize(0);
+    auto diag = mlir::emitWarning(unevenBlock->getLoc())
+                << "preset megatron: the projection at ONNX node '"
+                << nodeName(unevenBlock) << "' (and any like it) is not split "
+                << "over '" << axisName << "': its weight";
+    if (BlockArgument param = parameterArgument(main, stored))
+      if (auto name = main.getArgAttrOfType<StringAttr>(param.getArgNumber(),
+                                                        kParamAttrName))
+        diag << " '" << name.getValue() << "'";
+    diag << " is stored in " << blocks << " blocks of "
+         << (k + blocks - 1) / blocks << " along K, which " << shards
+         << " ranks cannot split without cutting a block; its block of the "
+            "model stays whole on every rank";
   }
 
   auto wholeQ = llvm::find_if(
@@ -740,12 +789,18 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
   // A matmul's weight split along dimension `dim` of its right operand,
   // on the parameter itself where it is stored transposed.
   auto splitWeight = [&](Operation *matmul, int64_t dim, std::string origin) {
-    auto [weight, weightDimension] = weightDim(matmul->getOperand(1), dim);
-    for (auto [param, paramDim] :
-         channelParameters(main, matmul->getOperand(1), dim))
+    Value operand = matmul->getOperand(1);
+    auto [weight, weightDimension] = weightDim(operand, dim);
+    for (auto [param, paramDim] : channelParameters(main, operand, dim, shards))
       split(param, cast<RankedTensorType>(param.getType()).getRank(), paramDim,
             origin + " (its scale or zero point)");
-    split(weight, 2, weightDimension, std::move(origin));
+    // A weight read through a dequantization: the GEMM's operand too, or
+    // propagation, deciding the GEMM first, gathers the weight to it.
+    auto transpose = operand.getDefiningOp<linalg::TransposeOp>();
+    if (weight != operand && !(transpose && transpose.getInput() == weight))
+      split(operand, 2, dim, origin + " (dequantized)");
+    split(weight, cast<RankedTensorType>(weight.getType()).getRank(),
+          weightDimension, std::move(origin));
   };
   for (const SplitBlock &block : blocks) {
     bool head = block.rows.empty();
