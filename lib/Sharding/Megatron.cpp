@@ -814,12 +814,13 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
       splitWeight(op, 0,
                   "preset megatron: row-parallel projection at ONNX node '" +
                       nodeName(op) + "'");
-      // An integer GEMM's activation comes from a dynamic quantization,
-      // whose range is taken whole: annotated, or propagation would gather
-      // it rather than split the GEMM.
+      // Where the block takes a range (a dynamic quantization of the
+      // activation the GEMM reads), the GEMM's input is annotated: else
+      // propagation, seeing that range taken whole, gathers it rather than
+      // split the GEMM.
       Value lhs = op->getOperand(0);
       auto type = cast<RankedTensorType>(lhs.getType());
-      if (type.getElementType().isInteger())
+      if (!block.ranges.empty())
         split(lhs, type.getRank(), type.getRank() - 1,
               "preset megatron: quantized input of the row-parallel "
               "projection at ONNX node '" +

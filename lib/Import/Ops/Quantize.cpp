@@ -435,12 +435,30 @@ FailureOr<Value> centredOperand(NodeContext &ctx, unsigned i,
                      });
 }
 
+/// The longest K whose int32 GEMM of centred 8-bit operands a float32 GEMM
+/// computes exactly: each product is an integer of magnitude at most 255^2,
+/// so every partial sum is one below 2^24, which float32 holds exactly
+/// whatever the order of the additions: 258 * 255^2 < 2^24 <= 259 * 255^2.
+constexpr int64_t kExactFloatK = 258;
+
+/// The int32 GEMM of `a` and `b`, centred 8-bit values widened to int32:
+/// on the float32 GEMM (the runtime's kernels) where that is exact, else
+/// on int32 loops.
+Value integerGemm(OpBuilder &b, Location loc, Value a, Value bm) {
+  if (tensorTypeOf(a).getShape().back() > kExactFloatK)
+    return matmul(b, loc, a, bm);
+  Type f32 = b.getF32Type();
+  Value product =
+      matmul(b, loc, castTensor(b, loc, a, f32), castTensor(b, loc, bm, f32));
+  return castTensor(b, loc, product, b.getI32Type());
+}
+
 LogicalResult lowerMatMulInteger(NodeContext &ctx) {
   auto a = centredOperand(ctx, 0, 2, /*perColumn=*/false, "A");
   auto b = centredOperand(ctx, 1, 3, /*perColumn=*/true, "B");
   if (failed(a) || failed(b))
     return failure();
-  ctx.setOutput(0, matmul(ctx.builder(), ctx.loc(), *a, *b));
+  ctx.setOutput(0, integerGemm(ctx.builder(), ctx.loc(), *a, *b));
   return success();
 }
 
@@ -490,7 +508,7 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
         Value ab = arith::MulFOp::create(nb, nl, args[0], args[1]);
         return arith::DivFOp::create(nb, nl, ab, args[2]);
       });
-  Value acc = matmul(b, loc, *a, *bq);
+  Value acc = integerGemm(b, loc, *a, *bq);
   Value zero = reshape(b, loc, widenToI32(ctx, 7), {});
   Value y =
       elementwise(b, loc, {acc, multiplier, zero}, tensorTypeOf(acc).getShape(),
