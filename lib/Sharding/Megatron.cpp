@@ -61,9 +61,16 @@ std::optional<std::pair<Value, int64_t>> stepTowardStorage(Value v,
   if (auto transpose = dyn_cast_or_null<linalg::TransposeOp>(op))
     return std::make_pair(transpose.getInput(),
                           transpose.getPermutation()[dim]);
-  if (auto collapse = dyn_cast_or_null<tensor::CollapseShapeOp>(op))
+  if (auto collapse = dyn_cast_or_null<tensor::CollapseShapeOp>(op)) {
+    // The group's outermost dimension that holds more than one element
+    // (unit dimensions hold none of the split).
+    ReassociationIndices group = collapse.getReassociationIndices()[dim];
+    auto outer = llvm::find_if(group, [&](int64_t d) {
+      return collapse.getSrcType().getDimSize(d) != 1;
+    });
     return std::make_pair(collapse.getSrc(),
-                          collapse.getReassociationIndices()[dim].front());
+                          outer == group.end() ? group.front() : *outer);
+  }
   if (auto expand = dyn_cast_or_null<tensor::ExpandShapeOp>(op)) {
     for (auto [src, group] : llvm::enumerate(expand.getReassociationIndices()))
       if (group.front() == dim)
@@ -296,9 +303,11 @@ private:
           // A weight stored in blocks along K (MatMulNBits) splits only on
           // block boundaries: the ranks must divide the blocks.
           auto [stored, storedDim] = weightDim(matmul.getInputs()[1], 0);
-          if (cast<RankedTensorType>(stored.getType()).getDimSize(storedDim) %
-                  shards !=
-              0) {
+          int64_t storedSize =
+              cast<RankedTensorType>(stored.getType()).getDimSize(storedDim);
+          int64_t k = cast<RankedTensorType>(matmul.getInputs()[1].getType())
+                          .getDimSize(0);
+          if (storedSize != k && storedSize % shards != 0) {
             unevenBlocks.push_back(op);
             fail(track.root);
             continue;
