@@ -278,6 +278,35 @@ def cases():
                          K=k, N=n, bits=bits, block_size=block)],
                    {"a": RNG.standard_normal((2, 3, k)).astype(f32)}, weights,
                    ["y"], opset=17, ms_opset=True, exact=False)
+    # GroupQueryAttention as ONNX Runtime GenAI's model builder writes it:
+    # Q, K and V packed, rotary inside (cos/sin tables), past and present
+    # caches (BNSH), seqlens_k per batch. The first prompt (a batch of 2,
+    # the second padded: its padded queries attend its valid keys only); a
+    # decoding step whose batches have different past lengths (the shorter
+    # one's new key lands inside the past buffer); 3 new tokens after 4.
+    q_heads, kv_heads, head = 4, 2, 16
+    tables = {"cos": RNG.standard_normal((32, head // 2)).astype(f32),
+              "sin": RNG.standard_normal((32, head // 2)).astype(f32)}
+    for batch, new, past, seqlens in [(2, 5, 0, [4, 2]), (2, 1, 5, [5, 3]),
+                                      (1, 3, 4, [6])]:
+        inputs = {"qkv": RNG.standard_normal(
+                      (batch, new, (q_heads + 2 * kv_heads) * head)).astype(f32),
+                  "seqlens": np.array(seqlens, np.int32)}
+        operands = ["qkv", "", "", "", "", "seqlens", "total", "cos", "sin"]
+        if past:
+            for name in ["past_key", "past_value"]:
+                inputs[name] = RNG.standard_normal(
+                    (batch, kv_heads, past, head)).astype(f32)
+            operands[3:5] = ["past_key", "past_value"]
+        weights = dict(tables, total=np.array(past + new, np.int32))
+        yield Case(f"group-query-attention-{batch}x{new}-after-{past}",
+                   [node("GroupQueryAttention", operands,
+                         ["y", "present_key", "present_value"],
+                         domain="com.microsoft", num_heads=q_heads,
+                         kv_num_heads=kv_heads, do_rotary=1,
+                         scale=float(1 / np.sqrt(head)))],
+                   inputs, weights, ["y", "present_key", "present_value"],
+                   opset=17, ms_opset=True, exact=False)
     hidden = 32
     x = RNG.standard_normal((2, 5, hidden)).astype(f32)
     skip = RNG.standard_normal((2, 5, hidden)).astype(f32)

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Writes test/models/genai-llama-{fp32,int4}/: a random-weight LLaMA as
+ONNX Runtime GenAI's model builder writes it for the CPU.
+
+The Hugging Face model (2 layers, width 64, 4 heads, 2 key/value heads,
+vocabulary 97) is made with random weights (seed 0) and saved with a
+word-level tokenizer built offline by the `tokenizers` package (the builder
+wants one); then `python -m onnxruntime_genai.models.builder -p fp32|int4
+-e cpu` writes model.onnx and model.onnx.data: GroupQueryAttention (Q, K, V
+packed, rotary inside), SkipSimplifiedLayerNormalization,
+SimplifiedLayerNormalization, and for int4 MatMulNBits (accuracy_level 4).
+
+Needs torch, transformers 5, tokenizers and onnxruntime-genai (0.18.0 was
+used); run with the Python that has them:
+  /path/to/python scripts/export_genai.py [--out DIR]   (default: test/models)
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "test", "models")
+
+
+def save_hf_model(folder):
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (LlamaConfig, LlamaForCausalLM,
+                              PreTrainedTokenizerFast)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=128,
+                         tie_word_embeddings=False)
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    vocab = {f"t{i}": i for i in range(97)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0",
+                            bos_token="t1", eos_token="t2",
+                            pad_token="t0").save_pretrained(folder)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=MODELS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        hf = os.path.join(work, "hf")
+        save_hf_model(hf)
+        for precision in ["fp32", "int4"]:
+            built = os.path.join(work, precision)
+            subprocess.run([sys.executable, "-m",
+                            "onnxruntime_genai.models.builder", "-i", hf,
+                            "-o", built, "-p", precision, "-e", "cpu", "-c",
+                            os.path.join(work, "cache")], check=True,
+                           stdout=subprocess.DEVNULL)
+            out = os.path.join(args.out, f"genai-llama-{precision}")
+            os.makedirs(out, exist_ok=True)
+            for name in ["model.onnx", "model.onnx.data"]:
+                shutil.copyfile(os.path.join(built, name),
+                                os.path.join(out, name))
+            print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
