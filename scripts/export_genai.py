@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes test/models/genai-llama-{fp32,int4}/: a random-weight LLaMA as
-ONNX Runtime GenAI's model builder writes it for the CPU.
+"""Writes test/models/genai-{llama,qwen2,phi3}-{fp32,int4}/: random-weight
+LLaMA, Qwen2 and Phi-3 models as ONNX Runtime GenAI's model builder writes
+them for the CPU.
 
-The Hugging Face model (2 layers, width 64, 4 heads, 2 key/value heads,
+Each Hugging Face model (2 layers, width 64, 4 heads, 2 key/value heads,
 vocabulary 97) is made with random weights (seed 0) and saved with a
 word-level tokenizer built offline by the `tokenizers` package (the builder
 wants one); then `python -m onnxruntime_genai.models.builder -p fp32|int4
@@ -25,23 +26,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "test", "models")
 
 
-def save_hf_model(folder):
+def save_hf_model(kind, folder):
     import torch
+    import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (LlamaConfig, LlamaForCausalLM,
-                              PreTrainedTokenizerFast)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=128,
-                         tie_word_embeddings=False)
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    common = dict(vocab_size=97, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128,
+                  tie_word_embeddings=False)
+    if kind == "llama":
+        model = transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(**common))
+    elif kind == "qwen2":
+        model = transformers.Qwen2ForCausalLM(
+            transformers.Qwen2Config(**common))
+    else:
+        model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
+            **common, pad_token_id=0, original_max_position_embeddings=128))
+    model.eval().save_pretrained(folder)
     vocab = {f"t{i}": i for i in range(97)}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0",
-                            bos_token="t1", eos_token="t2",
-                            pad_token="t0").save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="t0", bos_token="t1",
+        eos_token="t2", pad_token="t0").save_pretrained(folder)
 
 
 def main():
@@ -49,21 +58,23 @@ def main():
     parser.add_argument("--out", default=MODELS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        hf = os.path.join(work, "hf")
-        save_hf_model(hf)
-        for precision in ["fp32", "int4"]:
-            built = os.path.join(work, precision)
-            subprocess.run([sys.executable, "-m",
-                            "onnxruntime_genai.models.builder", "-i", hf,
-                            "-o", built, "-p", precision, "-e", "cpu", "-c",
-                            os.path.join(work, "cache")], check=True,
-                           stdout=subprocess.DEVNULL)
-            out = os.path.join(args.out, f"genai-llama-{precision}")
-            os.makedirs(out, exist_ok=True)
-            for name in ["model.onnx", "model.onnx.data"]:
-                shutil.copyfile(os.path.join(built, name),
-                                os.path.join(out, name))
-            print(f"wrote {out}")
+        for kind in ["llama", "qwen2", "phi3"]:
+            hf = os.path.join(work, kind)
+            save_hf_model(kind, hf)
+            for precision in ["fp32", "int4"]:
+                built = os.path.join(work, f"{kind}-{precision}")
+                subprocess.run([sys.executable, "-m",
+                                "onnxruntime_genai.models.builder", "-i", hf,
+                                "-o", built, "-p", precision, "-e", "cpu",
+                                "-c", os.path.join(work, "cache")],
+                               check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+                out = os.path.join(args.out, f"genai-{kind}-{precision}")
+                os.makedirs(out, exist_ok=True)
+                for name in ["model.onnx", "model.onnx.data"]:
+                    shutil.copyfile(os.path.join(built, name),
+                                    os.path.join(out, name))
+                print(f"wrote {out}")
     return 0
 
 
