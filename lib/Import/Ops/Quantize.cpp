@@ -42,49 +42,36 @@ struct QuantType {
   int64_t min = 0, max = 0;
 };
 
+/// The quantized type held in `width`-bit integers, unsigned or not.
+QuantType quantType(MLIRContext *context, unsigned width, bool isUnsigned) {
+  int64_t count = int64_t(1) << width;
+  return {IntegerType::get(context, width), isUnsigned,
+          isUnsigned ? 0 : -count / 2, isUnsigned ? count - 1 : count / 2 - 1};
+}
+
 /// The quantized type of ONNX data type `dataType`, or an error naming
 /// `role` for one Cleave does not quantize to (float8, int4: not yet).
 FailureOr<QuantType> quantTypeOf(NodeContext &ctx, int32_t dataType,
                                  StringRef role) {
-  QuantType q;
-  switch (dataType) {
-  case onnx::TensorProto::INT8:
-    q = {IntegerType::get(ctx.context(), 8), false, -128, 127};
-    break;
-  case onnx::TensorProto::UINT8:
-    q = {IntegerType::get(ctx.context(), 8), true, 0, 255};
-    break;
-  case onnx::TensorProto::INT16:
-    q = {IntegerType::get(ctx.context(), 16), false, -32768, 32767};
-    break;
-  case onnx::TensorProto::UINT16:
-    q = {IntegerType::get(ctx.context(), 16), true, 0, 65535};
-    break;
-  default:
-    (void)ctx.fail(Twine(role) + " of type " + onnxDataTypeName(dataType) +
-                   " is not supported (int8, uint8, int16, uint16 are)");
-    return failure();
-  }
-  return q;
+  Type storage = storageTypeFor(ctx.context(), dataType);
+  if (!storage || !(storage.isInteger(8) || storage.isInteger(16)))
+    return ctx.emitError() << role << " of type " << onnxDataTypeName(dataType)
+                           << " is not supported (int8, uint8, int16, uint16 "
+                              "are)";
+  return quantType(ctx.context(), storage.getIntOrFloatBitWidth(),
+                   isUnsignedDataType(dataType));
 }
 
 /// The quantized type of operand `i` (an integer tensor).
 FailureOr<QuantType> quantTypeOfInput(NodeContext &ctx, unsigned i,
                                       StringRef role) {
   Type type = ctx.inputElementType(i);
-  unsigned width = type.isInteger() ? type.getIntOrFloatBitWidth() : 0;
-  bool isUnsigned = ctx.inputUnsigned(i);
-  if (width == 8)
-    return quantTypeOf(
-        ctx, isUnsigned ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8,
-        role);
-  if (width == 16)
-    return quantTypeOf(
-        ctx, isUnsigned ? onnx::TensorProto::UINT16 : onnx::TensorProto::INT16,
-        role);
-  return ctx.emitError() << role << " of element type " << type
-                         << " is not supported (int8, uint8, int16, uint16 "
-                            "are)";
+  if (!type.isInteger(8) && !type.isInteger(16))
+    return ctx.emitError() << role << " of element type " << type
+                           << " is not supported (int8, uint8, int16, uint16 "
+                              "are)";
+  return quantType(ctx.context(), type.getIntOrFloatBitWidth(),
+                   ctx.inputUnsigned(i));
 }
 
 /// Operand `i` widened to int32, read as unsigned where it is.
@@ -351,7 +338,7 @@ LogicalResult lowerDynamicQuantizeLinear(NodeContext &ctx) {
     return ctx.fail("x must be float32");
   ArrayRef<int64_t> shape = ctx.inputShape(0);
   Type f32 = b.getF32Type(), i32 = b.getI32Type();
-  QuantType q{b.getI8Type(), true, 0, 255};
+  QuantType q = quantType(b.getContext(), 8, /*isUnsigned=*/true);
   SmallVector<int64_t> all(shape.size());
   std::iota(all.begin(), all.end(), 0);
   Value low = reduce(b, loc, ctx.input(0), all, ReduceKind::Min, false);
@@ -521,6 +508,21 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
   return success();
 }
 
+/// The `bits`-bit code number `slot` (loop `slotLoop` of the enclosing
+/// generic) packed low-first in `byte` (uint8 held in i8), as int32.
+Value codeInByte(OpBuilder &b, Location loc, Value byte, unsigned slotLoop,
+                 int64_t bits) {
+  Type i32 = b.getI32Type();
+  Value slot = arith::IndexCastOp::create(
+      b, loc, i32, linalg::IndexOp::create(b, loc, slotLoop));
+  Value shift = arith::MulIOp::create(
+      b, loc, slot, scalarConstant(b, loc, i32, double(bits)));
+  Value shifted = arith::ShRUIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i32, byte), shift);
+  return arith::AndIOp::create(
+      b, loc, shifted, scalarConstant(b, loc, i32, double((1 << bits) - 1)));
+}
+
 /// The `bits`-bit codes packed low-first in the bytes of `packed` (shape
 /// [..., bytes], uint8), as int32 of shape [..., bytes * 8 / bits]: a
 /// generic over (..., byte, code) reading the byte and shifting its code
@@ -543,15 +545,8 @@ Value unpackCodes(OpBuilder &b, Location loc, Value packed, int64_t bits) {
       b, loc, TypeRange{RankedTensorType::get(shape, i32)}, ValueRange{packed},
       ValueRange{emptyTensor(b, loc, shape, i32)}, maps, iterators,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value byte = arith::ExtUIOp::create(nb, nl, i32, args[0]);
-        Value slot = arith::IndexCastOp::create(
-            nb, nl, i32, linalg::IndexOp::create(nb, nl, rank));
-        Value shift = arith::MulIOp::create(
-            nb, nl, slot, scalarConstant(nb, nl, i32, double(bits)));
-        Value code = arith::ShRUIOp::create(nb, nl, byte, shift);
-        Value mask = scalarConstant(nb, nl, i32, double((1 << bits) - 1));
-        linalg::YieldOp::create(
-            nb, nl, Value(arith::AndIOp::create(nb, nl, code, mask)));
+        linalg::YieldOp::create(nb, nl,
+                                codeInByte(nb, nl, args[0], rank, bits));
       });
   // Followed like a dequantization back to the stored bytes.
   generic->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
@@ -601,7 +596,7 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
                            << " (N, blocks of " << blockSize
                            << " along K, bytes a block), not "
                            << formatShape(ctx.inputShape(1));
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type f32 = b.getF32Type();
   auto blockParam = [&](unsigned i, StringRef role) -> FailureOr<Value> {
     if (tensorTypeOf(ctx.input(i)).getNumElements() != n * blocks)
       return ctx.emitError()
@@ -611,6 +606,9 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   };
   if (!isFloat(ctx.inputElementType(2)))
     return ctx.fail("scales must be floating point");
+  if (ctx.hasInput(5) && (ctx.inputShape(5) != ArrayRef<int64_t>{n} ||
+                          ctx.inputElementType(5) != type))
+    return ctx.emitError() << "bias must be " << n << " elements of " << type;
   auto scales = blockParam(2, "scales");
   if (failed(scales))
     return failure();
@@ -658,14 +656,7 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
       ValueRange{ctx.input(1), zeros, *scales},
       ValueRange{emptyTensor(b, loc, loops, f32)}, maps, iterators,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value byte = arith::ExtUIOp::create(nb, nl, i32, args[0]);
-        Value slot = arith::IndexCastOp::create(
-            nb, nl, i32, linalg::IndexOp::create(nb, nl, 3));
-        Value shift = arith::MulIOp::create(
-            nb, nl, slot, scalarConstant(nb, nl, i32, double(bits)));
-        Value code = arith::AndIOp::create(
-            nb, nl, arith::ShRUIOp::create(nb, nl, byte, shift),
-            scalarConstant(nb, nl, i32, double((1 << bits) - 1)));
+        Value code = codeInByte(nb, nl, args[0], 3, bits);
         Value value = arith::SubFOp::create(
             nb, nl, arith::SIToFPOp::create(nb, nl, f32, code), args[1]);
         linalg::YieldOp::create(
@@ -680,9 +671,6 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   weight = castTensor(b, loc, transpose(b, loc, weight, {1, 0}), type);
   Value y = matmul(b, loc, ctx.input(0), weight);
   if (ctx.hasInput(5)) {
-    if (ctx.inputShape(5) != ArrayRef<int64_t>{n} ||
-        ctx.inputElementType(5) != type)
-      return ctx.emitError() << "bias must be " << n << " elements of " << type;
     auto shape = tensorTypeOf(y).getShape();
     y = elementwise(b, loc, {y, ctx.input(5)}, shape, type,
                     [](OpBuilder &nb, Location nl, ValueRange args) {
