@@ -1119,6 +1119,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
            << "node '" << name << "' uses domain '" << domain
            << "', which the model does not import";
   int64_t opset = opsets.lookup(domain);
+  // An error about this node: "node 'NAME' (DOMAIN.OP-OPSET): ...".
+  auto nodeError = [&]() {
+    return mlir::emitError(loc)
+           << "node '" << name << "' (" << opName << "-" << opset << "): ";
+  };
   OpRegistry::Entry entry = OpRegistry::get().lookup(opName, opset);
   OpHandler handler = entry.handler;
   if (!handler) {
@@ -1136,17 +1141,15 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       return &o < &node.output(i) && o == output;
     });
     if (!output.empty() && (scopes.back().count(output) || repeated))
-      return mlir::emitError(loc)
-             << "node '" << name << "' (" << opName << "-" << opset
-             << "): result '" << output
+      return nodeError()
+             << "result '" << output
              << "' is already defined (by a graph input, an initializer or "
                 "another node's result)";
   }
   for (const std::string &input : node.input())
     if (!input.empty() && !lookup(input))
-      return mlir::emitError(loc)
-             << "node '" << name << "' (" << opName << "-" << opset
-             << "): operand '" << input << "' is not defined before its use";
+      return nodeError() << "operand '" << input
+                         << "' is not defined before its use";
 
   // Unsigned integers are held in signless ones: only a handler that knows
   // is given them.
@@ -1156,9 +1159,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       continue;
     anyUnsigned = true;
     if (entry.unsignedOperands == UnsignedOperands::Refuse)
-      return mlir::emitError(loc)
-             << "node '" << name << "' (" << opName << "-" << opset
-             << "): operand '" << input
+      return nodeError()
+             << "operand '" << input
              << "' holds unsigned integers, which Cleave reads only in "
                 "quantization ops, Cast and ops that move elements";
   }
@@ -1173,20 +1175,17 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
   // After the handler, which read a default in its place: nothing it built
   // is kept.
   if (const std::optional<std::string> &bad = ctx.badResultShape())
-    return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
-                                << opset << "): " << *bad;
+    return nodeError() << *bad;
   if (std::optional<std::string> wrong = ctx.mistypedAttr())
-    return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
-                                << opset << "): " << *wrong;
+    return nodeError() << *wrong;
   if (std::optional<std::string> unread = ctx.firstUnreadAttr())
     return mlir::emitError(loc)
            << "unsupported attribute '" << *unread << "' of ONNX op '" << opName
            << "' (opset " << opset << ") at node '" << name << "'";
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !lookup(node.output(i)))
-      return mlir::emitError(loc) << "node '" << name << "' (" << opName << "-"
-                                  << opset << "): result " << i << " ('"
-                                  << node.output(i) << "') is not supported";
+      return nodeError() << "result " << i << " ('" << node.output(i)
+                         << "') is not supported";
   // The main graph's own nodes (not a scratch evaluation or a subgraph).
   if (scopes.size() == 1) {
     if (name == importOptions.faultNode)
