@@ -663,6 +663,10 @@ LogicalResult GraphImporter::declareInputs(
     Type elementType = storageTypeFor(&context, tensorType.elem_type());
     if (isUnsignedDataType(tensorType.elem_type()))
       unsignedNames.insert(input.name());
+    if (tensorType.elem_type() == onnx::TensorProto::UINT16)
+      return mlir::emitError(loc) << "graph input '" << input.name()
+                                  << "' is UINT16, which the runtime cannot "
+                                     "read (.npy's <u2 is its bfloat16)";
     if (!elementType)
       return mlir::emitError(loc)
              << "graph input '" << input.name() << "' has unsupported type "
@@ -991,6 +995,13 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
         }
       }
     }
+    if (value->isUnsigned && type.getElementType().isInteger(16)) {
+      mlir::emitError(fileLoc)
+          << "graph output '" << output.name()
+          << "' is UINT16, which the runtime cannot write (.npy's <u2 is its "
+             "bfloat16); cast it to INT32 in the model";
+      return nullptr;
+    }
     results.push_back(materialize(*value, fileLoc));
     resultTypes.push_back(type);
     if (value->isUnsigned)
@@ -1008,6 +1019,9 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     // written in place into the output's buffer.
     GraphValue *value = lookup(name);
     RankedTensorType type = value->getType();
+    // UINT16 has no .npy type the runtime writes (see the outputs above).
+    if (value->isUnsigned && type.getElementType().isInteger(16))
+      continue;
     results.push_back(elementwise(
         opBuilder, fileLoc, materialize(*value, fileLoc), type.getShape(),
         type.getElementType(),

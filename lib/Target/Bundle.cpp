@@ -194,11 +194,11 @@ FailureOr<ModelSignature> cleave::extractSignature(ModuleOp module) {
       return failure();
     }
     buffer.dtype = dtypeName(type.getElementType());
-    // u8, u16: the graph's unsigned inputs and outputs, held in i8, i16.
+    // u8: the graph's uint8 inputs and outputs, held in i8 (the importer
+    // refuses UINT16 ones).
     if (buffer.kind != BufferSignature::Kind::Param &&
-        unsignedIO.contains(buffer.name) && buffer.dtype.size() > 1 &&
-        buffer.dtype[0] == 'i')
-      buffer.dtype[0] = 'u';
+        unsignedIO.contains(buffer.name) && buffer.dtype == "i8")
+      buffer.dtype = "u8";
     if (buffer.dtype.empty()) {
       main.emitError() << "argument " << i << " has unsupported element type "
                        << type.getElementType();

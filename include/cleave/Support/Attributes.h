@@ -40,8 +40,9 @@ inline constexpr llvm::StringLiteral kIndexBoundsAttrName =
     "cleave.index_bounds";
 
 /// Module: the graph inputs and outputs, by ONNX name, that hold unsigned
-/// integers (UINT8, UINT16) in @main's signless integer types. Written by
-/// the importer; read by the bundle, whose manifest names them u8, u16.
+/// integers (UINT8; the importer refuses UINT16 ones) in @main's signless
+/// i8. Written by the importer; read by the bundle, whose manifest names
+/// them u8.
 inline constexpr llvm::StringLiteral kUnsignedIOAttrName = "cleave.unsigned_io";
 
 /// linalg.generic: dequantizes its first operand (stored integers) with the
