@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""Writes test/models/genai-{llama,qwen2,phi3}-{fp32,int4}/: random-weight
-LLaMA, Qwen2 and Phi-3 models as ONNX Runtime GenAI's model builder writes
-them for the CPU.
+"""Writes test/models/genai-*/: random-weight LLaMA, Qwen2, Phi-3 and Qwen3
+models as ONNX Runtime GenAI's model builder writes them for the CPU.
 
 Each Hugging Face model (2 layers, width 64, 4 heads, 2 key/value heads,
 vocabulary 97) is made with random weights (seed 0) and saved with a
@@ -10,6 +9,11 @@ wants one); then `python -m onnxruntime_genai.models.builder -p fp32|int4
 -e cpu` writes model.onnx and model.onnx.data: GroupQueryAttention (Q, K, V
 packed, rotary inside), SkipSimplifiedLayerNormalization,
 SimplifiedLayerNormalization, and for int4 MatMulNBits (accuracy_level 4).
+genai-{llama,qwen2,phi3}-{fp32,int4}; genai-qwen3-fp32 (Q and K normalised
+per head before the rotary embedding); genai-llama-tied-int4 (the input
+embedding tied to the output projection, `shared_embeddings` with Gather
+quantized too: the embedding is read from the int4 output weight with
+GatherBlockQuantized).
 
 Needs torch, transformers 5, tokenizers and onnxruntime-genai (0.18.0 was
 used); run with the Python that has them:
@@ -26,7 +30,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "test", "models")
 
 
-def save_hf_model(kind, folder):
+# (name, Hugging Face model kind, tied embeddings, precision, extra options)
+VARIANTS = [(f"{kind}-{precision}", kind, False, precision, [])
+            for kind in ["llama", "qwen2", "phi3"]
+            for precision in ["fp32", "int4"]] + [
+    ("qwen3-fp32", "qwen3", False, "fp32", []),
+    ("llama-tied-int4", "llama", True, "int4",
+     ["--extra_options", "shared_embeddings=true",
+      "op_types_to_quantize=MatMul/Gather"]),
+]
+
+
+def save_hf_model(kind, folder, tied):
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -34,13 +49,16 @@ def save_hf_model(kind, folder):
     common = dict(vocab_size=97, hidden_size=64, intermediate_size=128,
                   num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=128,
-                  tie_word_embeddings=False)
+                  tie_word_embeddings=tied)
     if kind == "llama":
         model = transformers.LlamaForCausalLM(
             transformers.LlamaConfig(**common))
     elif kind == "qwen2":
         model = transformers.Qwen2ForCausalLM(
             transformers.Qwen2Config(**common))
+    elif kind == "qwen3":
+        model = transformers.Qwen3ForCausalLM(
+            transformers.Qwen3Config(**common, head_dim=16))
     else:
         model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
             **common, pad_token_id=0, original_max_position_embeddings=128))
@@ -58,23 +76,23 @@ def main():
     parser.add_argument("--out", default=MODELS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        for kind in ["llama", "qwen2", "phi3"]:
-            hf = os.path.join(work, kind)
-            save_hf_model(kind, hf)
-            for precision in ["fp32", "int4"]:
-                built = os.path.join(work, f"{kind}-{precision}")
-                subprocess.run([sys.executable, "-m",
-                                "onnxruntime_genai.models.builder", "-i", hf,
-                                "-o", built, "-p", precision, "-e", "cpu",
-                                "-c", os.path.join(work, "cache")],
-                               check=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-                out = os.path.join(args.out, f"genai-{kind}-{precision}")
-                os.makedirs(out, exist_ok=True)
-                for name in ["model.onnx", "model.onnx.data"]:
-                    shutil.copyfile(os.path.join(built, name),
-                                    os.path.join(out, name))
-                print(f"wrote {out}")
+        for name, kind, tied, precision, extra in VARIANTS:
+            hf = os.path.join(work, f"{kind}-tied" if tied else kind)
+            if not os.path.isdir(hf):
+                save_hf_model(kind, hf, tied)
+            built = os.path.join(work, name)
+            subprocess.run([sys.executable, "-m",
+                            "onnxruntime_genai.models.builder", "-i", hf,
+                            "-o", built, "-p", precision, "-e", "cpu",
+                            "-c", os.path.join(work, "cache")] + extra,
+                           check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            out = os.path.join(args.out, f"genai-{name}")
+            os.makedirs(out, exist_ok=True)
+            for file in ["model.onnx", "model.onnx.data"]:
+                shutil.copyfile(os.path.join(built, file),
+                                os.path.join(out, file))
+            print(f"wrote {out}")
     return 0
 
 

@@ -84,7 +84,8 @@ EXPORTS = (("gpt2", 18, ""), ("llama", 18, ""), ("qwen2", 18, ""),
 # stream: (name for build(), opset, file name).
 TORCHSCRIPT_EXPORTS = (("llama-masked", 18, "hf-llama-torchscript.onnx"),
                        ("llama-past", 18, "hf-llama-torchscript-past.onnx"),
-                       ("llama-static", 18, "hf-llama-static-cache.onnx"))
+                       ("llama-static", 18, "hf-llama-static-cache.onnx"),
+                       ("bert", 14, "hf-bert-torchscript.onnx"))
 # Decoding steps (-decode): one new token a sequence after PAST cached ones.
 PAST = 8
 # The static cache's length (llama-static).
@@ -302,7 +303,8 @@ def build(name, transformers, torch):
             mask[1, SEQ // 2:] = 0  # the second sequence is padded
         types = torch.zeros(BATCH, SEQ, dtype=torch.long)
         return (transformers.BertModel(config), (ids, mask, types),
-                ["input_ids", "attention_mask", "token_type_ids"], None)
+                ["input_ids", "attention_mask", "token_type_ids"],
+                ["last_hidden_state", "pooler_output"])
     if name == "roberta":
         config = transformers.RobertaConfig(**SIZES)
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
@@ -391,6 +393,7 @@ def export_torchscript(out_dir, transformers, torch):
         model.eval()
         randomize(model, torch)
         path = os.path.join(out_dir, file)
+        outputs = outputs or ["out"]
         # Batch and sequence axes (the cache's sequence is its third).
         axes = {n: {0: "batch", 2 if "." in n else 1: "sequence"}
                 for n in names + outputs}

@@ -13,6 +13,11 @@ hf-bert.onnx; scripts/export_hf_models.py):
                        of random token ids
   *-ort-fused.onnx     onnxruntime.transformers.optimizer.optimize_model
                        (SkipLayerNormalization, BiasGelu / FastGelu)
+  hf-bert-torchscript-ort-fused.onnx
+                       the same optimizer on the TorchScript export
+                       (hf-bert-torchscript.onnx), whose patterns it knows
+                       best: EmbedLayerNormalization, Attention (one packed
+                       QKV weight, the mask as key counts)
   hf-llama-int4.onnx   onnxruntime.quantization's MatMulNBitsQuantizer on
                        hf-llama.onnx: int4 weights in blocks of 32 along K
                        with uint8 zero points (com.microsoft MatMulNBits;
@@ -80,6 +85,12 @@ def main():
         fused.save_model_to_file(out("ort-fused"))
         for suffix in ["dynamic-int8", "qdq", "ort-fused"]:
             print(f"wrote {out(suffix)}")
+    fused = optimize_model(os.path.join(MODELS, "hf-bert-torchscript.onnx"),
+                           model_type="bert", num_heads=HEADS,
+                           hidden_size=HIDDEN, opt_level=0)
+    path = os.path.join(args.out, "hf-bert-torchscript-ort-fused.onnx")
+    fused.save_model_to_file(path)
+    print(f"wrote {path}")
     # Imported here: it needs onnx_ir, which the other tools do not.
     from onnxruntime.quantization.matmul_nbits_quantizer import (
         DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer)

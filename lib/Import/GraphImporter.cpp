@@ -74,6 +74,7 @@ const OpRegistry &OpRegistry::get() {
     registerReductionOps(r);
     registerNormalizationOps(r);
     registerAttentionOps(r);
+    registerContribAttentionOps(r);
     registerControlFlowOps(r);
     registerConvOps(r);
     registerQuantizationOps(r);
@@ -620,9 +621,12 @@ GraphImporter::sizeNamedDims(const onnx::GraphProto &graph,
 /// integers of DequantizeLinear, zero points, integer GEMM operands.
 static llvm::StringSet<> quantizedOperands(const onnx::GraphProto &graph) {
   static const llvm::StringMap<SmallVector<int>> operands = {
-      {"DequantizeLinear", {0, 2}},          {"QuantizeLinear", {2}},
-      {"MatMulInteger", {0, 1, 2, 3}},       {"QLinearMatMul", {0, 2, 3, 5, 7}},
+      {"DequantizeLinear", {0, 2}},
+      {"QuantizeLinear", {2}},
+      {"MatMulInteger", {0, 1, 2, 3}},
+      {"QLinearMatMul", {0, 2, 3, 5, 7}},
       {"com.microsoft.MatMulNBits", {1, 3}},
+      {"com.microsoft.GatherBlockQuantized", {0, 3}},
   };
   llvm::StringSet<> names;
   for (const auto &node : graph.node()) {

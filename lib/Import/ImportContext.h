@@ -215,6 +215,7 @@ void registerMatMulOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
+void registerContribAttentionOps(OpRegistry &registry);
 void registerControlFlowOps(OpRegistry &registry);
 void registerConvOps(OpRegistry &registry);
 void registerQuantizationOps(OpRegistry &registry);

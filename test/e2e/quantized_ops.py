@@ -53,11 +53,13 @@ def with_ties(shape, scale):
 
 class Case:
     def __init__(self, name, nodes, inputs, weights, outputs, opset=21,
-                 ms_opset=False, exact=True, reference=None):
+                 ms_opset=False, exact=True, reference=None, types=None):
         self.name, self.nodes, self.inputs = name, nodes, inputs
         self.weights, self.outputs, self.opset = weights, outputs, opset
         self.ms_opset, self.exact = ms_opset, exact
         self.reference = reference
+        # Output element types where they are not the first input's.
+        self.types = types or {}
 
     def model(self):
         inits = [nh.from_array(v, k) for k, v in self.weights.items()]
@@ -66,12 +68,14 @@ class Case:
         if self.ms_opset:
             opsets.append(h.make_opsetid("com.microsoft", 1))
         # Output types from ONNX's shape inference; the contrib ops', which
-        # it does not know, are their first operand's (float) type.
+        # it does not know, are the case's `types` or else their first
+        # operand's.
         probe = h.make_model(h.make_graph(self.nodes, self.name, inputs, [],
                                           inits), opset_imports=opsets)
         inferred = onnx.shape_inference.infer_shapes(probe).graph.value_info
         types = {v.name: v.type.tensor_type.elem_type for v in inferred}
         first = self.inputs[next(iter(self.inputs))]
+        types.update({k: ONNX_OF[v] for k, v in self.types.items()})
         outputs = [h.make_tensor_value_info(
             name, types.get(name, ONNX_OF[first.dtype.type]), None)
             for name in self.outputs]
@@ -307,6 +311,17 @@ def cases():
                          scale=float(1 / np.sqrt(head)))],
                    inputs, weights, ["y", "present_key", "present_value"],
                    opset=17, ms_opset=True, exact=False)
+    # ... and with rotary pairs interleaved.
+    yield Case("group-query-attention-interleaved",
+               [node("GroupQueryAttention", operands,
+                     ["y", "present_key", "present_value"],
+                     domain="com.microsoft", num_heads=q_heads,
+                     kv_num_heads=kv_heads, do_rotary=1,
+                     rotary_interleaved=1)],
+               inputs, weights, ["y", "present_key", "present_value"],
+               opset=17, ms_opset=True, exact=False)
+    yield from attention_cases()
+    yield from embedding_cases()
     hidden = 32
     x = RNG.standard_normal((2, 5, hidden)).astype(f32)
     skip = RNG.standard_normal((2, 5, hidden)).astype(f32)
@@ -349,6 +364,160 @@ def cases():
                {"x": x, "skip": skip}, {"bias": bias}, ["y"], opset=17,
                ms_opset=True, exact=False,
                reference=lambda: {"y": x + bias + skip})
+
+
+def attention_cases():
+    """com.microsoft Attention and MultiHeadAttention in the mask forms ONNX
+    Runtime's CPU kernels take (key lengths, ends and starts, 0/1 of the
+    keys or of each query's keys), unidirectional with a past, Q/K/V of
+    different sizes, attention_bias; and RotaryEmbedding."""
+    f32, i32 = np.float32, np.int32
+    batch, seq, hidden, heads = 2, 5, 32, 4
+    x = RNG.standard_normal((batch, seq, hidden)).astype(f32)
+    weights = {"w": (RNG.standard_normal((hidden, 3 * hidden)) * 0.3)
+               .astype(f32),
+               "b": RNG.standard_normal(3 * hidden).astype(f32)}
+    raw = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], i32)
+    per_query = RNG.integers(0, 2, (batch, seq, seq)).astype(i32)
+    per_query[:, :, 0] = 1
+    masks = {"lengths": np.array([3, 5], i32),
+             "ends-starts": np.array([5, 4, 1, 0], i32),
+             "keys": raw, "queries-keys": per_query}
+    for name, mask in masks.items():
+        yield Case(f"ort-attention-mask-{name}",
+                   [node("Attention", ["x", "w", "b", "mask"], ["y"],
+                         domain="com.microsoft", num_heads=heads)],
+                   {"x": x, "mask": mask}, weights, ["y"], opset=17,
+                   ms_opset=True, exact=False)
+    # BERT's fusion: the mask filter at float's lowest, a fully masked
+    # batch (every score filtered alike: ONNX Runtime averages the values).
+    yield Case("ort-attention-lowest-filter",
+               [node("Attention", ["x", "w", "b", "mask"], ["y"],
+                     domain="com.microsoft", num_heads=heads,
+                     mask_filter_value=float(np.finfo(f32).min))],
+               {"x": x, "mask": np.array([2, 0], i32)}, weights, ["y"],
+               opset=17, ms_opset=True, exact=False)
+    past = RNG.standard_normal((2, batch, heads, 3, hidden // heads)).astype(f32)
+    yield Case("ort-attention-unidirectional-past",
+               [node("Attention", ["x", "w", "b", "mask", "past"],
+                     ["y", "present"], domain="com.microsoft",
+                     num_heads=heads, unidirectional=1)],
+               {"x": x, "past": past,
+                "mask": np.ones((batch, 3 + seq), i32)},
+               weights, ["y", "present"], opset=17, ms_opset=True,
+               exact=False)
+    sizes = [16, 16, 24]
+    yield Case("ort-attention-qkv-sizes-bias",
+               [node("Attention", ["x", "w", "b", "", "", "bias"], ["y"],
+                     domain="com.microsoft", num_heads=heads,
+                     qkv_hidden_sizes=sizes, scale=0.3)],
+               {"x": x, "bias": RNG.standard_normal(
+                   (1, heads, seq, seq)).astype(f32)},
+               {"w": (RNG.standard_normal((hidden, sum(sizes))) * 0.3)
+                .astype(f32),
+                "b": RNG.standard_normal(sum(sizes)).astype(f32)},
+               ["y"], opset=17, ms_opset=True, exact=False)
+    kv_len = 7
+    key = RNG.standard_normal((batch, kv_len, hidden)).astype(f32)
+    value = RNG.standard_normal((batch, kv_len, hidden)).astype(f32)
+    yield Case("multi-head-attention-cross-padding",
+               [node("MultiHeadAttention",
+                     ["x", "key", "value", "b", "mask"], ["y"],
+                     domain="com.microsoft", num_heads=heads)],
+               {"x": x, "key": key, "value": value,
+                "mask": np.array([[1] * 7, [1] * 4 + [0] * 3], i32)},
+               {"b": weights["b"]}, ["y"], opset=17, ms_opset=True,
+               exact=False)
+    head = hidden // heads
+    yield Case("multi-head-attention-past-unidirectional",
+               [node("MultiHeadAttention",
+                     ["x", "k", "v", "", "lengths", "", "pk", "pv"],
+                     ["y", "present_key", "present_value"],
+                     domain="com.microsoft", num_heads=heads,
+                     unidirectional=1)],
+               {"x": x, "k": x * 0.5, "v": x * 2,
+                "lengths": np.array([8, 6], i32),
+                "pk": RNG.standard_normal((batch, heads, 3, head)).astype(f32),
+                "pv": RNG.standard_normal((batch, heads, 3, head)).astype(f32)},
+               {}, ["y", "present_key", "present_value"], opset=17,
+               ms_opset=True, exact=False)
+    tables = {"cos": RNG.standard_normal((16, 4)).astype(f32),
+              "sin": RNG.standard_normal((16, 4)).astype(f32)}
+    yield Case("rotary-embedding-partial-3d",
+               [node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"],
+                     domain="com.microsoft", num_heads=heads,
+                     rotary_embedding_dim=8)],
+               {"x": x, "pos": RNG.integers(0, 16, (batch, seq))},
+               tables, ["y"], opset=17, ms_opset=True, exact=False)
+    yield Case("rotary-embedding-interleaved-4d-offset",
+               [node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"],
+                     domain="com.microsoft", interleaved=1)],
+               {"x": RNG.standard_normal((batch, heads, seq, 8)).astype(f32)},
+               dict(tables, pos=np.array([6], np.int64)), ["y"], opset=17,
+               ms_opset=True, exact=False)
+
+
+def embedding_cases():
+    """com.microsoft EmbedLayerNormalization (segments, a mask, position
+    ids or none) and GatherBlockQuantized (4 and 8 bits, packed zero points
+    over an odd number of blocks, default zero points, negative and out of
+    range indices)."""
+    f32, i32 = np.float32, np.int32
+    batch, seq, hidden, vocab = 2, 6, 32, 50
+    tables = {"word": RNG.standard_normal((vocab, hidden)).astype(f32),
+              "position": RNG.standard_normal((16, hidden)).astype(f32),
+              "segment": RNG.standard_normal((2, hidden)).astype(f32),
+              "gamma": RNG.uniform(0.5, 1.5, hidden).astype(f32),
+              "beta": RNG.standard_normal(hidden).astype(f32)}
+    ids = RNG.integers(0, vocab, (batch, seq)).astype(i32)
+    segments = RNG.integers(0, 2, (batch, seq)).astype(i32)
+    # mask_index counts the entries equal to 1 (a 2 is not counted).
+    mask = np.array([[1, 1, 2, 1, 0, 0], [1, 0, 1, 1, 1, 1]], i32)
+    yield Case("embed-layer-norm-segments-mask",
+               [node("EmbedLayerNormalization",
+                     ["ids", "segments", "word", "position", "segment",
+                      "gamma", "beta", "mask"],
+                     ["y", "mask_index", "sum"], domain="com.microsoft",
+                     epsilon=1e-12)],
+               {"ids": ids, "segments": segments, "mask": mask}, tables,
+               ["y", "mask_index", "sum"], opset=17, ms_opset=True,
+               exact=False,
+               types={"y": f32, "mask_index": i32, "sum": f32})
+    yield Case("embed-layer-norm-position-ids",
+               [node("EmbedLayerNormalization",
+                     ["ids", "", "word", "position", "", "gamma", "beta",
+                      "", "pos"], ["y", "mask_index"],
+                     domain="com.microsoft", epsilon=1e-5)],
+               {"ids": ids, "pos": RNG.integers(0, 16, (1, seq)).astype(i32)},
+               {k: v for k, v in tables.items() if k != "segment"},
+               ["y", "mask_index"], opset=17, ms_opset=True, exact=False,
+               types={"y": f32, "mask_index": i32})
+    rows = 6
+    indices = np.array([[1, 5], [0, -1], [-6, 2]], np.int64)
+    for bits, width, zero in [(4, 48, True), (4, 64, False), (8, 32, True)]:
+        blocks = width // 16
+        per = 8 // bits
+        weights = {
+            "data": RNG.integers(0, 256, (rows, width // per)).astype(np.uint8),
+            "scales": RNG.uniform(0.1, 1, (rows, blocks)).astype(f32)}
+        inputs = ["data", "idx", "scales"]
+        if zero:
+            weights["zeros"] = RNG.integers(
+                0, 256, (rows, (blocks + per - 1) // per)).astype(np.uint8)
+            inputs.append("zeros")
+        yield Case(f"gather-block-quantized-{bits}-bit-"
+                   + ("zeros" if zero else "default-zeros"),
+                   [node("GatherBlockQuantized", inputs, ["y"],
+                         domain="com.microsoft", bits=bits, block_size=16)],
+                   {"idx": indices}, weights, ["y"], opset=17,
+                   ms_opset=True, types={"y": f32})
+    yield Case("gather-block-quantized-out-of-range",
+               [node("GatherBlockQuantized", ["data", "idx", "scales"], ["y"],
+                     domain="com.microsoft", bits=4, block_size=16)],
+               {"idx": np.array([2, 7, -7], np.int64)},
+               {"data": RNG.integers(0, 256, (rows, 8)).astype(np.uint8),
+                "scales": RNG.uniform(0.1, 1, (rows, 1)).astype(f32)},
+               ["y"], opset=17, ms_opset=True, types={"y": f32})
 
 
 def save_npy(path, array):

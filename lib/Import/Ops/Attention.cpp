@@ -1,19 +1,20 @@
 //===- Attention.cpp - ONNX Attention (opsets 23 and 24) ------------------===//
 //
-// Lowers the fused Attention operator into matmuls, a masked softmax and the
+// Lowers ONNX's fused Attention operator into matmuls, a masked softmax and the
 // reshapes around them, following the operator's semantics in ONNX 1.23:
 // 3-D inputs split into heads, past key/value concatenated into the present
 // cache, causal masking aligned bottom-right, boolean or additive masks padded
 // to the key length, grouped-query attention by repeating KV heads, softcap
 // before the mask, softmax in `softmax_precision`, fully masked rows giving
-// zeros, and the four qk_matmul_output modes.
+// zeros, and the four qk_matmul_output modes. Also the attention core
+// every attention operator shares (AttentionCore.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Builders.h"
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
-#include "Indexing.h"
+#include "AttentionCore.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -29,68 +30,6 @@ namespace {
 
 enum Operand { kQ, kK, kV, kMask, kPastKey, kPastValue, kNonPadKvSeqLen };
 enum Result { kY, kPresentKey, kPresentValue, kQkOutput };
-
-Value negInfConstant(OpBuilder &b, Location loc, Type type) {
-  auto sem = &cast<FloatType>(type).getFloatSemantics();
-  return arith::ConstantOp::create(
-      b, loc, b.getFloatAttr(type, APFloat::getInf(*sem, /*Negative=*/true)));
-}
-
-/// [B, S, H*D] -> [B, H, S, D].
-Value splitHeads(OpBuilder &b, Location loc, Value x, int64_t heads) {
-  ArrayRef<int64_t> s = tensorTypeOf(x).getShape();
-  Value r = reshape(b, loc, x, {s[0], s[1], heads, s[2] / heads});
-  return transpose(b, loc, r, {0, 2, 1, 3});
-}
-
-/// An additive bias [q, kv] (or [B, 1, q, kv] with per-batch `offsets`) that is
-/// 0 where key j may be attended by query i (j <= i + offset) and -inf
-/// elsewhere.
-Value causalBias(OpBuilder &b, Location loc, Type type, int64_t q, int64_t kv,
-                 int64_t offset, Value offsets) {
-  auto body = [&](OpBuilder &nb, Location nl, ValueRange args, int64_t rowDim,
-                  int64_t colDim) -> Value {
-    Value i = linalg::IndexOp::create(nb, nl, rowDim);
-    Value j = linalg::IndexOp::create(nb, nl, colDim);
-    Value limit;
-    if (offsets) {
-      Value o = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
-      limit = arith::AddIOp::create(nb, nl, i, o);
-    } else {
-      limit = arith::AddIOp::create(
-          nb, nl, i, arith::ConstantIndexOp::create(nb, nl, offset));
-    }
-    Value allowed =
-        arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, limit);
-    return arith::SelectOp::create(nb, nl, allowed,
-                                   scalarConstant(nb, nl, type, 0.0),
-                                   negInfConstant(nb, nl, type));
-  };
-  if (!offsets)
-    return elementwise(b, loc, ValueRange{}, {q, kv}, type,
-                       [&](OpBuilder &nb, Location nl, ValueRange args) {
-                         return body(nb, nl, args, 0, 1);
-                       });
-  int64_t batch = tensorTypeOf(offsets).getDimSize(0);
-  Value o = reshape(b, loc, offsets, {batch, 1, 1, 1});
-  return elementwise(b, loc, o, {batch, 1, q, kv}, type,
-                     [&](OpBuilder &nb, Location nl, ValueRange args) {
-                       return body(nb, nl, args, 2, 3);
-                     });
-}
-
-/// `x` + `y` with broadcasting, for bias terms.
-Value addBias(OpBuilder &b, Location loc, Value x, Value y) {
-  if (!x)
-    return y;
-  SmallVector<int64_t> xs(tensorTypeOf(x).getShape()),
-      ys(tensorTypeOf(y).getShape());
-  SmallVector<int64_t> shape = *broadcastShapes({xs, ys});
-  return elementwise(b, loc, {x, y}, shape, tensorTypeOf(x).getElementType(),
-                     [](OpBuilder &nb, Location nl, ValueRange args) {
-                       return addS(nb, nl, args[0], args[1]);
-                     });
-}
 
 /// Checks that the operands agree with Q, K and V in 4-D form ([batch,
 /// heads, length, head size]) before anything is built from them.
@@ -136,74 +75,6 @@ LogicalResult checkOperandShapes(NodeContext &ctx, Value q, Value k, Value v) {
       ctx.inputShape(kNonPadKvSeqLen) != ArrayRef<int64_t>{qs[0]})
     return ctx.fail("nonpad_kv_seqlen must have one entry per batch");
   return success();
-}
-
-/// What attention computes: the raw scores, the scores with the bias, the
-/// probabilities and the result [batch, q heads, q length, head size].
-struct Scores {
-  Value qk, withBias, probs, y;
-};
-
-/// Scaled dot-product attention of `q` [B, Hq, S, D] over `k` and `v`
-/// [B, Hkv, T, D] (KV head h serving q heads h*r .. h*r+r-1), the additive
-/// `bias` (null for none) broadcast onto the scores, softcap before it, the
-/// softmax in `softmaxType` with fully masked rows giving zeros.
-Scores attend(OpBuilder &b, Location loc, Value q, Value k, Value v, Value bias,
-              std::optional<double> scaleAttr, double softcap,
-              Type softmaxType) {
-  Type type = tensorTypeOf(q).getElementType();
-  ArrayRef<int64_t> qShape = tensorTypeOf(q).getShape();
-  int64_t batch = qShape[0], qHeads = qShape[1], qLen = qShape[2],
-          headSize = qShape[3];
-  int64_t kvHeads = tensorTypeOf(k).getDimSize(1),
-          kvLen = tensorTypeOf(k).getDimSize(2);
-  // Grouped-query attention: KV head h serves q heads h*r .. h*r+r-1.
-  if (qHeads != kvHeads) {
-    int64_t reps = qHeads / kvHeads;
-    auto repeat = [&](Value x) {
-      auto t = tensorTypeOf(x);
-      ArrayRef<int64_t> s = t.getShape();
-      Value init = emptyTensor(b, loc, {s[0], s[1], reps, s[2], s[3]},
-                               t.getElementType());
-      Value r =
-          linalg::BroadcastOp::create(b, loc, x, init, {2}).getResult()[0];
-      return reshape(b, loc, r, {s[0], s[1] * reps, s[2], s[3]});
-    };
-    k = repeat(k);
-    v = repeat(v);
-  }
-
-  // Both Q and K are scaled by sqrt(scale), rounded to the input type.
-  double scale = scaleAttr ? *scaleAttr : 1.0 / std::sqrt(double(headSize));
-  double rootScale = std::sqrt(scale);
-  auto scaled = [&](Value x) {
-    return elementwise(b, loc, x, tensorTypeOf(x).getShape(), type,
-                       [&](OpBuilder &nb, Location nl, ValueRange args) {
-                         return mulS(nb, nl, args[0],
-                                     scalarConstant(nb, nl, type, rootScale));
-                       });
-  };
-  Value kT = transpose(b, loc, scaled(k), {0, 1, 3, 2});
-  Value qk = matmul(b, loc, scaled(q), kT);
-  SmallVector<int64_t> scoreShape{batch, qHeads, qLen, kvLen};
-  if (softcap > 0)
-    qk = elementwise(b, loc, qk, scoreShape, type,
-                     [&](OpBuilder &nb, Location nl, ValueRange args) {
-                       Value c = scalarConstant(nb, nl, type, softcap);
-                       Value t = math::TanhOp::create(nb, nl,
-                                                      divS(nb, nl, args[0], c));
-                       return mulS(nb, nl, t, c);
-                     });
-  Value withBias = bias ? addBias(b, loc, qk, bias) : qk;
-  withBias = broadcastTo(b, loc, withBias, scoreShape);
-
-  // A row whose bias is -inf everywhere attends to nothing: its scores are
-  // all -inf, which the guarded softmax turns into zeros.
-  Value probs = softmax(b, loc, castTensor(b, loc, withBias, softmaxType), 3,
-                        /*logSoftmax=*/false, /*guardMaskedRows=*/true);
-  probs = castTensor(b, loc, probs, type);
-
-  return {qk, withBias, probs, matmul(b, loc, probs, v)};
 }
 
 LogicalResult lowerAttention(NodeContext &ctx) {
@@ -337,280 +208,192 @@ LogicalResult lowerAttention(NodeContext &ctx) {
     qkOutput = scores.probs;
   ctx.setOutput(kQkOutput, qkOutput);
   Value y = scores.y;
-  if (rank == 3) {
-    ArrayRef<int64_t> s = tensorTypeOf(y).getShape();
-    y = transpose(b, loc, y, {0, 2, 1, 3});
-    y = reshape(b, loc, y, {s[0], s[2], s[1] * s[3]});
-  }
-  ctx.setOutput(kY, y);
+  ctx.setOutput(kY, rank == 3 ? mergeHeads(b, loc, y) : y);
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// com.microsoft GroupQueryAttention
-//===----------------------------------------------------------------------===//
+} // namespace
 
-enum GqaOperand {
-  gQuery,
-  gKey,
-  gValue,
-  gPastKey,
-  gPastValue,
-  gSeqlensK,
-  gTotalLength,
-  gCos,
-  gSin,
-  gPositionIds,
-  gAttentionBias,
-  gHeadSink
-};
-
-/// Rows `positions` [B, S] (int32) of `cache` [positions, n], as [B, 1, S, n]
-/// to broadcast over heads; a position out of the table reads its nearest
-/// end.
-Value tableRows(OpBuilder &b, Location loc, Value cache, Value positions) {
-  ArrayRef<int64_t> ps = tensorTypeOf(positions).getShape();
-  auto cacheType = tensorTypeOf(cache);
-  int64_t rows = cacheType.getDimSize(0), n = cacheType.getDimSize(1);
-  Value gathered = elementwise(
-      b, loc, reshape(b, loc, positions, {ps[0], ps[1], 1}), {ps[0], ps[1], n},
-      cacheType.getElementType(),
-      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-        Value row = indexInto(nb, nl, args[0], rows);
-        Value col = linalg::IndexOp::create(nb, nl, 2);
-        return tensor::ExtractOp::create(nb, nl, cache, ValueRange{row, col});
-      });
-  return reshape(b, loc, gathered, {ps[0], 1, ps[1], n});
+Value cleave::onnx_import::negInfConstant(OpBuilder &b, Location loc,
+                                          Type type) {
+  auto sem = &cast<FloatType>(type).getFloatSemantics();
+  return arith::ConstantOp::create(
+      b, loc, b.getFloatAttr(type, APFloat::getInf(*sem, /*Negative=*/true)));
 }
 
-/// Rotary embedding of `x` [B, H, S, D] by `cos`, `sin` [B, 1, S, R/2] on its
-/// first R dimensions, halves not interleaved: [x1 cos - x2 sin, x2 cos + x1
-/// sin, the rest].
-Value rotate(OpBuilder &b, Location loc, Value x, Value cos, Value sin) {
+/// [B, S, H*D] -> [B, H, S, D].
+Value cleave::onnx_import::splitHeads(OpBuilder &b, Location loc, Value x,
+                                      int64_t heads) {
+  ArrayRef<int64_t> s = tensorTypeOf(x).getShape();
+  Value r = reshape(b, loc, x, {s[0], s[1], heads, s[2] / heads});
+  return transpose(b, loc, r, {0, 2, 1, 3});
+}
+
+/// An additive bias [q, kv] (or [B, 1, q, kv] with per-batch `offsets`) that is
+/// 0 where key j may be attended by query i (j <= i + offset) and -inf
+/// elsewhere.
+Value cleave::onnx_import::causalBias(OpBuilder &b, Location loc, Type type,
+                                      int64_t q, int64_t kv, int64_t offset,
+                                      Value offsets) {
+  auto body = [&](OpBuilder &nb, Location nl, ValueRange args, int64_t rowDim,
+                  int64_t colDim) -> Value {
+    Value i = linalg::IndexOp::create(nb, nl, rowDim);
+    Value j = linalg::IndexOp::create(nb, nl, colDim);
+    Value limit;
+    if (offsets) {
+      Value o = arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
+      limit = arith::AddIOp::create(nb, nl, i, o);
+    } else {
+      limit = arith::AddIOp::create(
+          nb, nl, i, arith::ConstantIndexOp::create(nb, nl, offset));
+    }
+    Value allowed =
+        arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, limit);
+    return arith::SelectOp::create(nb, nl, allowed,
+                                   scalarConstant(nb, nl, type, 0.0),
+                                   negInfConstant(nb, nl, type));
+  };
+  if (!offsets)
+    return elementwise(b, loc, ValueRange{}, {q, kv}, type,
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
+                         return body(nb, nl, args, 0, 1);
+                       });
+  int64_t batch = tensorTypeOf(offsets).getDimSize(0);
+  Value o = reshape(b, loc, offsets, {batch, 1, 1, 1});
+  return elementwise(b, loc, o, {batch, 1, q, kv}, type,
+                     [&](OpBuilder &nb, Location nl, ValueRange args) {
+                       return body(nb, nl, args, 2, 3);
+                     });
+}
+
+/// `x` + `y` with broadcasting, for bias terms.
+Value cleave::onnx_import::addBias(OpBuilder &b, Location loc, Value x,
+                                   Value y) {
+  if (!x)
+    return y;
+  SmallVector<int64_t> xs(tensorTypeOf(x).getShape()),
+      ys(tensorTypeOf(y).getShape());
+  SmallVector<int64_t> shape = *broadcastShapes({xs, ys});
+  return elementwise(b, loc, {x, y}, shape, tensorTypeOf(x).getElementType(),
+                     [](OpBuilder &nb, Location nl, ValueRange args) {
+                       return addS(nb, nl, args[0], args[1]);
+                     });
+}
+
+/// Scaled dot-product attention of `q` [B, Hq, S, D] over `k` and `v`
+/// [B, Hkv, T, D] (KV head h serving q heads h*r .. h*r+r-1), the additive
+/// `bias` (null for none) broadcast onto the scores, softcap before it, the
+/// softmax in `softmaxType` with fully masked rows giving zeros.
+Scores cleave::onnx_import::attend(OpBuilder &b, Location loc, Value q, Value k,
+                                   Value v, Value bias,
+                                   std::optional<double> scaleAttr,
+                                   double softcap, Type softmaxType) {
+  Type type = tensorTypeOf(q).getElementType();
+  ArrayRef<int64_t> qShape = tensorTypeOf(q).getShape();
+  int64_t batch = qShape[0], qHeads = qShape[1], qLen = qShape[2],
+          headSize = qShape[3];
+  int64_t kvHeads = tensorTypeOf(k).getDimSize(1),
+          kvLen = tensorTypeOf(k).getDimSize(2);
+  // Grouped-query attention: KV head h serves q heads h*r .. h*r+r-1.
+  if (qHeads != kvHeads) {
+    int64_t reps = qHeads / kvHeads;
+    auto repeat = [&](Value x) {
+      auto t = tensorTypeOf(x);
+      ArrayRef<int64_t> s = t.getShape();
+      Value init = emptyTensor(b, loc, {s[0], s[1], reps, s[2], s[3]},
+                               t.getElementType());
+      Value r =
+          linalg::BroadcastOp::create(b, loc, x, init, {2}).getResult()[0];
+      return reshape(b, loc, r, {s[0], s[1] * reps, s[2], s[3]});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+
+  // Both Q and K are scaled by sqrt(scale), rounded to the input type.
+  double scale = scaleAttr ? *scaleAttr : 1.0 / std::sqrt(double(headSize));
+  double rootScale = std::sqrt(scale);
+  auto scaled = [&](Value x) {
+    return elementwise(b, loc, x, tensorTypeOf(x).getShape(), type,
+                       [&](OpBuilder &nb, Location nl, ValueRange args) {
+                         return mulS(nb, nl, args[0],
+                                     scalarConstant(nb, nl, type, rootScale));
+                       });
+  };
+  Value kT = transpose(b, loc, scaled(k), {0, 1, 3, 2});
+  Value qk = matmul(b, loc, scaled(q), kT);
+  SmallVector<int64_t> scoreShape{batch, qHeads, qLen, kvLen};
+  if (softcap > 0)
+    qk = elementwise(b, loc, qk, scoreShape, type,
+                     [&](OpBuilder &nb, Location nl, ValueRange args) {
+                       Value c = scalarConstant(nb, nl, type, softcap);
+                       Value t = math::TanhOp::create(nb, nl,
+                                                      divS(nb, nl, args[0], c));
+                       return mulS(nb, nl, t, c);
+                     });
+  Value withBias = bias ? addBias(b, loc, qk, bias) : qk;
+  withBias = broadcastTo(b, loc, withBias, scoreShape);
+
+  // A row whose bias is -inf everywhere attends to nothing: its scores are
+  // all -inf, which the guarded softmax turns into zeros.
+  Value probs = softmax(b, loc, castTensor(b, loc, withBias, softmaxType), 3,
+                        /*logSoftmax=*/false, /*guardMaskedRows=*/true);
+  probs = castTensor(b, loc, probs, type);
+
+  return {qk, withBias, probs, matmul(b, loc, probs, v)};
+}
+
+/// [B, H, S, D] -> [B, S, H*D].
+Value cleave::onnx_import::mergeHeads(OpBuilder &b, Location loc, Value x) {
+  ArrayRef<int64_t> s = tensorTypeOf(x).getShape();
+  Value t = transpose(b, loc, x, {0, 2, 1, 3});
+  return reshape(b, loc, t, {s[0], s[2], s[1] * s[3]});
+}
+
+Value cleave::onnx_import::rotate(OpBuilder &b, Location loc, Value x,
+                                  Value cos, Value sin, bool interleaved) {
   ArrayRef<int64_t> xs = tensorTypeOf(x).getShape();
   int64_t half = tensorTypeOf(cos).getDimSize(3), d = xs[3];
   Type type = tensorTypeOf(x).getElementType();
-  Value x1 = sliceAxis(b, loc, x, 3, 0, half);
-  Value x2 = sliceAxis(b, loc, x, 3, half, half);
   SmallVector<int64_t> shape{xs[0], xs[1], xs[2], half};
-  auto combine = [&](Value a, Value c, bool minus) {
-    return elementwise(b, loc, {a, c, cos, sin}, shape, type,
+  // Element i of the pair (first, second) rotated by angle i.
+  auto combine = [&](Value first, Value second, bool minus) {
+    return elementwise(b, loc, {first, second, cos, sin}, shape, type,
                        [&](OpBuilder &nb, Location nl, ValueRange args) {
                          Value p = mulS(nb, nl, args[0], args[2]);
                          Value r = mulS(nb, nl, args[1], args[3]);
                          return minus ? subS(nb, nl, p, r) : addS(nb, nl, p, r);
                        });
   };
-  SmallVector<Value> parts{combine(x1, x2, true), combine(x2, x1, false)};
-  if (2 * half < d)
-    parts.push_back(sliceAxis(b, loc, x, 3, 2 * half, d - 2 * half));
-  return tensor::ConcatOp::create(b, loc, 3, parts);
-}
-
-/// ONNX Runtime's GroupQueryAttention (com.microsoft), as its CPU kernel
-/// computes it, for a batch b with L = seqlens_k[b] + 1 valid tokens:
-/// the new S tokens follow past = 0 on the first prompt (no past given, or
-/// of length 0), else past = L - S cached ones; rotary (do_rotary) rotates
-/// Q and K at positions past + s; the present cache holds the past's first
-/// `past` rows, the new keys after them, zeros after those; query s attends
-/// keys j <= min(past + s, L - 1). Past and present are separate buffers
-/// (present = past length + S, which total_sequence_length must equal).
-LogicalResult lowerGroupQueryAttention(NodeContext &ctx) {
-  OpBuilder &b = ctx.builder();
-  Location loc = ctx.loc();
-  if (ctx.numInputs() < 7 || ctx.numInputs() > 12 || !ctx.hasInput(gQuery) ||
-      !ctx.hasInput(gSeqlensK) || !ctx.hasInput(gTotalLength) ||
-      ctx.numOutputs() < 1 || ctx.numOutputs() > 3)
-    return ctx.fail("takes query (key, value, past_key, past_value), "
-                    "seqlens_k, total_sequence_length (cos_cache, sin_cache) "
-                    "and gives output, present_key, present_value");
-  for (auto [i, role] : {std::pair{gPositionIds, "position_ids"},
-                         {gAttentionBias, "attention_bias"},
-                         {gHeadSink, "head_sink"}})
-    if (ctx.hasInput(i))
-      return ctx.emitError() << "operand '" << role << "' is not supported";
-  int64_t qHeads = ctx.intAttr("num_heads", 0);
-  int64_t kvHeads = ctx.intAttr("kv_num_heads", 0);
-  bool rotary = ctx.intAttr("do_rotary", 0) != 0;
-  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0)
-    return ctx.fail("num_heads must be a positive multiple of kv_num_heads");
-  if (ctx.intAttr("local_window_size", -1) != -1)
-    return ctx.fail("a local_window_size (sliding window) is not supported");
-  if (ctx.intAttr("rotary_interleaved", 0) != 0)
-    return ctx.fail("rotary_interleaved is not supported");
-  if (ctx.intAttr("smooth_softmax", 0) != 0)
-    return ctx.fail("smooth_softmax is not supported");
-  if (ctx.intAttr("qk_output", 0) != 0)
-    return ctx.fail("qk_output is not supported");
-  double softcap = ctx.floatAttr("softcap", 0.0f);
-  std::optional<double> scaleAttr;
-  if (double scale = ctx.floatAttr("scale", 0.0f); scale != 0.0)
-    scaleAttr = scale;
-
-  Type type = ctx.inputElementType(gQuery);
-  ArrayRef<int64_t> qs = ctx.inputShape(gQuery);
-  if (!isFloat(type) || qs.size() != 3)
-    return ctx.fail("query must be float [batch, sequence, hidden]");
-  int64_t batch = qs[0], length = qs[1];
-  Value q, k, v;
-  int64_t headSize;
-  if (!ctx.hasInput(gKey)) {
-    // Q, K and V packed along the hidden dimension.
-    int64_t heads = qHeads + 2 * kvHeads;
-    if (qs[2] % heads != 0)
-      return ctx.fail("packed query's hidden size is not (num_heads + 2 x "
-                      "kv_num_heads) heads");
-    headSize = qs[2] / heads;
-    Value packed = ctx.input(gQuery);
-    q = sliceAxis(b, loc, packed, 2, 0, qHeads * headSize);
-    k = sliceAxis(b, loc, packed, 2, qHeads * headSize, kvHeads * headSize);
-    v = sliceAxis(b, loc, packed, 2, (qHeads + kvHeads) * headSize,
-                  kvHeads * headSize);
+  Value rotated;
+  if (!interleaved) {
+    Value x1 = sliceAxis(b, loc, x, 3, 0, half);
+    Value x2 = sliceAxis(b, loc, x, 3, half, half);
+    rotated = tensor::ConcatOp::create(
+        b, loc, 3, ValueRange{combine(x1, x2, true), combine(x2, x1, false)});
   } else {
-    if (!ctx.hasInput(gValue) || qs[2] % qHeads != 0)
-      return ctx.fail("query's hidden size must be num_heads heads, with "
-                      "key and value both given");
-    headSize = qs[2] / qHeads;
-    SmallVector<int64_t> kvShape{batch, length, kvHeads * headSize};
-    if (ctx.inputShape(gKey) != ArrayRef<int64_t>(kvShape) ||
-        ctx.inputShape(gValue) != ArrayRef<int64_t>(kvShape))
-      return ctx.emitError()
-             << "key and value must be " << formatShape(kvShape);
-    q = ctx.input(gQuery);
-    k = ctx.input(gKey);
-    v = ctx.input(gValue);
+    // Pairs as a trailing dimension of 2: [B, H, S, R/2, 2].
+    Value pairs = reshape(b, loc, sliceAxis(b, loc, x, 3, 0, 2 * half),
+                          {xs[0], xs[1], xs[2], half, 2});
+    auto part = [&](int64_t i) {
+      return sliceAxis(b, loc, pairs, 4, i, 1,
+                       ArrayRef<int64_t>{xs[0], xs[1], xs[2], half});
+    };
+    Value x0 = part(0), x1 = part(1);
+    SmallVector<int64_t> one{xs[0], xs[1], xs[2], half, 1};
+    Value joined = tensor::ConcatOp::create(
+        b, loc, 4,
+        ValueRange{reshape(b, loc, combine(x0, x1, true), one),
+                   reshape(b, loc, combine(x1, x0, false), one)});
+    rotated = reshape(b, loc, joined, {xs[0], xs[1], xs[2], 2 * half});
   }
-  q = splitHeads(b, loc, q, qHeads);
-  k = splitHeads(b, loc, k, kvHeads);
-  v = splitHeads(b, loc, v, kvHeads);
-
-  int64_t pastLength = 0;
-  if (ctx.hasInput(gPastKey) != ctx.hasInput(gPastValue))
-    return ctx.fail("past_key and past_value must be given together");
-  if (ctx.hasInput(gPastKey)) {
-    ArrayRef<int64_t> pk = ctx.inputShape(gPastKey);
-    if (pk.size() != 4 || pk[0] != batch || pk[1] != kvHeads ||
-        pk[3] != headSize || ctx.inputShape(gPastValue) != pk)
-      return ctx.fail("past_key and past_value must be [batch, kv_num_heads, "
-                      "past length, head size] (BNSH)");
-    pastLength = pk[2];
-  }
-  int64_t presentLength = pastLength + length;
-  auto total = ctx.requireConstantInput(gTotalLength, "total_sequence_length");
-  if (failed(total))
-    return failure();
-  if ((*total)->getNumElements() != 1 || (*total)->getInt(0) != presentLength)
-    return ctx.emitError()
-           << "total_sequence_length must be the past length plus the new "
-              "tokens ("
-           << presentLength
-           << "): past and present sharing one buffer is not supported";
-  if (ctx.inputShape(gSeqlensK) != ArrayRef<int64_t>{batch} ||
-      !ctx.inputElementType(gSeqlensK).isInteger(32))
-    return ctx.fail("seqlens_k must be int32 [batch]");
-
-  // Each batch's cached tokens before the new ones; the first prompt has
-  // none.
-  Type i32 = b.getI32Type();
-  Value seqlens = ctx.input(gSeqlensK);
-  Value past =
-      pastLength == 0
-          ? filledTensor(b, loc, {batch}, i32, 0.0)
-          : elementwise(b, loc, seqlens, {batch}, i32,
-                        [&](OpBuilder &nb, Location nl, ValueRange args) {
-                          return subS(
-                              nb, nl, args[0],
-                              scalarConstant(nb, nl, i32, double(length - 1)));
-                        });
-
-  if (rotary) {
-    if (!ctx.hasInput(gCos) || !ctx.hasInput(gSin))
-      return ctx.fail("do_rotary needs cos_cache and sin_cache");
-    ArrayRef<int64_t> cs = ctx.inputShape(gCos);
-    if (cs.size() != 2 || ctx.inputShape(gSin) != cs || 2 * cs[1] > headSize ||
-        ctx.inputElementType(gCos) != type)
-      return ctx.fail("cos_cache and sin_cache must be [positions, rotary "
-                      "size / 2] of the query's type, the rotary size at "
-                      "most the head size");
-    Value positions = elementwise(
-        b, loc, reshape(b, loc, past, {batch, 1}), {batch, length}, i32,
-        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-          Value s = arith::IndexCastOp::create(
-              nb, nl, i32, linalg::IndexOp::create(nb, nl, 1));
-          return addS(nb, nl, args[0], s);
-        });
-    Value cos = tableRows(b, loc, ctx.input(gCos), positions);
-    Value sin = tableRows(b, loc, ctx.input(gSin), positions);
-    q = rotate(b, loc, q, cos, sin);
-    k = rotate(b, loc, k, cos, sin);
-  }
-
-  // The present caches: row j of batch b is the past's while j < past[b],
-  // then the new tokens', then zeros.
-  auto present = [&](Value cached, Value fresh) -> Value {
-    if (pastLength == 0)
-      return fresh;
-    return elementwise(
-        b, loc, reshape(b, loc, past, {batch, 1, 1, 1}),
-        {batch, kvHeads, presentLength, headSize}, type,
-        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-          Value bi = linalg::IndexOp::create(nb, nl, 0);
-          Value h = linalg::IndexOp::create(nb, nl, 1);
-          Value j = linalg::IndexOp::create(nb, nl, 2);
-          Value d = linalg::IndexOp::create(nb, nl, 3);
-          Value j32 = arith::IndexCastOp::create(nb, nl, i32, j);
-          Value fromNew = subS(nb, nl, j32, args[0]);
-          Value inPast = arith::CmpIOp::create(
-              nb, nl, arith::CmpIPredicate::slt, j32, args[0]);
-          Value inNew = arith::AndIOp::create(
-              nb, nl,
-              arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, fromNew,
-                                    scalarConstant(nb, nl, i32, 0.0)),
-              arith::CmpIOp::create(
-                  nb, nl, arith::CmpIPredicate::slt, fromNew,
-                  scalarConstant(nb, nl, i32, double(length))));
-          Value pj = indexInto(nb, nl, j32, pastLength);
-          Value nj = indexInto(nb, nl, fromNew, length);
-          Value old = tensor::ExtractOp::create(nb, nl, cached,
-                                                ValueRange{bi, h, pj, d});
-          Value young = tensor::ExtractOp::create(nb, nl, fresh,
-                                                  ValueRange{bi, h, nj, d});
-          Value zero = scalarConstant(nb, nl, type, 0.0);
-          return arith::SelectOp::create(
-              nb, nl, inPast, old,
-              arith::SelectOp::create(nb, nl, inNew, young, zero));
-        });
-  };
-  k = present(pastLength ? ctx.input(gPastKey) : Value(), k);
-  v = present(pastLength ? ctx.input(gPastValue) : Value(), v);
-  ctx.setOutput(1, k);
-  ctx.setOutput(2, v);
-
-  // Query s attends key j <= past + s (causal) and j <= seqlens_k (the
-  // batch's last valid token).
-  Value bias = causalBias(b, loc, type, length, presentLength, 0, past);
-  Value valid = elementwise(
-      b, loc, reshape(b, loc, seqlens, {batch, 1, 1, 1}),
-      {batch, 1, 1, presentLength}, type,
-      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-        Value j = arith::IndexCastOp::create(
-            nb, nl, i32, linalg::IndexOp::create(nb, nl, 3));
-        Value ok = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j,
-                                         args[0]);
-        return arith::SelectOp::create(nb, nl, ok,
-                                       scalarConstant(nb, nl, type, 0.0),
-                                       negInfConstant(nb, nl, type));
-      });
-  bias = addBias(b, loc, bias, valid);
-  Scores scores = attend(b, loc, q, k, v, bias, scaleAttr, softcap, type);
-  Value y = transpose(b, loc, scores.y, {0, 2, 1, 3});
-  ctx.setOutput(0, reshape(b, loc, y, {batch, length, qHeads * headSize}));
-  return success();
+  if (2 * half == d)
+    return rotated;
+  return tensor::ConcatOp::create(
+      b, loc, 3,
+      ValueRange{rotated, sliceAxis(b, loc, x, 3, 2 * half, d - 2 * half)});
 }
-
-} // namespace
 
 void cleave::onnx_import::registerAttentionOps(OpRegistry &r) {
   r.add("Attention", 23, lowerAttention);
-  r.add("com.microsoft.GroupQueryAttention", 1, lowerGroupQueryAttention);
 }

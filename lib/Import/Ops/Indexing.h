@@ -29,6 +29,13 @@ void setReshaped(NodeContext &ctx, unsigned result,
 mlir::Value indexInto(mlir::OpBuilder &b, mlir::Location loc, mlir::Value index,
                       int64_t size);
 
+/// Rows `ids` (an integer tensor of any shape) of the 2-D `table` [rows,
+/// n], as [ids' shape..., n]. An id out of the table reads its nearest end
+/// (indexInto); callers bound the ids that are graph inputs
+/// (NodeContext::boundRuntimeIndices).
+mlir::Value gatherRows(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value table, mlir::Value ids);
+
 /// The constant index values of operand `i`, negative ones counted from the
 /// end of the dimension each indexes (`sizeOf(position)`); fails naming the
 /// first out of range.

@@ -6,13 +6,17 @@
 // sum, then the norm). All normalise over the trailing dims from `axis` on,
 // with statistics in the stash type (float32 by default, also for
 // float16/bfloat16 inputs), following the operators' function bodies: mean,
-// centred square, +epsilon, sqrt, reciprocal, scale (and bias).
+// centred square, +epsilon, sqrt, reciprocal, scale (and bias). Also
+// com.microsoft EmbedLayerNormalization, BERT's embedding sum and its norm.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Builders.h"
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
+#include "Indexing.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -257,6 +261,129 @@ template <bool Simplified> LogicalResult lowerSkipNorm(NodeContext &ctx) {
   return success();
 }
 
+enum EmbedOperand {
+  eInputIds,
+  eSegmentIds,
+  eWordEmbedding,
+  ePositionEmbedding,
+  eSegmentEmbedding,
+  eGamma,
+  eBeta,
+  eMask,
+  ePositionIds
+};
+
+/// com.microsoft EmbedLayerNormalization (BERT's embeddings): the rows of
+/// the word, position (position_ids, else 0..S-1) and segment tables
+/// summed, layer-normalised over the hidden axis. Results: the normalised
+/// sum, mask_index (per batch, how many of the mask's entries are 1; zeros
+/// without a mask), the sum.
+LogicalResult lowerEmbedLayerNorm(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (ctx.numInputs() < 7 || ctx.numInputs() > 9 || ctx.numOutputs() > 3)
+    return ctx.fail("takes input_ids, segment_ids, word_embedding, "
+                    "position_embedding, segment_embedding, gamma, beta "
+                    "(mask, position_ids) and gives at most 3 results");
+  for (auto [i, role] : {std::pair{eInputIds, "input_ids"},
+                         {eWordEmbedding, "word_embedding"},
+                         {ePositionEmbedding, "position_embedding"},
+                         {eGamma, "gamma"},
+                         {eBeta, "beta"}})
+    if (!ctx.hasInput(i))
+      return ctx.emitError() << "operand '" << role << "' is required";
+  if (ctx.hasInput(eSegmentIds) != ctx.hasInput(eSegmentEmbedding))
+    return ctx.fail("segment_ids and segment_embedding must be given "
+                    "together");
+  ArrayRef<int64_t> ids = ctx.inputShape(eInputIds);
+  if (ids.size() != 2 || !ctx.inputElementType(eInputIds).isInteger(32))
+    return ctx.fail("input_ids must be int32 [batch, sequence]");
+  int64_t batch = ids[0], length = ids[1];
+  ArrayRef<int64_t> words = ctx.inputShape(eWordEmbedding);
+  Type type = ctx.inputElementType(eWordEmbedding);
+  if (words.size() != 2 || !isFloat(type))
+    return ctx.fail("word_embedding must be float [vocabulary, hidden]");
+  int64_t hidden = words[1];
+  for (auto [i, role] : {std::pair{ePositionEmbedding, "position_embedding"},
+                         {eSegmentEmbedding, "segment_embedding"}}) {
+    if (!ctx.hasInput(i))
+      continue;
+    ArrayRef<int64_t> s = ctx.inputShape(i);
+    if (s.size() != 2 || s[1] != hidden || ctx.inputElementType(i) != type)
+      return ctx.emitError() << "'" << role << "' must be [rows, " << hidden
+                             << "] of word_embedding's type";
+  }
+  for (auto [i, role] : {std::pair{eGamma, "gamma"}, {eBeta, "beta"}})
+    if (ctx.inputShape(i) != ArrayRef<int64_t>{hidden})
+      return ctx.emitError() << "'" << role << "' must be [" << hidden << "]";
+  for (auto [i, role] :
+       {std::pair{eSegmentIds, "segment_ids"}, {eMask, "mask"}})
+    if (ctx.hasInput(i) &&
+        (ctx.inputShape(i) != ids || !ctx.inputElementType(i).isInteger(32)))
+      return ctx.emitError() << "'" << role << "' must be int32 [" << batch
+                             << ", " << length << "] as input_ids";
+  int64_t positions = ctx.inputShape(ePositionEmbedding)[0];
+
+  auto rows = [&](unsigned table, Value indices, unsigned operand) {
+    ctx.boundRuntimeIndices(operand, ctx.inputShape(table)[0]);
+    return gatherRows(b, loc, ctx.input(table), indices);
+  };
+  SmallVector<Value> terms{
+      rows(eWordEmbedding, ctx.input(eInputIds), eInputIds)};
+  if (ctx.hasInput(ePositionIds)) {
+    ArrayRef<int64_t> ps = ctx.inputShape(ePositionIds);
+    if (ps.size() != 2 || (ps[0] != 1 && ps[0] != batch) || ps[1] != length ||
+        isFloat(ctx.inputElementType(ePositionIds)))
+      return ctx.emitError() << "position_ids must be integers [1 or " << batch
+                             << ", " << length << "]";
+    terms.push_back(
+        rows(ePositionEmbedding, ctx.input(ePositionIds), ePositionIds));
+  } else {
+    if (length > positions)
+      return ctx.emitError() << "position_embedding has " << positions
+                             << " rows, fewer than the " << length << " tokens";
+    terms.push_back(sliceAxis(b, loc, ctx.input(ePositionEmbedding), 0, 0,
+                              length, ArrayRef<int64_t>{1, length, hidden}));
+  }
+  if (ctx.hasInput(eSegmentIds))
+    terms.push_back(
+        rows(eSegmentEmbedding, ctx.input(eSegmentIds), eSegmentIds));
+  SmallVector<int64_t> shape{batch, length, hidden};
+  Value sum =
+      elementwise(b, loc, terms, shape, type,
+                  [](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value r = addS(nb, nl, args[0], args[1]);
+                    return args.size() > 2 ? addS(nb, nl, r, args[2]) : r;
+                  });
+  Normalization n;
+  n.axes = {2};
+  n.stash = b.getF32Type();
+  n.epsilon = ctx.floatAttr("epsilon", 1e-12f);
+  ctx.ignoreAttrs({"mask_index_type"});
+  ctx.setOutput(
+      0, layerNormalize(b, loc, sum, ctx.input(eGamma), ctx.input(eBeta), n).y);
+  if (ctx.hasOutput(1)) {
+    Type i32 = b.getI32Type();
+    Value count;
+    if (ctx.hasInput(eMask)) {
+      Value ones = elementwise(
+          b, loc, ctx.input(eMask), ids, i32,
+          [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            Value one =
+                arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, args[0],
+                                      scalarConstant(nb, nl, i32, 1.0));
+            return arith::ExtUIOp::create(nb, nl, i32, one);
+          });
+      count = reduce(b, loc, ones, {1}, ReduceKind::Sum, /*keepDims=*/false);
+    } else {
+      count = filledTensor(b, loc, {batch}, i32, 0.0);
+    }
+    ctx.setOutput(1, count);
+  }
+  ctx.setOutput(2, sum);
+  return success();
+}
+
 } // namespace
 
 void cleave::onnx_import::registerNormalizationOps(OpRegistry &r) {
@@ -264,6 +391,7 @@ void cleave::onnx_import::registerNormalizationOps(OpRegistry &r) {
   r.add("RMSNormalization", 23, lowerRmsNorm);
   r.add("SimplifiedLayerNormalization", 1, lowerRmsNorm);
   r.add("com.microsoft.SkipLayerNormalization", 1, lowerSkipNorm<false>);
+  r.add("com.microsoft.EmbedLayerNormalization", 1, lowerEmbedLayerNorm);
   r.add("com.microsoft.SkipSimplifiedLayerNormalization", 1,
         lowerSkipNorm<true>);
 }

@@ -1,8 +1,9 @@
 //===- Quantize.cpp - ONNX's quantization operators ----------------------===//
 //
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and
-// QLinearMatMul, with ONNX Runtime's CPU semantics where the standard leaves
-// room:
+// QLinearMatMul (and ONNX Runtime's com.microsoft MatMulNBits and
+// GatherBlockQuantized, packed 2/4/8-bit blocks), with ONNX Runtime's CPU
+// semantics where the standard leaves room:
 //   quantize     q = clamp(roundeven(x / scale) + zero_point, qmin, qmax),
 //                computed in float32 (x / scale divides, as ONNX Runtime's
 //                kernels do; a product with 1/scale rounds differently);
@@ -27,6 +28,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <numeric>
 
@@ -508,19 +510,24 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
   return success();
 }
 
-/// The `bits`-bit code number `slot` (loop `slotLoop` of the enclosing
-/// generic) packed low-first in `byte` (uint8 held in i8), as int32.
-Value codeInByte(OpBuilder &b, Location loc, Value byte, unsigned slotLoop,
-                 int64_t bits) {
+/// The `bits`-bit code number `slot` (an i32) packed low-first in `byte`
+/// (uint8 held in i8), as int32.
+Value codeAt(OpBuilder &b, Location loc, Value byte, Value slot, int64_t bits) {
   Type i32 = b.getI32Type();
-  Value slot = arith::IndexCastOp::create(
-      b, loc, i32, linalg::IndexOp::create(b, loc, slotLoop));
   Value shift = arith::MulIOp::create(
       b, loc, slot, scalarConstant(b, loc, i32, double(bits)));
   Value shifted = arith::ShRUIOp::create(
       b, loc, arith::ExtUIOp::create(b, loc, i32, byte), shift);
   return arith::AndIOp::create(
       b, loc, shifted, scalarConstant(b, loc, i32, double((1 << bits) - 1)));
+}
+
+/// codeAt for the slot the enclosing generic's loop `slotLoop` is at.
+Value codeInByte(OpBuilder &b, Location loc, Value byte, unsigned slotLoop,
+                 int64_t bits) {
+  Value slot = arith::IndexCastOp::create(
+      b, loc, b.getI32Type(), linalg::IndexOp::create(b, loc, slotLoop));
+  return codeAt(b, loc, byte, slot, bits);
 }
 
 /// The `bits`-bit codes packed low-first in the bytes of `packed` (shape
@@ -681,6 +688,140 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   return success();
 }
 
+/// com.microsoft GatherBlockQuantized on uint8 data: rows `indices` (along
+/// axis 0) of a table quantized in blocks of block_size along its last
+/// axis, `bits`-bit codes packed low-first in its bytes, dequantized as
+/// (code - zero point) * scale, zero points packed like the codes
+/// (2^(bits-1) if absent). An index out of [-rows, rows) gives a row of
+/// zeros, as ONNX Runtime's kernel does. Only the rows read are
+/// dequantized; the table stays packed in the bundle.
+LogicalResult lowerGatherBlockQuantized(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (ctx.numInputs() < 3 || ctx.numInputs() > 4 || !ctx.hasInput(0) ||
+      !ctx.hasInput(1) || !ctx.hasInput(2) || ctx.numOutputs() != 1)
+    return ctx.fail("takes data, indices, scales and optionally "
+                    "zero_points, and gives output");
+  ArrayRef<int64_t> data = ctx.inputShape(0);
+  int64_t rank = data.size();
+  if (!ctx.inputElementType(0).isInteger(8) || !ctx.inputUnsigned(0) ||
+      rank < 2)
+    return ctx.fail("data must be uint8 of rank 2 or more (int4, uint4 and "
+                    "float8 tables are not supported)");
+  int64_t bits = ctx.intAttr("bits", 4);
+  int64_t blockSize = ctx.intAttr("block_size", 128);
+  if (bits != 2 && bits != 4 && bits != 8)
+    return ctx.emitError() << "bits " << bits << " is not supported (2, 4, "
+                           << "8 are)";
+  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0)
+    return ctx.emitError() << "block_size " << blockSize
+                           << " is not a power of two of 16 or more";
+  auto gatherAxis =
+      ctx.normalizeAxis(ctx.intAttr("gather_axis", 0), rank, "gather_axis");
+  auto quantizeAxis =
+      ctx.normalizeAxis(ctx.intAttr("quantize_axis", 1), rank, "quantize_axis");
+  if (failed(gatherAxis) || failed(quantizeAxis))
+    return failure();
+  if (*gatherAxis != 0 || *quantizeAxis != rank - 1)
+    return ctx.fail("uint8 data must be gathered along axis 0 and quantized "
+                    "along its last axis");
+  if (isFloat(ctx.inputElementType(1)))
+    return ctx.fail("indices must be integers");
+  Type type = ctx.inputElementType(2);
+  if (!isFloat(type))
+    return ctx.fail("scales must be floating point");
+  int64_t perByte = 8 / bits;
+  int64_t width = data.back() * perByte;
+  int64_t blocks = (width + blockSize - 1) / blockSize;
+  SmallVector<int64_t> scaleShape(data.drop_back());
+  scaleShape.push_back(blocks);
+  if (ctx.inputShape(2) != ArrayRef<int64_t>(scaleShape))
+    return ctx.emitError() << "scales must be " << formatShape(scaleShape)
+                           << " (a block of " << blockSize << " of the "
+                           << width << " codes a row), not "
+                           << formatShape(ctx.inputShape(2));
+  SmallVector<int64_t> zeroShape(data.drop_back());
+  zeroShape.push_back((blocks + perByte - 1) / perByte);
+  if (ctx.hasInput(3) &&
+      (ctx.inputShape(3) != ArrayRef<int64_t>(zeroShape) ||
+       !ctx.inputElementType(3).isInteger(8) || !ctx.inputUnsigned(3)))
+    return ctx.emitError() << "zero_points must be uint8 "
+                           << formatShape(zeroShape)
+                           << ", packed like the data";
+
+  ArrayRef<int64_t> indices = ctx.inputShape(1);
+  int64_t q = indices.size(), rows = data[0];
+  SmallVector<int64_t> shape(indices);
+  shape.append(data.begin() + 1, data.end() - 1);
+  shape.push_back(width);
+  Value table = ctx.input(0), scales = ctx.input(2);
+  Value zeros = ctx.hasInput(3) ? ctx.input(3) : Value();
+  Type i32 = b.getI32Type();
+  SmallVector<AffineExpr> indexExprs;
+  for (int64_t d = 0; d < q; ++d)
+    indexExprs.push_back(b.getAffineDimExpr(d));
+  SmallVector<AffineMap> maps{
+      AffineMap::get(shape.size(), 0, indexExprs, b.getContext()),
+      b.getMultiDimIdentityMap(shape.size())};
+  SmallVector<utils::IteratorType> iterators(shape.size(),
+                                             utils::IteratorType::parallel);
+  auto gather = linalg::GenericOp::create(
+      b, loc, TypeRange{RankedTensorType::get(shape, type)},
+      ValueRange{ctx.input(1)}, ValueRange{emptyTensor(b, loc, shape, type)},
+      maps, iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
+        auto index = [&](int64_t v) -> Value {
+          return arith::ConstantIndexOp::create(nb, nl, v);
+        };
+        Value i =
+            arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
+        Value wrapped = arith::AddIOp::create(nb, nl, i, index(rows));
+        Value row = arith::SelectOp::create(
+            nb, nl,
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, i,
+                                  index(0)),
+            wrapped, i);
+        Value valid = arith::AndIOp::create(
+            nb, nl,
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, row,
+                                  index(0)),
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, row,
+                                  index(rows)));
+        row = arith::SelectOp::create(nb, nl, valid, row, index(0));
+        // The position in the table but for its last axis.
+        SmallVector<Value> at{row};
+        for (int64_t d = q; d + 1 < static_cast<int64_t>(shape.size()); ++d)
+          at.push_back(linalg::IndexOp::create(nb, nl, d));
+        Value column = linalg::IndexOp::create(nb, nl, shape.size() - 1);
+        auto packed = [&](Value tensor, Value position) {
+          SmallVector<Value> where(at);
+          where.push_back(
+              arith::DivUIOp::create(nb, nl, position, index(perByte)));
+          Value slot = arith::IndexCastOp::create(
+              nb, nl, i32,
+              arith::RemUIOp::create(nb, nl, position, index(perByte)));
+          return codeAt(nb, nl,
+                        tensor::ExtractOp::create(nb, nl, tensor, where), slot,
+                        bits);
+        };
+        Value block = arith::DivUIOp::create(nb, nl, column, index(blockSize));
+        Value code = packed(table, column);
+        Value zero = zeros ? packed(zeros, block)
+                           : scalarConstant(nb, nl, i32, 1 << (bits - 1));
+        SmallVector<Value> scaleAt(at);
+        scaleAt.push_back(block);
+        Value scale = tensor::ExtractOp::create(nb, nl, scales, scaleAt);
+        Value value = arith::SIToFPOp::create(
+            nb, nl, type, arith::SubIOp::create(nb, nl, code, zero));
+        Value y = arith::MulFOp::create(nb, nl, value, scale);
+        linalg::YieldOp::create(
+            nb, nl,
+            Value(arith::SelectOp::create(nb, nl, valid, y,
+                                          scalarConstant(nb, nl, type, 0.0))));
+      });
+  ctx.setOutput(0, gather.getResult(0));
+  return success();
+}
+
 } // namespace
 
 void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
@@ -691,4 +832,6 @@ void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
   r.add("MatMulInteger", 10, lowerMatMulInteger, reads);
   r.add("QLinearMatMul", 10, lowerQLinearMatMul, reads);
   r.add("com.microsoft.MatMulNBits", 1, lowerMatMulNBits, reads);
+  r.add("com.microsoft.GatherBlockQuantized", 1, lowerGatherBlockQuantized,
+        reads);
 }

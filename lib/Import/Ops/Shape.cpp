@@ -60,6 +60,24 @@ Value cleave::onnx_import::indexInto(OpBuilder &b, Location loc, Value index,
       b, loc, arith::MinSIOp::create(b, loc, position, last), zero);
 }
 
+Value cleave::onnx_import::gatherRows(OpBuilder &b, Location loc, Value table,
+                                      Value ids) {
+  SmallVector<int64_t> shape(tensorTypeOf(ids).getShape());
+  auto tableType = tensorTypeOf(table);
+  int64_t rows = tableType.getDimSize(0), n = tableType.getDimSize(1);
+  int64_t rank = shape.size();
+  shape.push_back(n);
+  SmallVector<int64_t> idShape(tensorTypeOf(ids).getShape());
+  idShape.push_back(1);
+  return elementwise(
+      b, loc, reshape(b, loc, ids, idShape), shape, tableType.getElementType(),
+      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+        Value row = indexInto(nb, nl, args[0], rows);
+        Value col = linalg::IndexOp::create(nb, nl, rank);
+        return tensor::ExtractOp::create(nb, nl, table, ValueRange{row, col});
+      });
+}
+
 FailureOr<std::vector<int64_t>>
 cleave::onnx_import::constantIndices(NodeContext &ctx,
                                      const ConstTensor &indices,
