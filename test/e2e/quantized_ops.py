@@ -220,13 +220,19 @@ def cases():
                 "az": arr(17, np.uint8),
                 "bz": RNG.integers(0, 256, 10).astype(np.uint8)},
                ["acc"], opset=13)
-    # K past 258: the int32 sums no longer fit float32's exact integers, so
-    # the GEMM runs on int32 (below 258 it runs on float32, exactly).
+    # K past 258: one float32 GEMM would no longer be exact, so K is cut in
+    # chunks of at most 258 summed in int32. Row 0 x column 0 is the
+    # extreme: -255 x 255 299 times and -255 x 254 once, -19507245, odd and
+    # past 2^24 (which float32 cannot hold).
+    a = RNG.integers(0, 256, (3, 300)).astype(np.uint8)
+    b = RNG.integers(-128, 128, (300, 5)).astype(np.int8)
+    a[0, :] = 0
+    b[:, 0] = 127
+    b[5, 0] = 126
     yield Case("matmul-integer-long-k",
                [node("MatMulInteger", ["a", "b", "az", "bz"], ["acc"])],
-               {"a": RNG.integers(0, 256, (3, 300)).astype(np.uint8)},
-               {"b": RNG.integers(-128, 128, (300, 5)).astype(np.int8),
-                "az": arr(255, np.uint8), "bz": arr(-128, np.int8)},
+               {"a": a}, {"b": b, "az": arr(255, np.uint8),
+                          "bz": arr(-128, np.int8)},
                ["acc"], opset=13)
     yield Case("qlinear-matmul-uint8",
                [node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz",

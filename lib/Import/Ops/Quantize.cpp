@@ -430,16 +430,37 @@ FailureOr<Value> centredOperand(NodeContext &ctx, unsigned i,
 /// whatever the order of the additions: 258 * 255^2 < 2^24 <= 259 * 255^2.
 constexpr int64_t kExactFloatK = 258;
 
-/// The int32 GEMM of `a` and `b`, centred 8-bit values widened to int32:
-/// on the float32 GEMM (the runtime's kernels) where that is exact, else
-/// on int32 loops.
+/// The int32 GEMM of `a` and `b`, centred 8-bit values widened to int32, on
+/// the float32 GEMM (the runtime's kernels): K cut into chunks of at most
+/// kExactFloatK, each chunk's float32 product exact and converted to int32,
+/// the chunks' products summed in int32 (exact too).
 Value integerGemm(OpBuilder &b, Location loc, Value a, Value bm) {
-  if (tensorTypeOf(a).getShape().back() > kExactFloatK)
-    return matmul(b, loc, a, bm);
-  Type f32 = b.getF32Type();
-  Value product =
-      matmul(b, loc, castTensor(b, loc, a, f32), castTensor(b, loc, bm, f32));
-  return castTensor(b, loc, product, b.getI32Type());
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  int64_t aAxis = tensorTypeOf(a).getRank() - 1;
+  int64_t bAxis = std::max<int64_t>(tensorTypeOf(bm).getRank() - 2, 0);
+  int64_t k = tensorTypeOf(a).getDimSize(aAxis);
+  int64_t chunks = std::max<int64_t>(1, (k + kExactFloatK - 1) / kExactFloatK);
+  int64_t size = (k + chunks - 1) / chunks;
+  SmallVector<Value> products;
+  for (int64_t start = 0; start < k; start += size) {
+    int64_t length = std::min(size, k - start);
+    Value ac = chunks == 1 ? a : sliceAxis(b, loc, a, aAxis, start, length);
+    Value bc = chunks == 1 ? bm : sliceAxis(b, loc, bm, bAxis, start, length);
+    products.push_back(matmul(b, loc, castTensor(b, loc, ac, f32),
+                              castTensor(b, loc, bc, f32)));
+  }
+  if (products.size() == 1)
+    return castTensor(b, loc, products.front(), i32);
+  return elementwise(
+      b, loc, products, tensorTypeOf(products[0]).getShape(), i32,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value sum;
+        for (Value p : args) {
+          Value v = arith::FPToSIOp::create(nb, nl, i32, p);
+          sum = sum ? arith::AddIOp::create(nb, nl, sum, v).getResult() : v;
+        }
+        return sum;
+      });
 }
 
 LogicalResult lowerMatMulInteger(NodeContext &ctx) {
