@@ -583,6 +583,20 @@ Value unpackCodes(OpBuilder &b, Location loc, Value packed, int64_t bits) {
   return reshape(b, loc, generic.getResult(0), merged);
 }
 
+/// Checks the attributes of ONNX Runtime's packed block formats
+/// (MatMulNBits, GatherBlockQuantized): 2, 4 or 8 bits a code, blocks of a
+/// power of two of 16 or more.
+LogicalResult checkPackedBlocks(NodeContext &ctx, int64_t bits,
+                                int64_t blockSize) {
+  if (bits != 2 && bits != 4 && bits != 8)
+    return ctx.emitError() << "bits " << bits << " is not supported (2, 4, "
+                           << "8 are)";
+  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0)
+    return ctx.emitError() << "block_size " << blockSize
+                           << " is not a power of two of 16 or more";
+  return success();
+}
+
 /// com.microsoft MatMulNBits: Y = A x dequantize(B)^T (+ bias), B's N rows
 /// of K codes of `bits` bits stored in blocks of block_size along K
 /// ([N, blocks, block_size * bits / 8] bytes, codes low-first), each block
@@ -601,12 +615,8 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
       !ctx.hasInput(1) || !ctx.hasInput(2) || ctx.numOutputs() != 1)
     return ctx.fail("takes A, B, scales and optionally zero_points, g_idx "
                     "and bias, and gives Y");
-  if (bits != 2 && bits != 4 && bits != 8)
-    return ctx.emitError() << "bits " << bits << " is not supported (2, 4, "
-                           << "8 are)";
-  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0)
-    return ctx.emitError() << "block_size " << blockSize
-                           << " is not a power of two of 16 or more";
+  if (failed(checkPackedBlocks(ctx, bits, blockSize)))
+    return failure();
   if (ctx.hasInput(4))
     return ctx.fail("g_idx (a permutation of K's blocks) is not supported");
   Type type = ctx.inputElementType(0);
@@ -731,12 +741,8 @@ LogicalResult lowerGatherBlockQuantized(NodeContext &ctx) {
                     "float8 tables are not supported)");
   int64_t bits = ctx.intAttr("bits", 4);
   int64_t blockSize = ctx.intAttr("block_size", 128);
-  if (bits != 2 && bits != 4 && bits != 8)
-    return ctx.emitError() << "bits " << bits << " is not supported (2, 4, "
-                           << "8 are)";
-  if (blockSize < 16 || (blockSize & (blockSize - 1)) != 0)
-    return ctx.emitError() << "block_size " << blockSize
-                           << " is not a power of two of 16 or more";
+  if (failed(checkPackedBlocks(ctx, bits, blockSize)))
+    return failure();
   auto gatherAxis =
       ctx.normalizeAxis(ctx.intAttr("gather_axis", 0), rank, "gather_axis");
   auto quantizeAxis =
