@@ -134,6 +134,22 @@ Value cleave::onnx_import::elementwise(OpBuilder &b, Location loc,
   return generic.getResult(0);
 }
 
+Value cleave::onnx_import::sumOf(OpBuilder &b, Location loc, ValueRange terms) {
+  SmallVector<SmallVector<int64_t>> shapes;
+  for (Value t : terms)
+    shapes.emplace_back(tensorTypeOf(t).getShape());
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(shapes);
+  assert(shape && "terms that do not broadcast together");
+  return elementwise(b, loc, terms, *shape,
+                     tensorTypeOf(terms.front()).getElementType(),
+                     [](OpBuilder &nb, Location nl, ValueRange args) {
+                       Value sum = args.front();
+                       for (Value v : args.drop_front())
+                         sum = addS(nb, nl, sum, v);
+                       return sum;
+                     });
+}
+
 Value cleave::onnx_import::broadcastTo(OpBuilder &b, Location loc, Value value,
                                        ArrayRef<int64_t> shape) {
   auto type = tensorTypeOf(value);

@@ -44,6 +44,11 @@ mlir::Value elementwise(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::ValueRange inputs, llvm::ArrayRef<int64_t> shape,
                         mlir::Type resultElementType, ScalarBodyFn body);
 
+/// The sum of `terms` (one element type), broadcast onto their joint
+/// shape, added left to right in one elementwise op.
+mlir::Value sumOf(mlir::OpBuilder &b, mlir::Location loc,
+                  mlir::ValueRange terms);
+
 /// `value` broadcast to `shape` (linalg.broadcast after dropping unit dims).
 mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::Value value, llvm::ArrayRef<int64_t> shape);

@@ -269,15 +269,7 @@ Value cleave::onnx_import::causalBias(OpBuilder &b, Location loc, Type type,
 /// `x` + `y` with broadcasting, for bias terms.
 Value cleave::onnx_import::addBias(OpBuilder &b, Location loc, Value x,
                                    Value y) {
-  if (!x)
-    return y;
-  SmallVector<int64_t> xs(tensorTypeOf(x).getShape()),
-      ys(tensorTypeOf(y).getShape());
-  SmallVector<int64_t> shape = *broadcastShapes({xs, ys});
-  return elementwise(b, loc, {x, y}, shape, tensorTypeOf(x).getElementType(),
-                     [](OpBuilder &nb, Location nl, ValueRange args) {
-                       return addS(nb, nl, args[0], args[1]);
-                     });
+  return x ? sumOf(b, loc, {x, y}) : y;
 }
 
 /// Scaled dot-product attention of `q` [B, Hq, S, D] over `k` and `v`

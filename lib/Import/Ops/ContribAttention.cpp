@@ -147,29 +147,44 @@ FailureOr<Value> ortMask(NodeContext &ctx, unsigned operand, int64_t batch,
       });
 }
 
-/// Adds operand `operand` (attention_bias, [B or 1, heads or 1, S, T]) to
-/// `bias`.
-LogicalResult addAttentionBias(NodeContext &ctx, unsigned operand, Value &bias,
-                               int64_t batch, int64_t heads, int64_t length,
-                               int64_t total, Type type) {
-  if (!ctx.hasInput(operand))
-    return success();
-  ArrayRef<int64_t> s = ctx.inputShape(operand);
-  if (s.size() != 4 || (s[0] != 1 && s[0] != batch) ||
-      (s[1] != 1 && s[1] != heads) || s[2] != length || s[3] != total ||
-      ctx.inputElementType(operand) != type)
-    return ctx.emitError() << "attention_bias must be [" << batch << " or 1, "
-                           << heads << " or 1, " << length << ", " << total
-                           << "] of the input's type, not " << formatShape(s);
-  bias = addBias(ctx.builder(), ctx.loc(), bias, ctx.input(operand));
-  return success();
-}
-
 /// The `scale` attribute, where given and not 0.
 std::optional<double> scaleAttr(NodeContext &ctx) {
   if (double scale = ctx.floatAttr("scale", 0.0f); scale != 0.0)
     return scale;
   return std::nullopt;
+}
+
+/// What Attention and MultiHeadAttention share once Q [B, heads, S, D] and
+/// K, V [B, heads, T, D] (the past before the new keys) are built:
+/// attention under ortMask (operand `maskOperand`) plus attention_bias
+/// (operand `biasOperand`, [B or 1, heads or 1, S, T]), result 0 merged
+/// back to [B, S, hidden].
+LogicalResult attendWithOrtMask(NodeContext &ctx, Value q, Value k, Value v,
+                                unsigned maskOperand, unsigned biasOperand,
+                                int64_t past, bool causal) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type type = tensorTypeOf(q).getElementType();
+  ArrayRef<int64_t> qs = tensorTypeOf(q).getShape();
+  int64_t batch = qs[0], heads = qs[1], length = qs[2];
+  int64_t total = tensorTypeOf(k).getDimSize(2);
+  FailureOr<Value> bias =
+      ortMask(ctx, maskOperand, batch, length, total, past, causal, type);
+  if (failed(bias))
+    return failure();
+  if (ctx.hasInput(biasOperand)) {
+    ArrayRef<int64_t> s = ctx.inputShape(biasOperand);
+    if (s.size() != 4 || (s[0] != 1 && s[0] != batch) ||
+        (s[1] != 1 && s[1] != heads) || s[2] != length || s[3] != total ||
+        ctx.inputElementType(biasOperand) != type)
+      return ctx.emitError() << "attention_bias must be [" << batch << " or 1, "
+                             << heads << " or 1, " << length << ", " << total
+                             << "] of the input's type, not " << formatShape(s);
+    *bias = addBias(b, loc, *bias, ctx.input(biasOperand));
+  }
+  Scores scores = attend(b, loc, q, k, v, *bias, scaleAttr(ctx), 0.0, type);
+  ctx.setOutput(0, mergeHeads(b, loc, scores.y));
+  return success();
 }
 
 enum AttentionOperand {
@@ -257,22 +272,15 @@ LogicalResult lowerOrtAttention(NodeContext &ctx) {
     v = tensor::ConcatOp::create(
         b, loc, 2, ValueRange{sliceAxis(b, loc, cache, 0, 1, 1, half), v});
   }
-  int64_t total = past + length;
   if (ctx.hasOutput(1)) {
-    SmallVector<int64_t> one{1, batch, heads, total, headSize};
+    SmallVector<int64_t> one{1, batch, heads, past + length, headSize};
     ctx.setOutput(
         1, tensor::ConcatOp::create(
                b, loc, 0,
                ValueRange{reshape(b, loc, k, one), reshape(b, loc, v, one)}));
   }
-  FailureOr<Value> bias =
-      ortMask(ctx, aMaskIndex, batch, length, total, past, causal, type);
-  if (failed(bias) || failed(addAttentionBias(ctx, aAttentionBias, *bias, batch,
-                                              heads, length, total, type)))
-    return failure();
-  Scores scores = attend(b, loc, q, k, v, *bias, scaleAttr(ctx), 0.0, type);
-  ctx.setOutput(0, mergeHeads(b, loc, scores.y));
-  return success();
+  return attendWithOrtMask(ctx, q, k, v, aMaskIndex, aAttentionBias, past,
+                           causal);
 }
 
 enum MhaOperand {
@@ -325,7 +333,7 @@ LogicalResult lowerMultiHeadAttention(NodeContext &ctx) {
     return ctx.emitError() << "key " << formatShape(ks) << " and value "
                            << formatShape(vs) << " do not fit query "
                            << formatShape(qs) << " with " << heads << " heads";
-  int64_t batch = qs[0], length = qs[1], headSize = qs[2] / heads;
+  int64_t batch = qs[0], headSize = qs[2] / heads;
   int64_t vHeadSize = vs[2] / heads;
   Value q = ctx.input(mQuery), k = ctx.input(mKey), v = ctx.input(mValue);
   if (ctx.hasInput(mBias)) {
@@ -359,19 +367,12 @@ LogicalResult lowerMultiHeadAttention(NodeContext &ctx) {
   }
   ctx.setOutput(1, k);
   ctx.setOutput(2, v);
-  int64_t total = past + ks[1];
   if (past > 0 && ctx.hasInput(mKeyPaddingMask) &&
       ctx.inputShape(mKeyPaddingMask) == ArrayRef<int64_t>{batch, ks[1]})
     return ctx.fail("a key_padding_mask of the new keys only, with a past, "
                     "is not supported (give it for past and new keys)");
-  FailureOr<Value> bias =
-      ortMask(ctx, mKeyPaddingMask, batch, length, total, past, causal, type);
-  if (failed(bias) || failed(addAttentionBias(ctx, mAttentionBias, *bias, batch,
-                                              heads, length, total, type)))
-    return failure();
-  Scores scores = attend(b, loc, q, k, v, *bias, scaleAttr(ctx), 0.0, type);
-  ctx.setOutput(0, mergeHeads(b, loc, scores.y));
-  return success();
+  return attendWithOrtMask(ctx, q, k, v, mKeyPaddingMask, mAttentionBias, past,
+                           causal);
 }
 
 //===----------------------------------------------------------------------===//
@@ -505,9 +506,6 @@ LogicalResult lowerGroupQueryAttention(NodeContext &ctx) {
   if (ctx.intAttr("qk_output", 0) != 0)
     return ctx.fail("qk_output is not supported");
   double softcap = ctx.floatAttr("softcap", 0.0f);
-  std::optional<double> scaleAttr;
-  if (double scale = ctx.floatAttr("scale", 0.0f); scale != 0.0)
-    scaleAttr = scale;
 
   Type type = ctx.inputElementType(gQuery);
   ArrayRef<int64_t> qs = ctx.inputShape(gQuery);
@@ -660,7 +658,7 @@ LogicalResult lowerGroupQueryAttention(NodeContext &ctx) {
                                        negInfConstant(nb, nl, type));
       });
   bias = addBias(b, loc, bias, valid);
-  Scores scores = attend(b, loc, q, k, v, bias, scaleAttr, softcap, type);
+  Scores scores = attend(b, loc, q, k, v, bias, scaleAttr(ctx), softcap, type);
   ctx.setOutput(0, mergeHeads(b, loc, scores.y));
   return success();
 }

@@ -243,12 +243,7 @@ template <bool Simplified> LogicalResult lowerSkipNorm(NodeContext &ctx) {
   SmallVector<Value> terms{ctx.input(0), ctx.input(1)};
   if (ctx.hasInput(biasIndex))
     terms.push_back(ctx.input(biasIndex));
-  Value sum =
-      elementwise(b, loc, terms, shape, type,
-                  [](OpBuilder &nb, Location nl, ValueRange args) {
-                    Value r = addS(nb, nl, args[0], args[1]);
-                    return args.size() > 2 ? addS(nb, nl, r, args[2]) : r;
-                  });
+  Value sum = sumOf(b, loc, terms);
   Normalized r =
       Simplified ? rmsNormalize(b, loc, sum, ctx.input(2), n)
                  : layerNormalize(b, loc, sum, ctx.input(2),
@@ -348,13 +343,7 @@ LogicalResult lowerEmbedLayerNorm(NodeContext &ctx) {
   if (ctx.hasInput(eSegmentIds))
     terms.push_back(
         rows(eSegmentEmbedding, ctx.input(eSegmentIds), eSegmentIds));
-  SmallVector<int64_t> shape{batch, length, hidden};
-  Value sum =
-      elementwise(b, loc, terms, shape, type,
-                  [](OpBuilder &nb, Location nl, ValueRange args) {
-                    Value r = addS(nb, nl, args[0], args[1]);
-                    return args.size() > 2 ? addS(nb, nl, r, args[2]) : r;
-                  });
+  Value sum = sumOf(b, loc, terms);
   Normalization n;
   n.axes = {2};
   n.stash = b.getF32Type();

@@ -22,6 +22,7 @@
 #include "../Builders.h"
 #include "../ImportContext.h"
 #include "../ModelLoader.h"
+#include "Indexing.h"
 
 #include "cleave/Support/Attributes.h"
 
@@ -708,14 +709,7 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
     weight = sliceAxis(b, loc, weight, 1, 0, k);
   weight = castTensor(b, loc, transpose(b, loc, weight, {1, 0}), type);
   Value y = matmul(b, loc, ctx.input(0), weight);
-  if (ctx.hasInput(5)) {
-    auto shape = tensorTypeOf(y).getShape();
-    y = elementwise(b, loc, {y, ctx.input(5)}, shape, type,
-                    [](OpBuilder &nb, Location nl, ValueRange args) {
-                      return addS(nb, nl, args[0], args[1]);
-                    });
-  }
-  ctx.setOutput(0, y);
+  ctx.setOutput(0, ctx.hasInput(5) ? sumOf(b, loc, {y, ctx.input(5)}) : y);
   return success();
 }
 
@@ -799,21 +793,17 @@ LogicalResult lowerGatherBlockQuantized(NodeContext &ctx) {
         auto index = [&](int64_t v) -> Value {
           return arith::ConstantIndexOp::create(nb, nl, v);
         };
+        // In [-rows, rows), negative ones counted from the end; any other
+        // index gives zeros (the row read, its nearest end, is dropped).
         Value i =
             arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
-        Value wrapped = arith::AddIOp::create(nb, nl, i, index(rows));
-        Value row = arith::SelectOp::create(
-            nb, nl,
-            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, i,
-                                  index(0)),
-            wrapped, i);
         Value valid = arith::AndIOp::create(
             nb, nl,
-            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, row,
-                                  index(0)),
-            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, row,
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, i,
+                                  index(-rows)),
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, i,
                                   index(rows)));
-        row = arith::SelectOp::create(nb, nl, valid, row, index(0));
+        Value row = indexInto(nb, nl, args[0], rows);
         // The position in the table but for its last axis.
         SmallVector<Value> at{row};
         for (int64_t d = q; d + 1 < static_cast<int64_t>(shape.size()); ++d)
