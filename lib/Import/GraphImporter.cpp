@@ -114,9 +114,11 @@ RankedTensorType NodeContext::inputType(unsigned i) const {
   return importer.lookup(node.input(i))->getType();
 }
 
-void NodeContext::boundRuntimeIndices(unsigned i, int64_t size) {
+void NodeContext::boundRuntimeIndices(unsigned i, int64_t size,
+                                      bool negativeFromEnd) {
   if (hasInput(i) && !constantInput(i))
-    importer.noteIndexBounds(node.input(i), -size, size, displayName, opType());
+    importer.noteIndexBounds(node.input(i), negativeFromEnd ? -size : 0, size,
+                             displayName, opType());
 }
 
 const ConstTensor *NodeContext::constantInput(unsigned i) const {

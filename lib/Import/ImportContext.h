@@ -92,9 +92,12 @@ public:
   mlir::FailureOr<const ConstTensor *>
   requireConstantInput(unsigned i, llvm::StringRef role);
   /// Operand `i` indexes a dimension of `size` (negative indices counting
-  /// from its end): where its values come from a graph input at run time,
-  /// the program checks that input before it runs.
-  void boundRuntimeIndices(unsigned i, int64_t size);
+  /// from its end, unless `negativeFromEnd` is false: then they are out of
+  /// range, as an embedding's token ids are for ONNX Runtime's fused ops):
+  /// where its values come from a graph input at run time, the program
+  /// checks that input before it runs.
+  void boundRuntimeIndices(unsigned i, int64_t size,
+                           bool negativeFromEnd = true);
   /// Whether every given operand is a compile-time constant.
   bool allInputsConstant() const;
 

@@ -432,6 +432,12 @@ LogicalResult lowerRotaryEmbedding(NodeContext &ctx) {
   Type i64 = b.getI64Type();
   Value positions = castTensor(b, loc, ctx.input(1), i64);
   if (ps == ArrayRef<int64_t>{1}) {
+    if (const ConstTensor *offset = ctx.constantInput(1);
+        offset && (offset->getInt(0) < 0 || offset->getInt(0) + length > cs[0]))
+      return ctx.emitError()
+             << "positions " << offset->getInt(0) << " to "
+             << offset->getInt(0) + length - 1 << " run past the tables' "
+             << cs[0] << " positions";
     positions = elementwise(
         b, loc, reshape(b, loc, positions, {1, 1}), {batch, length}, i64,
         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
@@ -443,7 +449,8 @@ LogicalResult lowerRotaryEmbedding(NodeContext &ctx) {
     return ctx.emitError() << "position_ids must be [1] or [" << batch << ", "
                            << length << "], not " << formatShape(ps);
   } else {
-    ctx.boundRuntimeIndices(1, cs[0]);
+    // ONNX Runtime refuses positions outside [0, table rows).
+    ctx.boundRuntimeIndices(1, cs[0], /*negativeFromEnd=*/false);
   }
   Value cos = tableRows(b, loc, ctx.input(2), positions);
   Value sin = tableRows(b, loc, ctx.input(3), positions);

@@ -320,7 +320,9 @@ LogicalResult lowerEmbedLayerNorm(NodeContext &ctx) {
   int64_t positions = ctx.inputShape(ePositionEmbedding)[0];
 
   auto rows = [&](unsigned table, Value indices, unsigned operand) {
-    ctx.boundRuntimeIndices(operand, ctx.inputShape(table)[0]);
+    // ONNX Runtime refuses ids outside [0, rows), negative ones too.
+    ctx.boundRuntimeIndices(operand, ctx.inputShape(table)[0],
+                            /*negativeFromEnd=*/false);
     return gatherRows(b, loc, ctx.input(table), indices);
   };
   SmallVector<Value> terms{
