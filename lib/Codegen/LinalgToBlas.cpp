@@ -3,7 +3,9 @@
 // On bufferized IR, replaces GEMMs (Gemms.h: named matmuls, and generics
 // with a GEMM's body) by calls into the runtime: float32 ones by
 // cleave_rt_sgemm, those on 16-bit operands with a float32 result
-// (--precision) by cleave_rt_gemm_<bf16|f16>. Each operand's strides along
+// (--precision) by cleave_rt_gemm_<bf16|f16>, integer ones (int16 A, int8 or
+// int16 B, int32 C: MatMulInteger's) by cleave_rt_igemm_<i8|i16> on the CPU
+// (elsewhere they stay loops). Each operand's strides along
 // the GEMM's loops come from its memref type, so an operand read in place
 // through a permutation (a head's slice of a projection, K read as K^T)
 // needs no copy. The last write of the result before the GEMM, when nothing
@@ -302,14 +304,23 @@ struct LinalgToBlasPass
              const cleave::GemmLoops &loops) {
     Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
           c = op.getDpsInits()[0];
-    // float32 operands, or 16-bit ones (--precision) into a float32 result.
-    Type operands = cast<MemRefType>(a.getType()).getElementType();
-    if (!(operands.isF32() || operands.isBF16() || operands.isF16()) ||
-        cast<MemRefType>(bm.getType()).getElementType() != operands ||
-        !cast<MemRefType>(c.getType()).getElementType().isF32())
+    auto elementOf = [](Value v) {
+      return cast<MemRefType>(v.getType()).getElementType();
+    };
+    // float32 operands, or 16-bit ones (--precision) into a float32 result;
+    // or an integer GEMM's int16 A and int8 or int16 B into an int32 result
+    // (on the CPU).
+    Type operands = elementOf(a);
+    bool integer = operands.isInteger(16) && elementOf(c).isInteger(32) &&
+                   (elementOf(bm).isInteger(8) || elementOf(bm).isInteger(16));
+    if (integer && targetKind != cleave::Target::CPU)
+      return;
+    if (!integer && (!(operands.isF32() || operands.isBF16() ||
+                       operands.isF16()) ||
+                     elementOf(bm) != operands || !elementOf(c).isF32()))
       return;
     linalg::LinalgOp writer = initWriter(op);
-    Value bias = writer ? broadcastBias(writer, op, loops) : Value();
+    Value bias = writer && !integer ? broadcastBias(writer, op, loops) : Value();
     // The call reads the bias where the GEMM is: not if the vector is
     // written or freed after the broadcast (a bias computed at run time,
     // such as a dequantized one, whose buffer is freed once it is copied).
@@ -377,8 +388,9 @@ struct LinalgToBlasPass
     }
     args.push_back(arith::ConstantOp::create(
         b, loc, b.getF32FloatAttr(overwrite ? 0.0f : 1.0f)));
-    std::string name = operands.isF32()
-                           ? std::string(CLEAVE_ABI_SGEMM)
+    std::string name =
+        integer ? CLEAVE_ABI_IGEMM + cleave::dtypeName(elementOf(bm))
+        : operands.isF32() ? std::string(CLEAVE_ABI_SGEMM)
                            : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
     if (rounding)
       name += CLEAVE_ABI_GEMM_ROUNDED;

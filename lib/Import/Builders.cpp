@@ -496,9 +496,9 @@ static Value batchedGemm(OpBuilder &b, Location loc, Value lhs, Value rhs,
 }
 
 Value cleave::onnx_import::matmul(OpBuilder &b, Location loc, Value lhs,
-                                  Value rhs) {
+                                  Value rhs, Type accumulator) {
   auto lhsType = tensorTypeOf(lhs), rhsType = tensorTypeOf(rhs);
-  Type elementType = lhsType.getElementType();
+  Type elementType = accumulator ? accumulator : lhsType.getElementType();
   // 16-bit floats accumulate in float32, as numpy and ONNX Runtime do.
   if (auto floatType = dyn_cast<FloatType>(elementType);
       floatType && floatType.getWidth() < 32) {

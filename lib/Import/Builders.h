@@ -88,9 +88,10 @@ mlir::Value softmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 
 /// numpy matmul: 1-D promotion and batch broadcast, on linalg.matmul, a
 /// generic batched GEMM (several batch dimensions, floats) or
-/// linalg.batch_matmul (one).
+/// linalg.batch_matmul (one). Integer operands (signed, possibly of two
+/// widths) are summed in `accumulator`, a wider integer type.
 mlir::Value matmul(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
-                   mlir::Value rhs);
+                   mlir::Value rhs, mlir::Type accumulator = {});
 
 /// A contiguous slice along `axis`, reshaped to `resultShape` if given (an
 /// empty one is a scalar). The

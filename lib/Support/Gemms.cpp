@@ -14,31 +14,38 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `v` is block argument `arg`, possibly widened by arith.extf.
+/// Whether `v` is block argument `arg`, possibly widened (arith.extf, or
+/// for integers arith.extsi: signed operands).
 bool isArgument(Value v, Block &body, unsigned arg) {
-  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
-    v = ext.getIn();
+  if (isa_and_nonnull<arith::ExtFOp, arith::ExtSIOp>(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
   return v == body.getArgument(arg);
 }
 
-/// yield(addf(out, mulf(in0, in1))), either order at each step.
-bool hasGemmBody(linalg::LinalgOp op) {
-  Block &body = *op.getBlock();
-  if (body.getNumArguments() != 3 || body.getOperations().size() > 5)
-    return false;
-  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+/// yield(add(out, mul(in0, in1))), either order at each step: float
+/// (addf, mulf) or integer (addi, muli) arithmetic.
+template <typename AddOp, typename MulOp> bool hasGemmBody(Block &body) {
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<AddOp>();
   if (!add)
     return false;
   Value product = add.getLhs(), out = add.getRhs();
   if (out != body.getArgument(2))
     std::swap(product, out);
-  auto mul = product.getDefiningOp<arith::MulFOp>();
+  auto mul = product.getDefiningOp<MulOp>();
   if (out != body.getArgument(2) || !mul)
     return false;
   return (isArgument(mul.getLhs(), body, 0) &&
           isArgument(mul.getRhs(), body, 1)) ||
          (isArgument(mul.getLhs(), body, 1) &&
           isArgument(mul.getRhs(), body, 0));
+}
+
+bool hasGemmBody(linalg::LinalgOp op) {
+  Block &body = *op.getBlock();
+  if (body.getNumArguments() != 3 || body.getOperations().size() > 5)
+    return false;
+  return hasGemmBody<arith::AddFOp, arith::MulFOp>(body) ||
+         hasGemmBody<arith::AddIOp, arith::MulIOp>(body);
 }
 
 } // namespace
@@ -101,7 +108,8 @@ bool cleave::isStackedBatchGemm(linalg::GenericOp op) {
 
 bool cleave::isZeroFill(Operation *op) {
   auto fill = dyn_cast_or_null<linalg::FillOp>(op);
-  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+  return fill && (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
+                  matchPattern(fill.getInputs()[0], m_Zero()));
 }
 
 bool cleave::isGemm(Operation *op) {

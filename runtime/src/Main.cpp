@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AmxGemm.h"
+#include "IntegerGemm.h"
 #include "Device.h"
 #include "PackedGemm.h"
 #include "Profile.h"
@@ -456,6 +457,9 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
         }
         if (const char *amx = amxKernel())
           std::printf("CPU GEMMs of bfloat16 operands: %s tiles\n", amx);
+        const char *integer = integerGemmKernel();
+        std::printf("CPU integer GEMMs: %s\n",
+                    integer ? integer : "plain int32 loops");
       }
       if (desc.stages > 1 || desc.microbatches > 1) {
         std::printf("pipeline: %lld stage%s, %lld microbatch%s; predicted "

@@ -25,7 +25,8 @@ struct GemmLoops {
 };
 
 /// The loops of `op` when it is a GEMM: its body adds the product of its two
-/// inputs (each possibly widened by arith.extf) into its output, its maps
+/// inputs (each possibly widened by arith.extf, or for integer operands by
+/// arith.extsi: an integer GEMM's) into its output, its maps
 /// are projected permutations, and it has one (reduction) K loop. The M and
 /// N loops innermost in C are the rows and columns; every other parallel
 /// loop is a batch loop, which one input may not index (a zero stride).

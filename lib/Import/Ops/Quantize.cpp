@@ -8,7 +8,8 @@
 //                computed in float32 (x / scale divides, as ONNX Runtime's
 //                kernels do; a product with 1/scale rounds differently);
 //   dequantize   y = float(int32(x) - int32(zero_point)) * scale;
-//   integer GEMM int32(a - a_zp) x int32(b - b_zp), accumulated exactly in
+//   integer GEMM (a - a_zp) x (b - b_zp), each difference in int16 (b kept in
+//                its int8 bytes where b_zp is 0), accumulated exactly in
 //                int32, requantized (QLinearMatMul) with the multiplier
 //                a_scale * b_scale / y_scale in float32.
 // Scales and zero points are per tensor, per axis (1-D along `axis`) or, from
@@ -385,29 +386,34 @@ LogicalResult lowerDynamicQuantizeLinear(NodeContext &ctx) {
   return success();
 }
 
-/// Operand `i` of an integer GEMM minus its zero point `zeroIndex` (absent:
-/// 0), in int32. The zero point is a scalar, or with `perColumn` a 1-D
-/// tensor of the operand's last dimension (b's columns).
-FailureOr<Value> centredOperand(NodeContext &ctx, unsigned i,
-                                unsigned zeroIndex, bool perColumn,
-                                StringRef role) {
+/// Operand `i` of an integer GEMM as the GEMM reads it: minus its zero
+/// point `zeroIndex` (absent: 0) in int16, which holds any difference of
+/// two 8-bit values. The zero point is a scalar, or with `perColumn` a 1-D
+/// tensor of the operand's last dimension (b's columns). With
+/// `keepSignedBytes`, a signed operand whose zero point is known to be 0
+/// (a symmetric weight) is read as it is stored, in its bytes.
+FailureOr<Value> gemmOperand(NodeContext &ctx, unsigned i, unsigned zeroIndex,
+                             bool perColumn, bool keepSignedBytes,
+                             StringRef role) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  Type type = ctx.inputElementType(i);
+  Type type = ctx.inputElementType(i), i16 = b.getI16Type();
   if (!type.isInteger(8))
     return ctx.emitError() << role << " of element type " << type
                            << " is not supported (int8 or uint8 is)";
-  Value x = widenToI32(ctx, i);
+  bool isUnsigned = ctx.inputUnsigned(i);
+  Value x = castTensor(b, loc, ctx.input(i), i16, {isUnsigned, false});
   if (!ctx.hasInput(zeroIndex))
-    return x;
+    return keepSignedBytes && !isUnsigned ? ctx.input(i) : x;
   if (ctx.inputElementType(zeroIndex) != type ||
-      ctx.inputUnsigned(zeroIndex) != ctx.inputUnsigned(i))
+      ctx.inputUnsigned(zeroIndex) != isUnsigned)
     return ctx.emitError() << "the zero point of " << role
                            << " has another type than " << role;
   ArrayRef<int64_t> shape = ctx.inputShape(i);
   ArrayRef<int64_t> zeroShape = ctx.inputShape(zeroIndex);
   int64_t elements = tensorTypeOf(ctx.input(zeroIndex)).getNumElements();
-  Value zero = widenToI32(ctx, zeroIndex);
+  Value zero =
+      castTensor(b, loc, ctx.input(zeroIndex), i16, {isUnsigned, false});
   if (elements == 1 && zeroShape.size() <= 1) {
     zero = reshape(b, loc, zero, {});
   } else if (perColumn && zeroShape.size() == 1 && shape.size() >= 1 &&
@@ -419,57 +425,45 @@ FailureOr<Value> centredOperand(NodeContext &ctx, unsigned i,
                            << (perColumn ? "a scalar or one per column"
                                          : "a scalar");
   }
-  return elementwise(b, loc, {x, zero}, shape, b.getI32Type(),
+  if (const ConstTensor *known = ctx.knownInput(zeroIndex);
+      keepSignedBytes && !isUnsigned && known &&
+      llvm::all_of(llvm::seq<int64_t>(0, known->getNumElements()),
+                   [&](int64_t e) { return known->getInt(e) == 0; }))
+    return ctx.input(i);
+  return elementwise(b, loc, {x, zero}, shape, i16,
                      [](OpBuilder &nb, Location nl, ValueRange args) {
                        return arith::SubIOp::create(nb, nl, args[0], args[1]);
                      });
 }
 
-/// The longest K whose int32 GEMM of centred 8-bit operands a float32 GEMM
-/// computes exactly: each product is an integer of magnitude at most 255^2,
-/// so every partial sum is one below 2^24, which float32 holds exactly
-/// whatever the order of the additions: 258 * 255^2 < 2^24 <= 259 * 255^2.
-constexpr int64_t kExactFloatK = 258;
+/// An integer GEMM's A and B (operands `a` and `b`, zero points `aZero` and
+/// `bZero`) as gemmOperand reads them: B kept in its bytes where it can be.
+FailureOr<std::pair<Value, Value>> gemmOperands(NodeContext &ctx, unsigned a,
+                                                unsigned aZero, unsigned b,
+                                                unsigned bZero,
+                                                StringRef aRole,
+                                                StringRef bRole) {
+  auto lhs = gemmOperand(ctx, a, aZero, /*perColumn=*/false,
+                         /*keepSignedBytes=*/false, aRole);
+  auto rhs = gemmOperand(ctx, b, bZero, /*perColumn=*/true,
+                         /*keepSignedBytes=*/true, bRole);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  return std::make_pair(*lhs, *rhs);
+}
 
-/// The int32 GEMM of `a` and `b`, centred 8-bit values widened to int32, on
-/// the float32 GEMM (the runtime's kernels): K cut into chunks of at most
-/// kExactFloatK, each chunk's float32 product exact and converted to int32,
-/// the chunks' products summed in int32 (exact too).
-Value integerGemm(OpBuilder &b, Location loc, Value a, Value bm) {
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
-  int64_t aAxis = tensorTypeOf(a).getRank() - 1;
-  int64_t bAxis = std::max<int64_t>(tensorTypeOf(bm).getRank() - 2, 0);
-  int64_t k = tensorTypeOf(a).getDimSize(aAxis);
-  int64_t chunks = std::max<int64_t>(1, (k + kExactFloatK - 1) / kExactFloatK);
-  int64_t size = (k + chunks - 1) / chunks;
-  SmallVector<Value> products;
-  for (int64_t start = 0; start < k; start += size) {
-    int64_t length = std::min(size, k - start);
-    Value ac = chunks == 1 ? a : sliceAxis(b, loc, a, aAxis, start, length);
-    Value bc = chunks == 1 ? bm : sliceAxis(b, loc, bm, bAxis, start, length);
-    products.push_back(matmul(b, loc, castTensor(b, loc, ac, f32),
-                              castTensor(b, loc, bc, f32)));
-  }
-  if (products.size() == 1)
-    return castTensor(b, loc, products.front(), i32);
-  return elementwise(
-      b, loc, products, tensorTypeOf(products[0]).getShape(), i32,
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value sum;
-        for (Value p : args) {
-          Value v = arith::FPToSIOp::create(nb, nl, i32, p);
-          sum = sum ? arith::AddIOp::create(nb, nl, sum, v).getResult() : v;
-        }
-        return sum;
-      });
+/// The int32 GEMM of gemmOperands' A and B: one linalg.matmul of int16 (and
+/// int8) operands summed exactly in int32, which the runtime's integer
+/// kernel computes (Abi.h).
+Value integerGemm(OpBuilder &b, Location loc, std::pair<Value, Value> ab) {
+  return matmul(b, loc, ab.first, ab.second, b.getI32Type());
 }
 
 LogicalResult lowerMatMulInteger(NodeContext &ctx) {
-  auto a = centredOperand(ctx, 0, 2, /*perColumn=*/false, "A");
-  auto b = centredOperand(ctx, 1, 3, /*perColumn=*/true, "B");
-  if (failed(a) || failed(b))
+  auto ab = gemmOperands(ctx, 0, 2, 1, 3, "A", "B");
+  if (failed(ab))
     return failure();
-  ctx.setOutput(0, integerGemm(ctx.builder(), ctx.loc(), *a, *b));
+  ctx.setOutput(0, integerGemm(ctx.builder(), ctx.loc(), *ab));
   return success();
 }
 
@@ -500,14 +494,13 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
   if (ctx.inputShape(3).empty())
     return ctx.fail("b must have at least one dimension");
   int64_t columns = ctx.inputShape(3).back();
-  auto a = centredOperand(ctx, 0, 2, /*perColumn=*/false, "a");
-  auto bq = centredOperand(ctx, 3, 5, /*perColumn=*/true, "b");
+  auto ab = gemmOperands(ctx, 0, 2, 3, 5, "a", "b");
   auto aScale = gemmScale(ctx, 1, 0, "a_scale");
   auto bScale = gemmScale(ctx, 4, columns, "b_scale");
   auto yScale = gemmScale(ctx, 6, 0, "y_scale");
   auto q = quantTypeOfInput(ctx, 7, "y_zero_point");
-  if (failed(a) || failed(bq) || failed(aScale) || failed(bScale) ||
-      failed(yScale) || failed(q))
+  if (failed(ab) || failed(aScale) || failed(bScale) || failed(yScale) ||
+      failed(q))
     return failure();
   if (tensorTypeOf(ctx.input(7)).getNumElements() != 1)
     return ctx.fail("y_zero_point must be a scalar");
@@ -519,7 +512,7 @@ LogicalResult lowerQLinearMatMul(NodeContext &ctx) {
         Value ab = arith::MulFOp::create(nb, nl, args[0], args[1]);
         return arith::DivFOp::create(nb, nl, ab, args[2]);
       });
-  Value acc = integerGemm(b, loc, *a, *bq);
+  Value acc = integerGemm(b, loc, *ab);
   Value zero = reshape(b, loc, widenToI32(ctx, 7), {});
   Value y =
       elementwise(b, loc, {acc, multiplier, zero}, tensorTypeOf(acc).getShape(),

@@ -74,6 +74,9 @@
 #define CLEAVE_ABI_GEMM "cleave_rt_gemm_"
 /* The same with a 16-bit result, rounded: the name above, then this. */
 #define CLEAVE_ABI_GEMM_ROUNDED "_rounded"
+/* Integer GEMMs (MatMulInteger, QLinearMatMul): this name, then B's element
+ * type (i8 or i16). */
+#define CLEAVE_ABI_IGEMM "cleave_rt_igemm_"
 /* Only in libcleave_rt_cuda. */
 #define CLEAVE_ABI_CUDA_FREE "cleave_rt_cuda_free"
 #define CLEAVE_ABI_CUDA_SYNCHRONIZE "cleave_rt_cuda_synchronize"
@@ -134,6 +137,10 @@ void cleave_model_run(void **buffers);
  *                              bias 0: cuBLASLt adds only a bias of its
  *                              result's type, which would round a float32
  *                              bias first.
+ *   cleave_rt_igemm_<i8|i16>   A int16, B int8 or int16, C int32, summed
+ *                              exactly in int32 (wrapping as two's
+ *                              complement); beta is 0 (C overwritten) or
+ *                              1 (added to), bias 0
  *   cleave_rt_cuda_...         the same on device memory through cuBLASLt
  *                              (float32: TF32 not enabled) */
 #define CLEAVE_ABI_GEMM_PARAMS                                                 \
@@ -155,6 +162,8 @@ void cleave_rt_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_gemm_bf16_rounded(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_igemm_i8(CLEAVE_ABI_GEMM_PARAMS);
+void cleave_rt_igemm_i16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_sgemm(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_gemm_bf16(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_cuda_gemm_f16(CLEAVE_ABI_GEMM_PARAMS);

@@ -1,0 +1,351 @@
+//===- IntegerGemm.cpp - Integer GEMMs on AVX-512 VNNI --------------------===//
+//
+// Implements cleave_rt_igemm_<i8|i16> (Abi.h): C (int32) = A * B (+ C), A
+// int16 and B int8 or int16, summed exactly. Import writes MatMulInteger's
+// and QLinearMatMul's GEMMs so: A is the quantized activation minus its zero
+// point (a difference of two 8-bit values, so int16), B the weight as stored
+// in int8 where its zero point is 0 (a symmetric weight), else minus it.
+//
+// VNNI's vpdpbusd multiplies 4 unsigned bytes of A by 4 signed bytes of B and
+// adds the 4 products into each int32 lane. A row of A whose values span at
+// most 256 (every row of 8-bit data minus one zero point does) is read as
+// u = a - min(row), unsigned bytes, and the row's products corrected after
+// the sum: A * B = U * B + min(row) * (column sums of B). B is copied into
+// panels of 16 columns, 4 steps of the sum to a 64-byte line (each column's
+// 4 bytes in its lane): a weight once, on its first GEMM, with its column
+// sums (its own pages then given back: the copy is as large); any other B
+// on each call. A tile is 12 rows by 2 panels, 24 zmm sums, each step
+// broadcasting 4 bytes of a row against a line of each panel. Threads take
+// tiles (panel pairs first). Where the CPU has no AVX-512 VNNI, a row spans
+// more than 256, or B is int16, the GEMM is summed in plain int32 loops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "IntegerGemm.h"
+
+#include "GemmCall.h"
+#include "PackedGemm.h"
+#include "Profile.h"
+#include "comm/Comm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+/// Columns of a panel: one zmm of int32 sums.
+constexpr int64_t kPanel = 16;
+/// Rows of a tile: 12 x 2 zmm sums leave registers for B's two lines and
+/// the broadcast.
+constexpr int64_t kTileRows = 12;
+/// Steps of the sum a line of a panel holds (vpdpbusd's 4 bytes a lane).
+constexpr int64_t kStep = 4;
+/// Below this many multiply-adds a GEMM runs on one thread.
+constexpr double kParallelWork = 1 << 18;
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+bool vnniUsable() {
+  const char *env = std::getenv("CLEAVE_VNNI");
+  if (env && std::strcmp(env, "0") == 0)
+    return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+/// B (k x n, int8) in panels, and its column sums.
+struct PackedB {
+  /// Panel p's line s (steps 4s..4s+3 of the sum) at (p * lines + s) * 64:
+  /// column j's 4 bytes at 4j. Zeros past B's last row and column.
+  std::vector<int8_t> panels;
+  std::vector<int32_t> columnSums;
+  int64_t lines = 0;
+};
+
+void packB(const int8_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
+           bool parallel, PackedB &out) {
+  const int64_t panels = roundUp(n, kPanel) / kPanel;
+  out.lines = roundUp(k, kStep) / kStep;
+  out.panels.assign(panels * out.lines * kPanel * kStep, 0);
+  out.columnSums.assign(panels * kPanel, 0);
+#pragma omp parallel for schedule(static) if (parallel && k * n >= (1 << 18))
+  for (int64_t p = 0; p < panels; ++p) {
+    int8_t *panel = out.panels.data() + p * out.lines * kPanel * kStep;
+    const int64_t cols = std::min(kPanel, n - p * kPanel);
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t column = p * kPanel + j;
+      int32_t sum = 0;
+      for (int64_t r = 0; r < k; ++r) {
+        int8_t v = b[layout.at(r, column)];
+        panel[(r / kStep) * kPanel * kStep + j * kStep + r % kStep] = v;
+        sum += v;
+      }
+      out.columnSums[column] = sum;
+    }
+  }
+}
+
+/// A weight's panels, made on its first GEMM and kept; the weight's own
+/// pages are then given back. Null, said once, where memory for them
+/// cannot be had: the weight's GEMMs then run in the plain loops.
+const PackedB *packedWeight(const int8_t *b, const MatrixLayout &layout,
+                            int64_t k, int64_t n) {
+  using Key = std::tuple<const int8_t *, int64_t, int64_t, int64_t, bool>;
+  struct Entry {
+    bool tried = false, packed = false;
+    PackedB b;
+  };
+  static std::mutex mutex;
+  static std::map<Key, Entry> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry &entry = cache[Key{b, k, n, layout.ld, layout.transposed}];
+  if (!std::exchange(entry.tried, true)) {
+    try {
+      packB(b, layout, k, n, /*parallel=*/true, entry.b);
+      entry.packed = true;
+      releaseWeightPages(b, b + layout.extent(k, n));
+    } catch (const std::bad_alloc &) {
+      entry.b = PackedB{};
+      static bool said = false;
+      if (!std::exchange(said, true))
+        std::fprintf(stderr,
+                     "cleave-run: warning: no memory to copy a %lld x %lld "
+                     "int8 weight into panels; such weights' GEMMs run in "
+                     "plain loops\n",
+                     (long long)k, (long long)n);
+    }
+  }
+  return entry.packed ? &entry.b : nullptr;
+}
+
+/// A (m x k, int16) as unsigned bytes, row r at r * stride (stride a
+/// multiple of 4, zeros past k): u = a - min(row r), the minimum kept in
+/// `offsets`. False where a row's values span more than 256.
+bool rebaseA(const int16_t *a, const MatrixLayout &layout, int64_t m,
+             int64_t k, std::vector<uint8_t> &rows, int64_t &stride,
+             std::vector<int32_t> &offsets) {
+  stride = roundUp(k, kStep);
+  rows.assign(m * stride, 0);
+  offsets.resize(m);
+  for (int64_t r = 0; r < m; ++r) {
+    int32_t low = INT32_MAX, high = INT32_MIN;
+    for (int64_t i = 0; i < k; ++i) {
+      int32_t v = a[layout.at(r, i)];
+      low = std::min(low, v);
+      high = std::max(high, v);
+    }
+    if (high - low > 255)
+      return false;
+    offsets[r] = low;
+    uint8_t *row = rows.data() + r * stride;
+    for (int64_t i = 0; i < k; ++i)
+      row[i] = uint8_t(a[layout.at(r, i)] - low);
+  }
+  return true;
+}
+
+/// What one GEMM's tiles read and write.
+struct Problem {
+  int64_t m, n;
+  const uint8_t *a;
+  int64_t strideA;
+  const int32_t *offsets;
+  const PackedB *b;
+  int32_t *c;
+  int64_t ldc;
+  bool accumulate;
+};
+
+/// Tile (rows from `row0`, `Rows` of them; panels `p` and, when there is
+/// one, p + 1) of C: the sum of u * b over every step, then the rows'
+/// offsets times the column sums, written (or added) into C.
+template <int Rows>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+tile(const Problem &pb, int64_t row0, int64_t p) {
+  const int64_t lines = pb.b->lines;
+  const bool second = (p + 1) * kPanel < pb.n;
+  const int8_t *panel0 = pb.b->panels.data() + p * lines * kPanel * kStep;
+  const int8_t *panel1 = second ? panel0 + lines * kPanel * kStep : panel0;
+  __m512i sums[Rows][2];
+  for (int r = 0; r < Rows; ++r)
+    sums[r][0] = sums[r][1] = _mm512_setzero_si512();
+  const uint8_t *a = pb.a + row0 * pb.strideA;
+  for (int64_t s = 0; s < lines; ++s) {
+    __m512i b0 = _mm512_loadu_si512(panel0 + s * kPanel * kStep);
+    __m512i b1 = _mm512_loadu_si512(panel1 + s * kPanel * kStep);
+    for (int r = 0; r < Rows; ++r) {
+      int32_t bytes;
+      std::memcpy(&bytes, a + r * pb.strideA + s * kStep, sizeof(bytes));
+      __m512i u = _mm512_set1_epi32(bytes);
+      sums[r][0] = _mm512_dpbusd_epi32(sums[r][0], u, b0);
+      sums[r][1] = _mm512_dpbusd_epi32(sums[r][1], u, b1);
+    }
+  }
+  for (int half = 0; half < (second ? 2 : 1); ++half) {
+    const int64_t col0 = (p + half) * kPanel;
+    const int64_t cols = std::min(kPanel, pb.n - col0);
+    const __mmask16 mask = __mmask16((1u << cols) - 1);
+    __m512i columnSums = _mm512_loadu_si512(pb.b->columnSums.data() + col0);
+    for (int r = 0; r < Rows; ++r) {
+      int32_t *c = pb.c + (row0 + r) * pb.ldc + col0;
+      __m512i v = _mm512_add_epi32(
+          sums[r][half],
+          _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row0 + r]),
+                             columnSums));
+      if (pb.accumulate)
+        v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
+      _mm512_mask_storeu_epi32(c, mask, v);
+    }
+  }
+}
+
+/// Tile rows `rows` (at most kTileRows) from `row0` by panels p and p + 1.
+void tileOf(const Problem &pb, int64_t row0, int64_t rows, int64_t p) {
+  using Kernel = void (*)(const Problem &, int64_t, int64_t);
+  static constexpr Kernel kernels[kTileRows] = {
+      tile<1>, tile<2>, tile<3>, tile<4>,  tile<5>,  tile<6>,
+      tile<7>, tile<8>, tile<9>, tile<10>, tile<11>, tile<12>};
+  kernels[rows - 1](pb, row0, p);
+}
+
+/// Every tile of the GEMM, threads taking (panel pair, row tile) in order.
+void compute(const Problem &pb, int64_t k) {
+  const int64_t pairs = roundUp(roundUp(pb.n, kPanel) / kPanel, 2) / 2;
+  const int64_t rowTiles = roundUp(pb.m, kTileRows) / kTileRows;
+  const bool parallel = double(pb.m) * pb.n * k >= kParallelWork;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (int64_t pair = 0; pair < pairs; ++pair)
+    for (int64_t t = 0; t < rowTiles; ++t) {
+      const int64_t row0 = t * kTileRows;
+      tileOf(pb, row0, std::min(kTileRows, pb.m - row0), pair * 2);
+    }
+}
+
+/// The plain loops: C = A * B (+ C), summed in int32 (wrapping, as the
+/// kernel does: the sum is computed modulo 2^32 in unsigned arithmetic).
+template <typename ElementB>
+void plainGemm(int64_t m, int64_t n, int64_t k, const int16_t *a,
+               const MatrixLayout &layoutA, const ElementB *b,
+               const MatrixLayout &layoutB, int32_t *c, int64_t ldc,
+               bool accumulate) {
+  // B row-major in int32 (once per call), so each row's sum vectorizes.
+  std::vector<uint32_t> wide(k * n);
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      wide[r * n + j] = uint32_t(int32_t(b[layoutB.at(r, j)]));
+  const bool parallel = double(m) * n * k >= kParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < m; ++r) {
+    std::vector<uint32_t> row(n, 0);
+    for (int64_t i = 0; i < k; ++i) {
+      const uint32_t x = uint32_t(int32_t(a[layoutA.at(r, i)]));
+      const uint32_t *line = wide.data() + i * n;
+      for (int64_t j = 0; j < n; ++j)
+        row[j] += x * line[j];
+    }
+    int32_t *out = c + r * ldc;
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = int32_t(row[j] + (accumulate ? uint32_t(out[j]) : 0u));
+  }
+}
+
+/// One GEMM of int8 B: on VNNI where it can, else the plain loops.
+void gemmI8(int64_t m, int64_t n, int64_t k, const int16_t *a,
+            const MatrixLayout &layoutA, const int8_t *b,
+            const MatrixLayout &layoutB, int32_t *c, int64_t ldc,
+            bool accumulate) {
+  if (integerGemmKernel()) {
+    thread_local std::vector<uint8_t> rows;
+    thread_local std::vector<int32_t> offsets;
+    int64_t strideA = 0;
+    if (rebaseA(a, layoutA, m, k, rows, strideA, offsets)) {
+      const PackedB *packed = nullptr;
+      PackedB local;
+      if (inWeightMemory(b, b + layoutB.extent(k, n)))
+        packed = packedWeight(b, layoutB, k, n);
+      if (!packed) {
+        packB(b, layoutB, k, n, /*parallel=*/false, local);
+        packed = &local;
+      }
+      compute(Problem{m, n, rows.data(), strideA, offsets.data(), packed, c,
+                      ldc, accumulate},
+              k);
+      return;
+    }
+  }
+  plainGemm(m, n, k, a, layoutA, b, layoutB, c, ldc, accumulate);
+}
+
+/// Every GEMM of the call.
+template <typename ElementB>
+void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
+  profile::Span span([&] {
+    return profile::describeGemm(type, /*rounded=*/false, outer * batch, m, n,
+                                 k);
+  });
+  GemmCall g;
+  try {
+    if (bias != 0 || (beta != 0.0f && beta != 1.0f))
+      throw RuntimeError("an integer GEMM takes no bias, and beta 0 or 1");
+    g = decodeGemm(CLEAVE_ABI_GEMM_ARGS);
+  } catch (const RuntimeError &e) {
+    std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+                 e.what());
+    comm::abortJob(70);
+  }
+  for (int64_t index = 0; index < g.count(); ++index) {
+    GemmOffsets at = g.at(index);
+    const int16_t *ai = reinterpret_cast<const int16_t *>(a) + at.a;
+    const ElementB *bi = reinterpret_cast<const ElementB *>(b) + at.b;
+    int32_t *ci = reinterpret_cast<int32_t *>(c) + at.c;
+    if constexpr (std::is_same_v<ElementB, int8_t>)
+      gemmI8(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci, g.c.layout.ld,
+             g.beta != 0.0f);
+    else
+      plainGemm(g.m, g.n, g.k, ai, g.a.layout, bi, g.b.layout, ci,
+                g.c.layout.ld, g.beta != 0.0f);
+  }
+}
+
+} // namespace
+
+const char *cleave::rt::integerGemmKernel() {
+  static const char *kernel = vnniUsable() ? "AVX-512 VNNI" : nullptr;
+  return kernel;
+}
+
+void cleave::rt::integerGemm(int64_t m, int64_t n, int64_t k, const int16_t *a,
+                             const MatrixLayout &layoutA, const int8_t *b,
+                             const MatrixLayout &layoutB, int32_t *c,
+                             int64_t ldc, bool accumulate) {
+  gemmI8(m, n, k, a, layoutA, b, layoutB, c, ldc, accumulate);
+}
+
+void cleave::rt::integerGemmPlain(int64_t m, int64_t n, int64_t k,
+                                  const int16_t *a, const MatrixLayout &layoutA,
+                                  const int16_t *b, const MatrixLayout &layoutB,
+                                  int32_t *c, int64_t ldc, bool accumulate) {
+  plainGemm(m, n, k, a, layoutA, b, layoutB, c, ldc, accumulate);
+}
+
+extern "C" {
+void cleave_rt_igemm_i8(CLEAVE_ABI_GEMM_PARAMS) {
+  run<int8_t>("i16 x i8", CLEAVE_ABI_GEMM_ARGS);
+}
+void cleave_rt_igemm_i16(CLEAVE_ABI_GEMM_PARAMS) {
+  run<int16_t>("i16 x i16", CLEAVE_ABI_GEMM_ARGS);
+}
+}
