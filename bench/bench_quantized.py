@@ -28,16 +28,13 @@ Usage: bench_quantized.py [--runs N] [--rounds R] [--threads 1,2]
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpt2_stack import make_stack  # noqa: E402
-
-LATENCY = re.compile(r"Cleave ([0-9.]+) ms .*ONNX Runtime ([0-9.]+) ms")
+from ort_timing import time_against_ort  # noqa: E402
 
 
 def quantize(source, work):
@@ -63,18 +60,8 @@ ATOL = {"float32": 1e-5, "int8": 0.02, "int4": 1e-5}
 
 def bench(model, atol, threads, args, work):
     """(Cleave ms, ONNX Runtime ms) for `model` at `threads` threads."""
-    check = os.path.join(HERE, "..", "scripts", "check_model.py")
-    result = subprocess.run(
-        [sys.executable, check, model, "--atol", str(atol),
-         "--bench", str(args.runs),
-         "--bench-rounds", str(args.rounds), "--threads", str(threads),
-         "--bin", args.bin, "--work", work],
-        check=True, capture_output=True, text=True)
-    if "outputs match ONNX Runtime: yes" not in result.stdout:
-        sys.exit(f"{model}: Cleave does not match ONNX Runtime:\n"
-                 + result.stdout)
-    found = LATENCY.search(result.stdout)
-    return float(found.group(1)), float(found.group(2))
+    return time_against_ort(model, atol, threads, args.runs, args.rounds,
+                            args.bin, work)
 
 
 def main():

@@ -41,15 +41,18 @@ VARIANTS = [(f"{kind}-{precision}", kind, False, precision, [])
 ]
 
 
-def save_hf_model(kind, folder, tied):
+# The test models' size; bench/bench_genai_int4.py passes a larger one.
+TEST_SIZE = dict(vocab_size=97, hidden_size=64, intermediate_size=128,
+                 num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=128)
+
+
+def save_hf_model(kind, folder, tied, size=TEST_SIZE):
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
     torch.manual_seed(0)
-    common = dict(vocab_size=97, hidden_size=64, intermediate_size=128,
-                  num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=128,
-                  tie_word_embeddings=tied)
+    common = dict(size, tie_word_embeddings=tied)
     if kind == "llama":
         model = transformers.LlamaForCausalLM(
             transformers.LlamaConfig(**common))
@@ -63,7 +66,7 @@ def save_hf_model(kind, folder, tied):
         model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
             **common, pad_token_id=0, original_max_position_embeddings=128))
     model.eval().save_pretrained(folder)
-    vocab = {f"t{i}": i for i in range(97)}
+    vocab = {f"t{i}": i for i in range(common["vocab_size"])}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     transformers.PreTrainedTokenizerFast(

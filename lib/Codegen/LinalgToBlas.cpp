@@ -21,10 +21,12 @@
 
 #include "cleave/Runtime/Abi.h"
 #include "cleave/Runtime/GemmLayout.h"
+#include "cleave/Support/Attributes.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/RuntimeNames.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -155,13 +157,16 @@ std::pair<Value, Value> baseAndOffset(OpBuilder &b, Location loc,
   return {base, meta.getOffset()};
 }
 
-func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices) {
+/// The runtime function `name` taking `indices` index arguments, then
+/// `floats` float32 ones (beta, last), declared once.
+func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned indices,
+                            unsigned floats = 1) {
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   SmallVector<Type> args(indices, b.getIndexType());
-  args.push_back(b.getF32Type()); // beta
+  args.append(floats, b.getF32Type());
   auto f = func::FuncOp::create(b, module.getLoc(), name,
                                 b.getFunctionType(args, {}));
   f.setPrivate();
@@ -270,6 +275,174 @@ std::optional<Rounding> roundingOf(linalg::LinalgOp gemm,
   return Rounding{copy, *destination};
 }
 
+/// MatMulNBits' weight as a GEMM reads it (see kNBitsWeightAttrName): the
+/// dequantization that is B's only writer, its codes, zero points and
+/// scales, and their format.
+struct NBitsOperand {
+  linalg::GenericOp dequantize;
+  /// The zero points: a buffer, or (null) one value for all.
+  Value codes, zeros, scales;
+  float zero = 0.0f;
+  int64_t blocks, blockSize, bits;
+  /// Deallocations of the codes', zero points' or scales' buffers between
+  /// the dequantization and the GEMM, which must move after the call.
+  SmallVector<Operation *> freedBefore;
+};
+
+/// The deallocations of the buffer `v` views between `first` and `last`
+/// in their block, into `freed`; false when anything else there writes
+/// it (views aside).
+bool onlyFreedBetween(Value v, Operation *first, Operation *last,
+                      SmallVectorImpl<Operation *> &freed) {
+  for (Value alias : cleave::viewsOf(cleave::viewedBuffer(v)))
+    for (Operation *user : alias.getUsers()) {
+      Operation *at = first->getBlock()->findAncestorOpInBlock(*user);
+      if (!at || !first->isBeforeInBlock(at) || !at->isBeforeInBlock(last) ||
+          cleave::viewSource(user))
+        continue;
+      if (!isa<memref::DeallocOp>(user))
+        return false;
+      freed.push_back(user);
+    }
+  return true;
+}
+
+/// Whether `v` is a memref of `shape` and `element`s, row-major and
+/// contiguous.
+bool isContiguous(Value v, ArrayRef<int64_t> shape, Type element) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!type || type.getShape() != shape || type.getElementType() != element ||
+      failed(type.getStridesAndOffset(strides, offset)))
+    return false;
+  int64_t expected = 1;
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] != 1 && strides[d] != expected)
+      return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+/// Whether `op`'s body is import's dequantization of `bits`-bit codes:
+/// (float(code) - zero) * scale, code = (byte >> (slot * bits)) & mask,
+/// byte input 0, zero input 1 and scale input 2, or (zero points that were
+/// all one value) zero a constant, set into `zero`, and scale input 1;
+/// slot loop 3.
+bool isNBitsBody(linalg::GenericOp op, int64_t bits, float &zero) {
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto mul = yield.getOperand(0).getDefiningOp<arith::MulFOp>();
+  auto sub = mul ? mul.getLhs().getDefiningOp<arith::SubFOp>() : nullptr;
+  auto toFloat = sub ? sub.getLhs().getDefiningOp<arith::SIToFPOp>() : nullptr;
+  auto masked = toFloat ? toFloat.getIn().getDefiningOp<arith::AndIOp>()
+                        : nullptr;
+  auto shifted =
+      masked ? masked.getLhs().getDefiningOp<arith::ShRUIOp>() : nullptr;
+  auto byte = shifted ? shifted.getLhs().getDefiningOp<arith::ExtUIOp>()
+                      : nullptr;
+  auto shift =
+      shifted ? shifted.getRhs().getDefiningOp<arith::MulIOp>() : nullptr;
+  auto slot = shift ? shift.getLhs().getDefiningOp<arith::IndexCastOp>()
+                    : nullptr;
+  auto index = slot ? slot.getIn().getDefiningOp<linalg::IndexOp>() : nullptr;
+  const bool zeroInput = op.getNumDpsInputs() == 3;
+  FloatAttr constantZero;
+  if (!index ||
+      mul.getRhs() != body.getArgument(zeroInput ? 2 : 1) ||
+      (zeroInput ? sub.getRhs() != body.getArgument(1)
+                 : !matchPattern(sub.getRhs(), m_Constant(&constantZero))) ||
+      byte.getIn() != body.getArgument(0) || index.getDim() != 3 ||
+      body.getOperations().size() != 10)
+    return false;
+  if (constantZero)
+    zero = constantZero.getValueAsDouble();
+  APInt mask, width;
+  return matchPattern(masked.getRhs(), m_ConstantInt(&mask)) &&
+         matchPattern(shift.getRhs(), m_ConstantInt(&width)) &&
+         mask.getSExtValue() == (int64_t(1) << bits) - 1 &&
+         width.getSExtValue() == bits;
+}
+
+/// B of `gemm` (`bm`, read as `shape` says) when it is a MatMulNBits
+/// weight: written only by its dequantization, nothing touching it between
+/// that and the GEMM, and read as the dequantized codes of each column in
+/// their order (the whole of a column's first K codes, transposed).
+std::optional<NBitsOperand> nbitsOperand(linalg::LinalgOp gemm, Value bm,
+                                         const CallShape &shape) {
+  Value buffer = cleave::viewedBuffer(bm);
+  if (!buffer.getDefiningOp<memref::AllocOp>())
+    return std::nullopt;
+  linalg::GenericOp dequantize;
+  for (Value alias : cleave::viewsOf(buffer))
+    for (Operation *user : alias.getUsers()) {
+      if (user == gemm.getOperation() || cleave::viewSource(user) ||
+          isa<memref::DeallocOp>(user))
+        continue;
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (dequantize || !generic ||
+          !generic->hasAttr(cleave::kNBitsWeightAttrName) ||
+          generic.getNumDpsInputs() < 2 || generic.getNumDpsInputs() > 3 ||
+          generic.getNumDpsInits() != 1 || generic.getDpsInits()[0] != buffer)
+        return std::nullopt;
+      dequantize = generic;
+    }
+  if (!dequantize || dequantize->getBlock() != gemm->getBlock() ||
+      !dequantize->isBeforeInBlock(gemm) ||
+      cleave::touchedBetween(buffer, dequantize, gemm))
+    return std::nullopt;
+  // Loops (n, block, byte, code in the byte), as import writes them.
+  auto outType = cast<MemRefType>(buffer.getType());
+  if (outType.getRank() != 4)
+    return std::nullopt;
+  int64_t n = outType.getDimSize(0), blocks = outType.getDimSize(1),
+          blob = outType.getDimSize(2), perByte = outType.getDimSize(3);
+  if (perByte != 1 && perByte != 2 && perByte != 4)
+    return std::nullopt;
+  int64_t bits = 8 / perByte, blockSize = blob * perByte;
+  MLIRContext *ctx = gemm.getContext();
+  auto dims = [&](ArrayRef<unsigned> which) {
+    SmallVector<AffineExpr> exprs;
+    for (unsigned d : which)
+      exprs.push_back(getAffineDimExpr(d, ctx));
+    return AffineMap::get(4, 0, exprs, ctx);
+  };
+  const bool zeroInput = dequantize.getNumDpsInputs() == 3;
+  SmallVector<AffineMap> expectedMaps = {dims({0, 1, 2}), dims({0, 1})};
+  if (zeroInput)
+    expectedMaps.push_back(dims({0, 1}));
+  expectedMaps.push_back(dims({0, 1, 2, 3}));
+  Type f32 = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  Value codes = dequantize.getDpsInputs()[0],
+        zeros = zeroInput ? dequantize.getDpsInputs()[1] : Value(),
+        scales = dequantize.getDpsInputs().back();
+  float zero = 0.0f;
+  if (dequantize.getIndexingMapsArray() != expectedMaps ||
+      !isContiguous(buffer, outType.getShape(), f32) ||
+      !isContiguous(codes, {n, blocks, blob}, i8) ||
+      (zeros && !isContiguous(zeros, {n, blocks}, f32)) ||
+      !isContiguous(scales, {n, blocks}, f32) ||
+      !isNBitsBody(dequantize, bits, zero))
+    return std::nullopt;
+  // B[k][j] is element j * blocks * blockSize + k of the buffer.
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(cast<MemRefType>(bm.getType()).getStridesAndOffset(strides,
+                                                                 offset)) ||
+      offset != 0 || shape.outer != 1 || shape.batch != 1 ||
+      !shape.around.empty() || shape.n != n ||
+      shape.k > blocks * blockSize || shape.strides[1][2] != 1 ||
+      shape.strides[1][3] != blocks * blockSize)
+    return std::nullopt;
+  NBitsOperand operand{dequantize, codes,     zeros, scales, zero,
+                       blocks,     blockSize, bits,  {}};
+  for (Value input : dequantize.getDpsInputs())
+    if (!onlyFreedBetween(input, dequantize, gemm, operand.freedBefore))
+      return std::nullopt;
+  return operand;
+}
+
 struct LinalgToBlasPass
     : cleave::impl::CleaveLinalgToBlasBase<LinalgToBlasPass> {
   using Base::Base;
@@ -343,6 +516,11 @@ struct LinalgToBlasPass
       shape = callShape(op, loops, cast<MemRefType>(c.getType()));
     if (!shape)
       return;
+    if (operands.isF32() && targetKind == cleave::Target::CPU)
+      if (std::optional<NBitsOperand> nbits = nbitsOperand(op, bm, *shape)) {
+        lowerNBits(module, op, *shape, *nbits, bias, overwrite, writer);
+        return;
+      }
 
     OpBuilder b(op);
     Location loc = op.getLoc();
@@ -404,6 +582,59 @@ struct LinalgToBlasPass
       rounding->copy->erase();
       cleave::eraseIfDead(rounding->destination.buffer());
     }
+  }
+
+  /// A float32 GEMM by a MatMulNBits weight: one cleave_rt_sgemm_nbits call
+  /// on the codes, zero points and scales; the dequantization and its
+  /// buffer go.
+  void lowerNBits(ModuleOp module, linalg::LinalgOp op, const CallShape &shape,
+                  NBitsOperand nbits, Value bias, bool overwrite,
+                  linalg::LinalgOp writer) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto index = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, loc, v);
+    };
+    auto pointer = [&](Value memref, SmallVector<Value> &args) {
+      auto [base, offset] = baseAndOffset(b, loc, memref);
+      args.append({base, offset});
+    };
+    SmallVector<Value> args = {index(shape.m), index(shape.n), index(shape.k)};
+    pointer(op.getDpsInputs()[0], args);
+    args.append({index(shape.strides[0][2]), index(shape.strides[0][3])});
+    pointer(nbits.codes, args);
+    if (nbits.zeros)
+      pointer(nbits.zeros, args);
+    else
+      args.append({index(0), index(0)});
+    pointer(nbits.scales, args);
+    args.append({index(nbits.blocks), index(nbits.blockSize),
+                 index(nbits.bits)});
+    pointer(op.getDpsInits()[0], args);
+    args.push_back(index(shape.strides[2][2]));
+    if (bias) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(op);
+      pointer(bias, args);
+    } else {
+      args.append({index(0), index(0)});
+    }
+    for (float value : {nbits.zero, overwrite ? 0.0f : 1.0f})
+      args.push_back(
+          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value)));
+    std::string name = cleave::runtimeFunction(CLEAVE_ABI_SGEMM_NBITS,
+                                               cleave::Target::CPU);
+    func::FuncOp callee = declareRuntime(module, name, args.size() - 2,
+                                         /*floats=*/2);
+    auto call = func::CallOp::create(b, loc, callee, args);
+    for (Operation *dealloc : nbits.freedBefore)
+      dealloc->moveAfter(call);
+    Value buffer = nbits.dequantize.getDpsInits()[0];
+    op->erase();
+    if (overwrite)
+      writer->erase();
+    nbits.dequantize->erase();
+    cleave::eraseIfDead(buffer);
   }
 };
 } // namespace

@@ -10,12 +10,16 @@
 // reshape drops is dropped from the producer, so that they fuse. A copy
 // read through slices is copied slice by slice, each copy fusing into its
 // reader. Last, each reduction moves down to its first reader, beside
-// which cleave-map-rows-to-gpu can take both into one kernel.
+// which cleave-map-rows-to-gpu can take both into one kernel. MatMulNBits'
+// dequantization (kNBitsWeightAttrName) is left as import wrote it: nothing
+// fuses into it and no reshape moves into or through it, so that its GEMM
+// can read the codes themselves.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Fusion/Passes.h"
 
+#include "cleave/Support/Attributes.h"
 #include "cleave/Support/Gemms.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -53,6 +57,13 @@ bool feedsGemm(Operation *op) {
       return false;
   }
   return false;
+}
+
+/// MatMulNBits' dequantization, which stays as import wrote it (see
+/// kNBitsWeightAttrName): nothing fuses into it, and no reshape moves
+/// through it.
+bool isNBitsWeight(Operation *op) {
+  return op && op->hasAttr(cleave::kNBitsWeightAttrName);
 }
 
 bool allParallel(linalg::GenericOp op) {
@@ -176,7 +187,7 @@ struct FuseElementwisePass
     linalg::ControlFusionFn control = [](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
       Operation *consumer = fused->getOwner();
-      if (!producer || cleave::isGemm(producer))
+      if (!producer || cleave::isGemm(producer) || isNBitsWeight(consumer))
         return false;
       if (cleave::isGemm(consumer))
         return isCopy(producer) &&
@@ -196,7 +207,7 @@ struct FuseElementwisePass
       Operation *owner = fused->getOwner();
       if (auto expand = dyn_cast<tensor::ExpandShapeOp>(owner)) {
         auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
-        if (!producer || !allParallel(producer) ||
+        if (!producer || !allParallel(producer) || isNBitsWeight(producer) ||
             !onlyUsedBy(producer, expand) || expand->use_empty())
           return false;
         // The generic reading the expansion, possibly past a collapse_shape
@@ -211,15 +222,15 @@ struct FuseElementwisePass
           if (!onlyUsedBy(collapse, reader))
             return false;
         }
-        return isa<linalg::GenericOp>(reader) &&
+        return isa<linalg::GenericOp>(reader) && !isNBitsWeight(reader) &&
                (!cleave::isGemm(reader) || isCopy(producer)) &&
                !computesIntoGemmCopy(producer, reader);
       }
       auto collapse = fused->get().getDefiningOp<tensor::CollapseShapeOp>();
-      if (!collapse || !isa<linalg::GenericOp>(owner))
+      if (!collapse || !isa<linalg::GenericOp>(owner) || isNBitsWeight(owner))
         return false;
       auto producer = collapse.getSrc().getDefiningOp<linalg::GenericOp>();
-      return producer && allParallel(producer) &&
+      return producer && allParallel(producer) && !isNBitsWeight(producer) &&
              onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, owner) &&
              (!cleave::isGemm(owner) ||
               (isCopy(producer) && splitsOnlyBatchLoops(fused, collapse))) &&
@@ -246,10 +257,11 @@ struct FuseElementwisePass
             return llvm::count_if(
                        g, [&](int64_t d) { return shape[d] != 1; }) <= 1;
           });
-      return producer && allParallel(producer) && dropsUnitDims &&
+      return producer && allParallel(producer) && !isNBitsWeight(producer) &&
+             dropsUnitDims &&
              onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, reader) &&
              isa<linalg::GenericOp>(reader) && !cleave::isGemm(reader) &&
-             !isCopy(reader);
+             !isNBitsWeight(reader) && !isCopy(reader);
     };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
@@ -260,8 +272,12 @@ struct FuseElementwisePass
     patterns.add<SliceBeforeCopy>(ctx);
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError(
+          "cleave-fuse-elementwise: fusion did not settle (its rewrites "
+          "kept undoing each other)");
       return signalPassFailure();
+    }
     sinkReductions(getOperation());
   }
 };

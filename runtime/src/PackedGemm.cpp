@@ -608,6 +608,30 @@ bool cleave::rt::packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
   return true;
 }
 
+int64_t cleave::rt::packedPanelWidth() {
+  const Kernel *kern = kernel();
+  return kern ? kern->panelWidth : 0;
+}
+
+void cleave::rt::packPanels(const float *b, const MatrixLayout &layout,
+                            int64_t k, int64_t n, float *panels) {
+  if (const Kernel *kern = kernel())
+    packInto(b, layout, k, n, kern->panelWidth, panels, /*parallel=*/false);
+}
+
+bool cleave::rt::packedSgemmOnPanels(int64_t m, int64_t n, int64_t k,
+                                     const float *a,
+                                     const MatrixLayout &layoutA,
+                                     const float *panels, float *c,
+                                     int64_t ldc, float beta,
+                                     const float *bias) {
+  const Kernel *kern = kernel();
+  if (!kern || m <= 0 || n <= 0 || k <= 0)
+    return false;
+  run(*kern, Problem{m, n, k, a, layoutA, panels, c, ldc, beta, bias});
+  return true;
+}
+
 bool cleave::rt::packedSgemmBatch(
     int64_t count, int64_t m, int64_t n, int64_t k, const MatrixLayout &layoutA,
     const MatrixLayout &layoutB, int64_t ldc, float beta, const float *bias,

@@ -51,6 +51,25 @@ bool packedSgemm(int64_t m, int64_t n, int64_t k, const float *a,
                  const MatrixLayout &layoutB, float *c, int64_t ldc, float beta,
                  const float *bias);
 
+/// Columns of a panel of the packed kernel this program runs, or 0 where it
+/// has none.
+int64_t packedPanelWidth();
+
+/// B (k x n, `layout`) copied into the packed kernel's panels at `panels`
+/// (the layout packedSgemmOnPanels reads), on this thread; nothing where
+/// this CPU has no packed kernel.
+void packPanels(const float *b, const MatrixLayout &layout, int64_t k,
+                int64_t n, float *panels);
+
+/// One GEMM as packedSgemm, of a B the caller has put into panels itself
+/// (a quantized weight, dequantized panel by panel): panel p's line for
+/// step s of the sum at panels[(p * k + s) * packedPanelWidth()], zeros
+/// past B's last column. Returns false, having done nothing, where this CPU
+/// has no packed kernel.
+bool packedSgemmOnPanels(int64_t m, int64_t n, int64_t k, const float *a,
+                         const MatrixLayout &layoutA, const float *panels,
+                         float *c, int64_t ldc, float beta, const float *bias);
+
 /// Where one GEMM of a batch reads A and B and writes C.
 struct GemmOperands {
   const float *a, *b;

@@ -694,8 +694,10 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
         linalg::YieldOp::create(
             nb, nl, Value(arith::MulFOp::create(nb, nl, value, args[2])));
       });
-  // Followed back to the stored bytes by the passes that split weights.
+  // Followed back to the stored bytes by the passes that split weights;
+  // read in place by the GEMM (cleave-linalg-to-blas).
   dequantize->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
+  dequantize->setAttr(cleave::kNBitsWeightAttrName, b.getUnitAttr());
   Value weight = dequantize.getResult(0);
   weight = reshape(b, loc, weight, {n, blocks * blockSize});
   if (blocks * blockSize != k)

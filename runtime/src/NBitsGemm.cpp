@@ -1,0 +1,432 @@
+//===- NBitsGemm.cpp - GEMMs by weights of packed 2/4/8-bit codes ---------===//
+//
+// Implements cleave_rt_sgemm_nbits (Abi.h): a float32 GEMM whose B is a
+// MatMulNBits weight (NBitsWeight) read where it lies in the weights. Each
+// column of B is dequantized exactly as import's loops would,
+// (float(code) - zero) * scale, only when the GEMM reaches it:
+//   - a few rows of A (a decoding step's, up to kGemvRows): column by
+//     column into a buffer that stays in L1, each row's dot product with it
+//     taken there: the weight is read once, in its packed bytes (a fourth
+//     of float16's, an eighth of float32's at 4 bits);
+//   - more rows: into the packed float32 kernel's panels, then that kernel
+//     (PackedGemm.h); or, on a CPU without it, into B's transpose for
+//     OpenBLAS.
+// 4-bit codes in blocks of a multiple of 16 steps are unpacked 32 a step on
+// AVX-512 (the nibbles split and interleaved back in byte order, widened to
+// float), every other width by the scalar loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NBitsGemm.h"
+
+#include "GemmCall.h"
+#include "PackedGemm.h"
+#include "Profile.h"
+#include "comm/Comm.h"
+
+#include <cblas.h>
+// GCC 12's AVX-512 conversions start from _mm512_undefined vectors, which
+// its flow analysis then reports as read uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+/// Most rows of A taken as dot products with each dequantized column.
+constexpr int64_t kGemvRows = 8;
+/// Below this many weight elements a GEMM runs on one thread.
+constexpr double kParallelElements = 1 << 16;
+
+bool hasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw");
+  }();
+  return has;
+}
+
+/// Steps [from, to) of block `b` of column `col` into out[from..to), any
+/// width of code.
+void dequantizeScalar(const NBitsWeight &w, int64_t col, int64_t b,
+                      int64_t from, int64_t to, float *out) {
+  const int64_t blob = w.blockSize * w.bits / 8;
+  const uint8_t *bytes = w.codes + (col * w.blocks + b) * blob;
+  const float zero = w.zeroAt(col * w.blocks + b);
+  const float scale = w.scales[col * w.blocks + b];
+  const int64_t perByte = 8 / w.bits, mask = (1 << w.bits) - 1;
+  for (int64_t t = from; t < to; ++t) {
+    int64_t code = (bytes[t / perByte] >> ((t % perByte) * w.bits)) & mask;
+    out[t] = (float(code) - zero) * scale;
+  }
+}
+
+// The helpers below pass AVX-512 vectors between functions of that target,
+// which GCC warns would change the default target's ABI; they are inlined.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+/// 16 codes, one a byte, dequantized into out[0..16).
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void
+dequantize16(__m128i codes, __m512 zero, __m512 scale, float *out) {
+  __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes));
+  _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_sub_ps(v, zero), scale));
+}
+
+/// 16 bytes of 4-bit codes (32 codes, low nibble first) dequantized into
+/// out[0..32).
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void
+unpack32(const uint8_t *bytes, __m512 zero, __m512 scale, float *out) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes));
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m128i low = _mm_and_si128(packed, nibble);
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
+  // Byte i's low code is step 2i, its high one step 2i + 1.
+  const __m128i first = _mm_unpacklo_epi8(low, high);
+  const __m128i second = _mm_unpackhi_epi8(low, high);
+  dequantize16(first, zero, scale, out);
+  dequantize16(second, zero, scale, out + 16);
+}
+
+/// Column `col` of B, its first k steps, into out[0..k).
+__attribute__((target("avx512f,avx512bw"))) void
+dequantizeColumnAvx512(const NBitsWeight &w, int64_t col, int64_t k,
+                       float *out) {
+  const int64_t blob = w.blockSize / 2;
+  for (int64_t b = 0; b < w.blocks && b * w.blockSize < k; ++b) {
+    const int64_t start = b * w.blockSize;
+    const int64_t steps = std::min(w.blockSize, k - start);
+    if (steps < w.blockSize) {
+      dequantizeScalar(w, col, b, 0, steps, out + start);
+      continue;
+    }
+    const uint8_t *bytes = w.codes + (col * w.blocks + b) * blob;
+    const __m512 zero = _mm512_set1_ps(w.zeroAt(col * w.blocks + b));
+    const __m512 scale = _mm512_set1_ps(w.scales[col * w.blocks + b]);
+    int64_t t = 0;
+    for (; t + 32 <= steps; t += 32)
+      unpack32(bytes + t / 2, zero, scale, out + start + t);
+    if (t < steps)
+      dequantizeScalar(w, col, b, t, steps, out + start);
+  }
+}
+
+void dequantizeColumn(const NBitsWeight &w, int64_t col, int64_t k,
+                      float *out) {
+  if (w.bits == 4 && w.blockSize % 16 == 0 && hasAvx512()) {
+    dequantizeColumnAvx512(w, col, k, out);
+    return;
+  }
+  for (int64_t b = 0; b < w.blocks && b * w.blockSize < k; ++b)
+    dequantizeScalar(w, col, b, 0, std::min(w.blockSize, k - b * w.blockSize),
+                     out + b * w.blockSize);
+}
+
+/// sum of x[i] * y[i], i < k.
+__attribute__((target("avx512f"))) float dotAvx512(const float *x,
+                                                    const float *y, int64_t k) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64)
+    for (int j = 0; j < 4; ++j)
+      acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j),
+                               _mm512_loadu_ps(y + i + 16 * j), acc[j]);
+  for (; i + 16 <= k; i += 16)
+    acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i),
+                             acc[0]);
+  if (i < k) {
+    const __mmask16 mask = __mmask16((1u << (k - i)) - 1);
+    acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + i),
+                             _mm512_maskz_loadu_ps(mask, y + i), acc[1]);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),
+                                            _mm512_add_ps(acc[2], acc[3])));
+}
+
+float dot(const float *x, const float *y, int64_t k) {
+  if (hasAvx512())
+    return dotAvx512(x, y, k);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < k; ++i)
+    sum += x[i] * y[i];
+  return sum;
+}
+
+/// C's element (r, j) from the GEMM's sum: plus the bias, plus beta * C.
+inline float finish(float sum, const float *c, int64_t j, float beta,
+                    const float *bias) {
+  return sum + (bias ? bias[j] : 0.0f) + (beta != 0.0f ? beta * *c : 0.0f);
+}
+
+/// Rows [0, Rows) of A times column `col` of 4-bit B in blocks of a
+/// multiple of 32, into sums[r]: each block's codes are widened and
+/// centred (code - zero) once, 32 at a time, multiplied by every row's
+/// steps there, and the block's sum scaled by its scale. The rows come
+/// with each 32 steps reordered evens first, then odds (pairedSteps): a
+/// byte's low code is an even step, its high code the next, so the 16
+/// bytes widen once, and the low and high codes need no interleaving.
+template <int Rows>
+__attribute__((target("avx512f,avx512bw"))) void
+column4(const NBitsWeight &w, int64_t col, int64_t k, const float *rows,
+        float *sums) {
+  // Two sums a row, blocks alternating between them, so that one block's
+  // scaled sum need not wait for the last's.
+  __m512 acc[Rows][2];
+  for (int r = 0; r < Rows; ++r)
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int64_t blob = w.blockSize / 2;
+  const __m512i nibble = _mm512_set1_epi32(0x0f);
+  for (int64_t b = 0; b < w.blocks; ++b) {
+    const uint8_t *bytes = w.codes + (col * w.blocks + b) * blob;
+    const __m512 zero = _mm512_set1_ps(w.zeroAt(col * w.blocks + b));
+    const __m512 scale = _mm512_set1_ps(w.scales[col * w.blocks + b]);
+    __m512 block[Rows][2];
+    for (int r = 0; r < Rows; ++r)
+      block[r][0] = block[r][1] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < w.blockSize; t += 32) {
+      const __m512i packed = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + t / 2)));
+      // Steps t, t+2, ..., t+30 and t+1, ..., t+31, minus the zero point.
+      const __m512 first = _mm512_sub_ps(
+          _mm512_cvtepi32_ps(_mm512_and_si512(packed, nibble)), zero);
+      const __m512 second = _mm512_sub_ps(
+          _mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)), zero);
+      const int64_t step = b * w.blockSize + t;
+      for (int r = 0; r < Rows; ++r) {
+        const float *a = rows + r * k + step;
+        block[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a), first, block[r][0]);
+        block[r][1] =
+            _mm512_fmadd_ps(_mm512_loadu_ps(a + 16), second, block[r][1]);
+      }
+    }
+    for (int r = 0; r < Rows; ++r)
+      acc[r][b & 1] = _mm512_fmadd_ps(
+          _mm512_add_ps(block[r][0], block[r][1]), scale, acc[r][b & 1]);
+  }
+  for (int r = 0; r < Rows; ++r)
+    sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+
+/// Whether column4 takes this weight and K: 4-bit codes in blocks of a
+/// multiple of 32, K their whole length, on AVX-512.
+bool takesColumn4(const NBitsWeight &w, int64_t k) {
+  return w.bits == 4 && w.blockSize % 32 == 0 &&
+         k == w.blocks * w.blockSize && hasAvx512();
+}
+
+/// `rows` (m rows of k) with each 32 steps reordered as column4 reads them:
+/// the even steps, then the odd ones.
+std::vector<float> pairedSteps(const std::vector<float> &rows, int64_t m,
+                               int64_t k) {
+  std::vector<float> paired(rows.size());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t chunk = 0; chunk < k; chunk += 32)
+      for (int64_t i = 0; i < 16; ++i) {
+        paired[r * k + chunk + i] = rows[r * k + chunk + 2 * i];
+        paired[r * k + chunk + 16 + i] = rows[r * k + chunk + 2 * i + 1];
+      }
+  return paired;
+}
+
+/// A few rows: each column dequantized once, dotted with every row.
+void gemv(int64_t m, int64_t n, int64_t k, const float *a,
+          const MatrixLayout &layoutA, const NBitsWeight &w, float *c,
+          int64_t ldc, float beta, const float *bias) {
+  // A's rows contiguous, read from L1 by every column.
+  std::vector<float> rows(m * k);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      rows[r * k + i] = a[layoutA.at(r, i)];
+  const bool parallel = double(n) * k >= kParallelElements;
+  if (takesColumn4(w, k)) {
+    using Column = void (*)(const NBitsWeight &, int64_t, int64_t,
+                            const float *, float *);
+    static constexpr Column columns[kGemvRows] = {
+        column4<1>, column4<2>, column4<3>, column4<4>,
+        column4<5>, column4<6>, column4<7>, column4<8>};
+    const Column column = columns[m - 1];
+    const std::vector<float> paired = pairedSteps(rows, m, k);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < n; ++j) {
+      float sums[kGemvRows];
+      column(w, j, k, paired.data(), sums);
+      for (int64_t r = 0; r < m; ++r) {
+        float *cj = c + r * ldc + j;
+        *cj = finish(sums[r], cj, j, beta, bias);
+      }
+    }
+    return;
+  }
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> column(k);
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      dequantizeColumn(w, j, k, column.data());
+      for (int64_t r = 0; r < m; ++r) {
+        float *cj = c + r * ldc + j;
+        *cj = finish(dot(rows.data() + r * k, column.data(), k), cj, j, beta,
+                     bias);
+      }
+    }
+  }
+}
+
+struct FreeDeleter {
+  void operator()(float *p) const { std::free(p); }
+};
+
+/// `columns` (32 columns of k floats, one after another) into one panel of
+/// the AVX-512 kernel: line s holds step s of each column, gathered 16 at
+/// a time (the 32 columns' lines stay in L1 from one step to the next).
+__attribute__((target("avx512f"))) void gatherPanel32(const float *columns,
+                                                      int64_t k,
+                                                      float *panel) {
+  const __m512i first = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(int32_t(k)));
+  const __m512i second =
+      _mm512_add_epi32(first, _mm512_set1_epi32(int32_t(16 * k)));
+  for (int64_t step = 0; step < k; ++step) {
+    _mm512_store_ps(panel + step * 32,
+                    _mm512_i32gather_ps(first, columns + step, 4));
+    _mm512_store_ps(panel + step * 32 + 16,
+                    _mm512_i32gather_ps(second, columns + step, 4));
+  }
+}
+
+/// Columns of B a thread dequantizes into panels and multiplies at once:
+/// 4 panels of 32 at a K of 768 are 384 KiB, which stay in L2 for the GEMM.
+constexpr int64_t kGroupPanels = 4;
+
+/// The GEMM on the packed kernel, `width` columns a panel: threads take
+/// groups of kGroupPanels panels, each dequantized into panels of the
+/// thread's own and multiplied by all of A at once. False when memory for
+/// the panels cannot be had.
+bool panelGemm(int64_t m, int64_t n, int64_t k, const float *a,
+               const MatrixLayout &layoutA, const NBitsWeight &w, float *c,
+               int64_t ldc, float beta, const float *bias, int64_t width) {
+  const int64_t group = kGroupPanels * width;
+  const int64_t groups = (n + group - 1) / group;
+  const size_t floats = group * k;
+  bool failed = false;
+#pragma omp parallel if (double(m) * n * k >= kParallelElements * 64)
+  {
+    // A thread's buffers stay between calls.
+    thread_local std::vector<float> columns;
+    thread_local std::unique_ptr<float, FreeDeleter> panels;
+    thread_local size_t capacity = 0;
+    columns.resize(floats);
+    if (capacity < floats) {
+      panels.reset(static_cast<float *>(
+          std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+      capacity = panels ? floats : 0;
+    }
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t col0 = g * group, cols = std::min(group, n - col0);
+      if (!panels) {
+#pragma omp atomic write
+        failed = true;
+        continue;
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        dequantizeColumn(w, col0 + j, k, columns.data() + j * k);
+      if (width == 32 && hasAvx512() && 32 * k < (int64_t(1) << 31)) {
+        // Columns past B's last read as zeros.
+        std::fill(columns.begin() + cols * k, columns.end(), 0.0f);
+        for (int64_t p = 0; p * width < cols; ++p)
+          gatherPanel32(columns.data() + p * width * k, k,
+                        panels.get() + p * width * k);
+      } else {
+        packPanels(columns.data(), MatrixLayout{/*transposed=*/true, k}, k,
+                   cols, panels.get());
+      }
+      packedSgemmOnPanels(m, cols, k, a, layoutA, panels.get(), c + col0, ldc,
+                          beta, bias ? bias + col0 : nullptr);
+    }
+  }
+  return !failed;
+}
+
+/// Without the packed kernel: B's transpose (n x k) for OpenBLAS.
+void blasGemm(int64_t m, int64_t n, int64_t k, const float *a,
+              const MatrixLayout &layoutA, const NBitsWeight &w, float *c,
+              int64_t ldc, float beta, const float *bias) {
+  std::vector<float> transposed(n * k);
+#pragma omp parallel for schedule(static) if (double(n) * k >= kParallelElements)
+  for (int64_t j = 0; j < n; ++j)
+    dequantizeColumn(w, j, k, transposed.data() + j * k);
+  if (bias) {
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        c[r * ldc + j] = finish(0.0f, c + r * ldc + j, j, beta, bias);
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, layoutA.transposed ? CblasTrans : CblasNoTrans,
+              CblasTrans, m, n, k, 1.0f, a, layoutA.ld, transposed.data(), k,
+              beta, c, ldc);
+}
+
+} // namespace
+
+void cleave::rt::nbitsGemm(int64_t m, int64_t n, int64_t k, const float *a,
+                           const MatrixLayout &layoutA,
+                           const NBitsWeight &weight, float *c, int64_t ldc,
+                           float beta, const float *bias) {
+  if (m <= kGemvRows) {
+    gemv(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
+    return;
+  }
+  if (int64_t width = packedPanelWidth();
+      width && panelGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias, width))
+    return;
+  blasGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
+}
+
+extern "C" {
+void cleave_rt_sgemm_nbits(CLEAVE_ABI_NBITS_GEMM_PARAMS) {
+  profile::Span span([&] {
+    const char *type = bits == 2   ? "f32 x 2-bit"
+                       : bits == 4 ? "f32 x 4-bit"
+                                   : "f32 x 8-bit";
+    return profile::describeGemm(type, /*rounded=*/false, 1, m, n, k);
+  });
+  const float *pa = reinterpret_cast<const float *>(a) + offsetA;
+  std::optional<MatrixLayout> layoutA =
+      matrixLayout(m, k, rowStrideA, colStrideA);
+  if (!layoutA || !(bits == 2 || bits == 4 || bits == 8) || blockSize <= 0 ||
+      blockSize * bits % 8 != 0 || blocks * blockSize < k) {
+    std::fprintf(stderr,
+                 "cleave-run: error: rank %d: a GEMM by %lld-bit codes in "
+                 "blocks of %lld cannot be read (A strides %lld, %lld)\n",
+                 comm::rank(), (long long)bits, (long long)blockSize,
+                 (long long)rowStrideA, (long long)colStrideA);
+    comm::abortJob(70);
+  }
+  NBitsWeight weight{
+      reinterpret_cast<const uint8_t *>(codes) + offsetCodes,
+      zeros ? reinterpret_cast<const float *>(zeros) + offsetZeros : nullptr,
+      reinterpret_cast<const float *>(scales) + offsetScales,
+      blocks,
+      blockSize,
+      bits,
+      zero};
+  nbitsGemm(m, n, k, pa, *layoutA, weight,
+            reinterpret_cast<float *>(c) + offsetC, ldc, beta,
+            bias ? reinterpret_cast<const float *>(bias) + offsetBias
+                 : nullptr);
+}
+}
