@@ -11,9 +11,8 @@ where a step's weights no longer fit in cache: width 1024, 4 layers, 16
 heads (4 key/value heads), MLP 2816, vocabulary 2048 (about 58 M weights:
 230 MB in fp32, ~33 MB in int4). The step is the 64th token: batch 1, one
 new token, 63 past, every mask entry 1. Each graph is compiled, checked
-against ONNX Runtime (int4 within 0.1: at level 4 ONNX Runtime also
-quantizes the activations to int8, Cleave computes in float32 as the
-graph's math says, so their logits differ by that rounding) and timed by
+against ONNX Runtime (both quantize a step's activations to int8 in
+blocks, as level 4 allows, the same way: within 1e-3) and timed by
 scripts/check_model.py: --runs runs a round, --rounds rounds alternating
 which goes first, medians of the per-round p50s.
 
@@ -39,7 +38,7 @@ SIZE = dict(vocab_size=2048, hidden_size=1024, intermediate_size=2816,
 # The decoding step: one new token after 63.
 DIMS = ["batch_size=1", "sequence_length=1", "past_sequence_length=63",
         "total_sequence_length=64"]
-ATOL = {"fp32": 1e-3, "int4": 0.1}
+ATOL = {"fp32": 1e-3, "int4": 1e-3}
 
 
 def build(work):

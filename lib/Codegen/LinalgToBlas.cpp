@@ -284,6 +284,8 @@ struct NBitsOperand {
   Value codes, zeros, scales;
   float zero = 0.0f;
   int64_t blocks, blockSize, bits;
+  /// The node's accuracy_level (4: A may be quantized to int8).
+  int64_t accuracyLevel;
   /// Deallocations of the codes', zero points' or scales' buffers between
   /// the dequantization and the GEMM, which must move after the call.
   SmallVector<Operation *> freedBefore;
@@ -435,8 +437,14 @@ std::optional<NBitsOperand> nbitsOperand(linalg::LinalgOp gemm, Value bm,
       shape.k > blocks * blockSize || shape.strides[1][2] != 1 ||
       shape.strides[1][3] != blocks * blockSize)
     return std::nullopt;
-  NBitsOperand operand{dequantize, codes,     zeros, scales, zero,
-                       blocks,     blockSize, bits,  {}};
+  auto level = dequantize->getAttrOfType<IntegerAttr>(
+      cleave::kNBitsWeightAttrName);
+  if (!level)
+    return std::nullopt;
+  NBitsOperand operand{dequantize, codes, zeros,
+                       scales,     zero,  blocks,
+                       blockSize,  bits,  level.getInt(),
+                       {}};
   for (Value input : dequantize.getDpsInputs())
     if (!onlyFreedBetween(input, dequantize, gemm, operand.freedBefore))
       return std::nullopt;
@@ -609,7 +617,7 @@ struct LinalgToBlasPass
       args.append({index(0), index(0)});
     pointer(nbits.scales, args);
     args.append({index(nbits.blocks), index(nbits.blockSize),
-                 index(nbits.bits)});
+                 index(nbits.bits), index(nbits.accuracyLevel)});
     pointer(op.getDpsInits()[0], args);
     args.push_back(index(shape.strides[2][2]));
     if (bias) {

@@ -33,6 +33,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -226,6 +227,198 @@ bool takesColumn4(const NBitsWeight &w, int64_t k) {
          k == w.blocks * w.blockSize && hasAvx512();
 }
 
+/// Steps of A a group holds in QuantizedRows: its even steps, then its odd
+/// ones, matching the low and the high codes of 64 bytes of B.
+constexpr int64_t kGroup = 128;
+
+/// A's rows quantized for column4Int8 (accuracy_level 4): each block of
+/// blockSize steps of a row to int8 with the scale max|a| / 127 (rounded
+/// half to even), each kGroup steps (the last may be 64) reordered evens
+/// first; the scale of each (row, block), each block's scale times the sum
+/// of its int8 values (for the zero points), and for each group the A scale
+/// of each int32 lane of the kernel's sums (a lane sums 8 steps, 4 lanes a
+/// 32-step half).
+struct QuantizedRows {
+  std::vector<int8_t> values;
+  std::vector<float> scales, scaledSums, laneScales;
+  int64_t groups = 0;
+};
+
+/// a[0..count) (count a multiple of 16) times `inverse`, rounded half to
+/// even (the default rounding of the conversion), into out[0..count).
+__attribute__((target("avx512f"))) void
+roundScaled(const float *a, int64_t count, float inverse, int8_t *out) {
+  const __m512 factor = _mm512_set1_ps(inverse);
+  for (int64_t t = 0; t < count; t += 16)
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i *>(out + t),
+        _mm512_cvtsepi32_epi8(
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(a + t), factor))));
+}
+
+/// Where step `step` of a row lies in QuantizedRows' order.
+int64_t groupedAt(int64_t step, int64_t k) {
+  const int64_t start = step / kGroup * kGroup;
+  const int64_t size = std::min(kGroup, k - start);
+  return start + (step - start) % 2 * (size / 2) + (step - start) / 2;
+}
+
+QuantizedRows quantizeRows(const std::vector<float> &rows, int64_t m,
+                           int64_t k, int64_t blockSize) {
+  const int64_t blocks = k / blockSize;
+  QuantizedRows q;
+  q.groups = (k + kGroup - 1) / kGroup;
+  q.values.resize(m * k);
+  q.scales.resize(m * blocks);
+  q.scaledSums.resize(m * blocks);
+  q.laneScales.resize(m * q.groups * 16);
+  std::vector<int8_t> rounded(blockSize);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float *a = rows.data() + r * k + b * blockSize;
+      float amax = 0.0f;
+      for (int64_t t = 0; t < blockSize; ++t)
+        amax = std::max(amax, std::fabs(a[t]));
+      const float scale = amax / 127.0f;
+      const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+      // Every |a * inverse| is at most 127 (rounded), so none saturates.
+      roundScaled(a, blockSize, inverse, rounded.data());
+      int32_t sum = 0;
+      for (int64_t t = 0; t < blockSize; ++t) {
+        q.values[r * k + groupedAt(b * blockSize + t, k)] = rounded[t];
+        sum += rounded[t];
+      }
+      q.scales[r * blocks + b] = scale;
+      q.scaledSums[r * blocks + b] = scale * float(sum);
+    }
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t g = 0; g < q.groups; ++g)
+      for (int64_t lane = 0; lane < 16; ++lane) {
+        const int64_t step = std::min(g * kGroup + lane / 4 * 32, k - 1);
+        q.laneScales[(r * q.groups + g) * 16 + lane] =
+            q.scales[r * blocks + step / blockSize];
+      }
+  return q;
+}
+
+/// column4 on VNNI with A quantized (quantizeRows): for each 128 steps, the
+/// 64 bytes of 4-bit codes split into their low codes (the even steps, as
+/// unsigned bytes) and high ones (the odd steps), each multiplied by A's
+/// int8 values of those steps and summed by vpdpbusd into 16 lanes of 8
+/// steps, each lane scaled by its A and B scales (the last 64 steps, when
+/// K is an odd number of 64s, the same at half width); the zero points'
+/// part, each block's zero * B scale * (A scale * sum of A's values),
+/// subtracted at the end.
+template <int Rows>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))) void
+column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
+            const QuantizedRows &q, float *sums) {
+  // Two sums a row, groups alternating between them, so that one group's
+  // sum need not wait for the last's.
+  __m512 acc[Rows][2];
+  for (int r = 0; r < Rows; ++r)
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int64_t blocks = w.blocks, full = k / kGroup;
+  const uint8_t *bytes = w.codes + col * blocks * (w.blockSize / 2);
+  const float *scales = w.scales + col * blocks;
+  // Lane l of a group's sums lies in block (l / 4) * 32 / blockSize of the
+  // group's first block.
+  const __m512i blockOfLane = _mm512_srli_epi32(
+      _mm512_slli_epi32(_mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5,
+                                                             6, 7, 8, 9, 10,
+                                                             11, 12, 13, 14,
+                                                             15),
+                                          2),
+                        5),
+      __builtin_ctzll(w.blockSize));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int64_t g = 0; g < full; ++g) {
+    const __m512i packed = _mm512_loadu_si512(bytes + g * 64);
+    const __m512i low = _mm512_and_si512(packed, nibble);
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
+    const int64_t first = g * kGroup / w.blockSize;
+    const __m512 weightScale = _mm512_permutexvar_ps(
+        blockOfLane,
+        _mm512_maskz_loadu_ps(__mmask16((1u << std::min<int64_t>(
+                                              16, blocks - first)) -
+                                         1),
+                              scales + first));
+    for (int r = 0; r < Rows; ++r) {
+      const int8_t *a = q.values.data() + r * k + g * kGroup;
+      __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low,
+                                         _mm512_loadu_si512(a));
+      dots = _mm512_dpbusd_epi32(dots, high, _mm512_loadu_si512(a + 64));
+      const __m512 scale = _mm512_mul_ps(
+          weightScale,
+          _mm512_loadu_ps(q.laneScales.data() + (r * q.groups + g) * 16));
+      acc[r][g & 1] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc[r][g & 1]);
+    }
+  }
+  if (full * kGroup < k) {
+    // The last 64 steps: 32 bytes, 8 lanes.
+    const __m256i packed =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bytes + full * 64));
+    const __m256i nibble256 = _mm256_set1_epi8(0x0f);
+    const __m256i low = _mm256_and_si256(packed, nibble256);
+    const __m256i high =
+        _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble256);
+    const int64_t first = full * kGroup / w.blockSize;
+    const __m256 weightScale = _mm256_permutexvar_ps(
+        _mm512_castsi512_si256(blockOfLane),
+        _mm256_maskz_loadu_ps(
+            __mmask8((1u << std::min<int64_t>(8, blocks - first)) - 1),
+            scales + first));
+    for (int r = 0; r < Rows; ++r) {
+      const int8_t *a = q.values.data() + r * k + full * kGroup;
+      __m256i dots = _mm256_dpbusd_epi32(
+          _mm256_setzero_si256(), low,
+          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a)));
+      dots = _mm256_dpbusd_epi32(
+          dots, high,
+          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + 32)));
+      const __m256 scale = _mm256_mul_ps(
+          weightScale,
+          _mm256_loadu_ps(q.laneScales.data() + (r * q.groups + full) * 16));
+      acc[r][0] = _mm512_add_ps(
+          acc[r][0], _mm512_zextps256_ps512(_mm256_mul_ps(
+                      _mm256_cvtepi32_ps(dots), scale)));
+    }
+  }
+  // The zero points' part: sum over blocks of zero * B scale * A's scaled
+  // sum, 16 blocks at a time.
+  const float *zeros = w.zeros ? w.zeros + col * blocks : nullptr;
+  for (int r = 0; r < Rows; ++r) {
+    const float *aSums = q.scaledSums.data() + r * blocks;
+    __m512 part = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; b += 16) {
+      const __mmask16 mask = blocks - b >= 16
+                                 ? __mmask16(0xffff)
+                                 : __mmask16((1u << (blocks - b)) - 1);
+      __m512 weight = _mm512_maskz_loadu_ps(mask, scales + b);
+      weight = _mm512_mul_ps(weight,
+                             zeros ? _mm512_maskz_loadu_ps(mask, zeros + b)
+                                   : _mm512_set1_ps(w.zero));
+      part = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(mask, aSums + b),
+                             part);
+    }
+    sums[r] = _mm512_reduce_add_ps(
+        _mm512_sub_ps(_mm512_add_ps(acc[r][0], acc[r][1]), part));
+  }
+}
+
+/// Whether column4Int8 takes this GEMM: column4's weights, A allowed to be
+/// quantized, K a multiple of 64, on AVX-512 VNNI.
+bool takesColumn4Int8(const NBitsWeight &w, int64_t k) {
+  static const bool vnni = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+  }();
+  return w.int8A && vnni && k % 64 == 0;
+}
+
 /// `rows` (m rows of k) with each 32 steps reordered as column4 reads them:
 /// the even steps, then the odd ones.
 std::vector<float> pairedSteps(const std::vector<float> &rows, int64_t m,
@@ -250,6 +443,25 @@ void gemv(int64_t m, int64_t n, int64_t k, const float *a,
     for (int64_t i = 0; i < k; ++i)
       rows[r * k + i] = a[layoutA.at(r, i)];
   const bool parallel = double(n) * k >= kParallelElements;
+  if (takesColumn4(w, k) && takesColumn4Int8(w, k)) {
+    using Column = void (*)(const NBitsWeight &, int64_t, int64_t,
+                            const QuantizedRows &, float *);
+    static constexpr Column columns[kGemvRows] = {
+        column4Int8<1>, column4Int8<2>, column4Int8<3>, column4Int8<4>,
+        column4Int8<5>, column4Int8<6>, column4Int8<7>, column4Int8<8>};
+    const Column column = columns[m - 1];
+    const QuantizedRows quantized = quantizeRows(rows, m, k, w.blockSize);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < n; ++j) {
+      float sums[kGemvRows];
+      column(w, j, k, quantized, sums);
+      for (int64_t r = 0; r < m; ++r) {
+        float *cj = c + r * ldc + j;
+        *cj = finish(sums[r], cj, j, beta, bias);
+      }
+    }
+    return;
+  }
   if (takesColumn4(w, k)) {
     using Column = void (*)(const NBitsWeight &, int64_t, int64_t,
                             const float *, float *);
@@ -423,7 +635,8 @@ void cleave_rt_sgemm_nbits(CLEAVE_ABI_NBITS_GEMM_PARAMS) {
       blocks,
       blockSize,
       bits,
-      zero};
+      zero,
+      accuracyLevel >= 4};
   nbitsGemm(m, n, k, pa, *layoutA, weight,
             reinterpret_cast<float *>(c) + offsetC, ldc, beta,
             bias ? reinterpret_cast<const float *>(bias) + offsetBias

@@ -26,6 +26,9 @@ struct NBitsWeight {
   const float *zeros, *scales;
   int64_t blocks, blockSize, bits;
   float zero = 0.0f;
+  /// Whether A may be quantized to int8 in blocks of blockSize for the sum
+  /// (MatMulNBits' accuracy_level 4).
+  bool int8A = false;
 
   float zeroAt(int64_t index) const { return zeros ? zeros[index] : zero; }
 };

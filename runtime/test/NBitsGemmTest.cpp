@@ -9,7 +9,8 @@
 // more (the packed kernel's panels, or OpenBLAS with CLEAVE_PACKED_GEMM=0),
 // 2-, 4- and 8-bit codes, blocks of 16, 32 and 128, a K that ends inside
 // its last block, columns past the last panel, A stored transposed, a bias
-// and beta, one and two threads. Every element is held to the float32
+// and beta, one and two threads; and with accuracy_level 4's int8 A (A
+// quantized by the test as the level defines it). Every element is held to the float32
 // rounding bound of its sum. Prints one line per case; exits non-zero on a
 // mismatch.
 //
@@ -18,6 +19,8 @@
 #include "GemmReference.h"
 #include "../src/NBitsGemm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <omp.h>
 #include <random>
@@ -34,7 +37,29 @@ struct Case {
   int64_t bits, blockSize;
   /// Every zero point 2^(bits - 1), passed as one value (no zero points).
   bool sharedZero = false;
+  /// accuracy_level 4: A may be quantized to int8, each block of blockSize
+  /// steps of a row with the scale max|a| / 127, values rounded half to
+  /// even; the reference then multiplies those values.
+  bool int8A = false;
 };
+
+/// A (`rows` x k, row-major) as accuracy_level 4 quantizes it, dequantized.
+std::vector<float> quantizedA(const std::vector<float> &a, int64_t rows,
+                              int64_t k, int64_t blockSize) {
+  std::vector<float> out(a.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b0 = 0; b0 < k; b0 += blockSize) {
+      float amax = 0.0f;
+      for (int64_t t = b0; t < b0 + blockSize; ++t)
+        amax = std::max(amax, std::fabs(a[r * k + t]));
+      for (int64_t t = b0; t < b0 + blockSize; ++t) {
+        float q = amax == 0.0f ? 0.0f
+                               : std::nearbyint(a[r * k + t] * (127.0f / amax));
+        out[r * k + t] = q * (amax / 127.0f);
+      }
+    }
+  return out;
+}
 
 bool run(const Case &c) {
   const test::GemmCase &g = c.shape;
@@ -64,6 +89,10 @@ bool run(const Case &c) {
       }
     }
   std::vector<float> a = test::uniformRandoms(rng, g.linesA() * g.lda());
+  // The values the sum multiplies: A's, or (int8A, A row-major) theirs
+  // after quantization.
+  std::vector<float> summed =
+      c.int8A ? quantizedA(a, g.m, g.k, c.blockSize) : a;
   std::vector<float> bias = test::uniformRandoms(rng, g.n);
   std::vector<float> out = test::uniformRandoms(rng, g.m * g.ldc());
   std::vector<float> before = out;
@@ -73,11 +102,12 @@ bool run(const Case &c) {
                      blocks,
                      c.blockSize,
                      c.bits,
-                     float(levels / 2)};
+                     float(levels / 2),
+                     c.int8A};
   nbitsGemm(g.m, g.n, g.k, a.data(), g.layoutA(), weight, out.data(), g.ldc(),
             g.beta, g.bias ? bias.data() : nullptr);
   if (!test::agreesWithReference(
-          g, [&](int64_t i) { return double(a[i]); },
+          g, [&](int64_t i) { return double(summed[i]); },
           [&](int64_t i) { return double(b[i]); }, out.data(), before.data(),
           bias))
     return false;
@@ -118,5 +148,11 @@ int main() {
   ok &= run({{"one zero point for all, panels 24x64x96", 24, 64, 96, false,
               false, 0, 0, 0, true, 0.0f, 1},
              4, 32, true});
+  ok &= run({{"int8 A (level 4) one row 1x300x1024, 2 threads", 1, 300,
+              1024, false, false, 0, 0, 0, true, 0.0f, 2},
+             4, 32, false, true});
+  ok &= run({{"int8 A (level 4) 3 rows 3x70x256, blocks of 64, one zero", 3,
+              70, 256, false, false, 0, 0, 2, false, 1.0f, 1},
+             4, 64, true, true});
   return ok ? 0 : 1;
 }

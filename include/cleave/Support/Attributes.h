@@ -54,12 +54,14 @@ inline constexpr llvm::StringLiteral kUnsignedIOAttrName = "cleave.unsigned_io";
 /// its integers.
 inline constexpr llvm::StringLiteral kDequantizeAttrName = "cleave.dequantize";
 
-/// linalg.generic (unit): MatMulNBits' dequantization of its weight, as the
-/// importer writes it: inputs (codes [n, blocks, bytes a block] uint8,
-/// zero points and scales [n, blocks] float32), loops (n, block, byte,
-/// code in the byte), (float(code) - zero) * scale. Fusion leaves it as it
-/// is, so that cleave-linalg-to-blas can hand the GEMM that reads it the
-/// codes themselves (cleave_rt_sgemm_nbits), never the dequantized weight.
+/// linalg.generic (i64: the node's accuracy_level): MatMulNBits'
+/// dequantization of its weight, as the importer writes it: inputs (codes
+/// [n, blocks, bytes a block] uint8, zero points and scales [n, blocks]
+/// float32), loops (n, block, byte, code in the byte), (float(code) -
+/// zero) * scale. Fusion leaves it as it is, so that cleave-linalg-to-blas
+/// can hand the GEMM that reads it the codes themselves
+/// (cleave_rt_sgemm_nbits), never the dequantized weight; at level 4 the
+/// GEMM may quantize A to int8 in blocks, as the level allows.
 inline constexpr llvm::StringLiteral kNBitsWeightAttrName =
     "cleave.nbits_weight";
 

@@ -596,12 +596,14 @@ LogicalResult checkPackedBlocks(NodeContext &ctx, int64_t bits,
 /// ([N, blocks, block_size * bits / 8] bytes, codes low-first), each block
 /// with its scale and zero point (uint8-packed like the codes, or of A's
 /// type; 2^(bits-1) if absent). The codes stay in the bundle as they are;
-/// the program dequantizes them where it reads them. accuracy_level lets
-/// ONNX Runtime quantize A too; Cleave computes in float32, as level 0.
+/// the program dequantizes them where it reads them. accuracy_level 4
+/// allows A to be quantized to int8 in blocks of block_size too (the CPU
+/// runtime does so for a few rows of 4-bit weights); below 4 A stays
+/// float32.
 LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  ctx.ignoreAttrs({"accuracy_level"});
+  int64_t accuracyLevel = ctx.intAttr("accuracy_level", 0);
   int64_t k = ctx.intAttr("K", 0), n = ctx.intAttr("N", 0);
   int64_t bits = ctx.intAttr("bits", 4);
   int64_t blockSize = ctx.intAttr("block_size", 0);
@@ -697,7 +699,8 @@ LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   // Followed back to the stored bytes by the passes that split weights;
   // read in place by the GEMM (cleave-linalg-to-blas).
   dequantize->setAttr(cleave::kDequantizeAttrName, b.getUnitAttr());
-  dequantize->setAttr(cleave::kNBitsWeightAttrName, b.getUnitAttr());
+  dequantize->setAttr(cleave::kNBitsWeightAttrName,
+                      b.getI64IntegerAttr(accuracyLevel));
   Value weight = dequantize.getResult(0);
   weight = reshape(b, loc, weight, {n, blocks * blockSize});
   if (blocks * blockSize != k)

@@ -169,15 +169,18 @@ void cleave_rt_gemm_f16_rounded(CLEAVE_ABI_GEMM_PARAMS);
  * `bits`-bit code i (low-first in its byte) of column j's
  * blocks * blockSize * bits / 8 bytes from byte offsetCodes; zeros and
  * scales float32, row-major n x blocks, from their offsets; zeros 0 when
- * every zero point is `zero`. bias is 0 or n floats from offsetBias. */
+ * every zero point is `zero`. bias is 0 or n floats from offsetBias.
+ * accuracyLevel is the node's: at 4, A may be quantized to int8 in blocks
+ * of blockSize (symmetric, scale max|a| / 127) for the sum. */
 #define CLEAVE_ABI_SGEMM_NBITS "cleave_rt_sgemm_nbits"
 #define CLEAVE_ABI_NBITS_GEMM_PARAMS                                           \
   int64_t m, int64_t n, int64_t k, intptr_t a, int64_t offsetA,                \
       int64_t rowStrideA, int64_t colStrideA, intptr_t codes,                  \
       int64_t offsetCodes, intptr_t zeros, int64_t offsetZeros,                \
       intptr_t scales, int64_t offsetScales, int64_t blocks,                   \
-      int64_t blockSize, int64_t bits, intptr_t c, int64_t offsetC,            \
-      int64_t ldc, intptr_t bias, int64_t offsetBias, float zero, float beta
+      int64_t blockSize, int64_t bits, int64_t accuracyLevel, intptr_t c,      \
+      int64_t offsetC, int64_t ldc, intptr_t bias, int64_t offsetBias,         \
+      float zero, float beta
 void cleave_rt_sgemm_nbits(CLEAVE_ABI_NBITS_GEMM_PARAMS);
 void cleave_rt_igemm_i8(CLEAVE_ABI_GEMM_PARAMS);
 void cleave_rt_igemm_i16(CLEAVE_ABI_GEMM_PARAMS);
