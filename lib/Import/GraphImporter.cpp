@@ -109,6 +109,16 @@ bool NodeContext::inputUnsigned(unsigned i) const {
   return hasInput(i) && importer.lookup(node.input(i))->isUnsigned;
 }
 
+bool NodeContext::inputFourBit(unsigned i) const {
+  return hasInput(i) && importer.lookup(node.input(i))->fourBit;
+}
+
+void NodeContext::markFourBit(unsigned i) {
+  if (hasOutput(i))
+    if (GraphValue *value = importer.lookup(node.output(i)))
+      value->fourBit = true;
+}
+
 RankedTensorType NodeContext::inputType(unsigned i) const {
   assert(hasInput(i) && "operand is not given");
   return importer.lookup(node.input(i))->getType();
@@ -673,6 +683,11 @@ LogicalResult GraphImporter::declareInputs(
       return mlir::emitError(loc) << "graph input '" << input.name()
                                   << "' is UINT16, which the runtime cannot "
                                      "read (.npy's <u2 is its bfloat16)";
+    if (isFourBitDataType(tensorType.elem_type()))
+      return mlir::emitError(loc)
+             << "graph input '" << input.name() << "' is "
+             << onnxDataTypeName(tensorType.elem_type())
+             << ", which the runtime cannot read (.npy has no 4-bit type)";
     if (!elementType)
       return mlir::emitError(loc)
              << "graph input '" << input.name() << "' has unsupported type "
@@ -803,6 +818,8 @@ LogicalResult GraphImporter::declareInputs(
     Type elementType = storageTypeFor(&context, init.data_type());
     if (isUnsignedDataType(init.data_type()))
       unsignedNames.insert(init.name());
+    if (isFourBitDataType(init.data_type()))
+      fourBitNames.insert(init.name());
     if (!elementType)
       return mlir::emitError(loc)
              << "initializer '" << init.name() << "' has unsupported type "
@@ -827,6 +844,7 @@ LogicalResult GraphImporter::declareInputs(
       GraphValue value;
       value.constant = std::make_shared<const ConstTensor>(std::move(*tensor));
       value.isUnsigned = unsignedNames.contains(init.name());
+      value.fourBit = fourBitNames.contains(init.name());
       define(init.name(), std::move(value));
       continue;
     }
@@ -956,6 +974,7 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
     GraphValue value;
     value.value = entry->getArgument(i);
     value.isUnsigned = unsignedNames.contains(name);
+    value.fourBit = fourBitNames.contains(name);
     define(name, std::move(value));
   }
   opBuilder.setInsertionPointToStart(entry);
@@ -1000,6 +1019,14 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
           return nullptr;
         }
       }
+    }
+    if (value->fourBit) {
+      mlir::emitError(fileLoc)
+          << "graph output '" << output.name()
+          << "' holds 4-bit integers, which the runtime cannot write (.npy "
+             "has no 4-bit type); dequantize it or cast it to INT8 in the "
+             "model";
+      return nullptr;
     }
     if (value->isUnsigned && type.getElementType().isInteger(16)) {
       mlir::emitError(fileLoc)
@@ -1173,25 +1200,33 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
 
   // Unsigned integers are held in signless ones: only a handler that knows
   // is given them.
-  bool anyUnsigned = false;
+  // So are 4-bit ones, one a byte.
+  bool anyUnsigned = false, anyFourBit = false;
   for (const std::string &input : node.input()) {
-    if (input.empty() || !lookup(input)->isUnsigned)
+    if (input.empty())
       continue;
-    anyUnsigned = true;
+    const GraphValue *value = lookup(input);
+    if (!value->isUnsigned && !value->fourBit)
+      continue;
+    anyUnsigned |= value->isUnsigned;
+    anyFourBit |= value->fourBit;
     if (entry.unsignedOperands == UnsignedOperands::Refuse)
-      return nodeError()
-             << "operand '" << input
-             << "' holds unsigned integers, which Cleave reads only in "
-                "quantization ops, Cast and ops that move elements";
+      return nodeError() << "operand '" << input << "' holds "
+                         << (value->fourBit ? "4-bit" : "unsigned")
+                         << " integers, which Cleave reads only in "
+                            "quantization ops, Cast and ops that move "
+                            "elements";
   }
 
   NodeContext ctx(*this, node, name, opset, loc);
   if (failed(handler(ctx)))
     return failure();
-  if (anyUnsigned && entry.unsignedOperands == UnsignedOperands::Move)
+  if (entry.unsignedOperands == UnsignedOperands::Move)
     for (const std::string &output : node.output())
-      if (GraphValue *value = output.empty() ? nullptr : lookup(output))
-        value->isUnsigned = true;
+      if (GraphValue *value = output.empty() ? nullptr : lookup(output)) {
+        value->isUnsigned |= anyUnsigned;
+        value->fourBit |= anyFourBit;
+      }
   // After the handler, which read a default in its place: nothing it built
   // is kept.
   if (const std::optional<std::string> &bad = ctx.badResultShape())

@@ -120,6 +120,8 @@ private:
   std::vector<std::string> tapped;
   /// Graph inputs, initializers and outputs of unsigned integer types.
   llvm::StringSet<> unsignedNames;
+  /// Initializers of 4-bit types (INT4, UINT4).
+  llvm::StringSet<> fourBitNames;
   /// Graph inputs the program reads at run time (not bound).
   llvm::StringSet<> runtimeInputs;
   /// What noteIndexBounds found, in the order found.

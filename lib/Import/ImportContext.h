@@ -37,6 +37,10 @@ struct GraphValue {
   /// signless type reads them (200 in UINT8 as -56). Only ops that say they
   /// read unsigned operands see such a value (see UnsignedOperands).
   bool isUnsigned = false;
+  /// Whether the tensor holds ONNX INT4 or UINT4 values, one a byte (i8).
+  /// Like unsigned values, only ops that say they read them see them
+  /// (UnsignedOperands); the quantization ops read their range from this.
+  bool fourBit = false;
 
   mlir::RankedTensorType getType() const {
     return constant ? constant->getType()
@@ -80,6 +84,8 @@ public:
   /// Whether operand `i` holds an ONNX unsigned integer type (only handlers
   /// registered as reading unsigned operands are given one).
   bool inputUnsigned(unsigned i) const;
+  /// Whether operand `i` holds INT4 or UINT4 values (GraphValue::fourBit).
+  bool inputFourBit(unsigned i) const;
   /// Operand `i` if the importer knows its value, else null.
   const ConstTensor *constantInput(unsigned i) const;
   /// Operand `i`'s value if the importer knows it or can compute it from
@@ -130,6 +136,8 @@ public:
   bool hasOutput(unsigned i) const;
   void setOutput(unsigned i, mlir::Value value, bool isUnsigned = false);
   void setOutput(unsigned i, ConstTensor value, bool isUnsigned = false);
+  /// Marks result `i`, once set, as holding INT4 or UINT4 values.
+  void markFourBit(unsigned i);
 
   //===--- Helpers ----------------------------------------------------===//
 
@@ -175,13 +183,13 @@ using OpHandler = mlir::LogicalResult (*)(NodeContext &);
 /// are held in signless integers: arithmetic on them must know.
 enum class UnsignedOperands {
   /// It computes with its operands as signed or float: a node given an
-  /// unsigned one is refused before its handler runs.
+  /// unsigned (or 4-bit) one is refused before its handler runs.
   Refuse,
-  /// It reads inputUnsigned and marks its results itself (Cast, the
-  /// quantization ops).
+  /// It reads inputUnsigned (and inputFourBit) and marks its results itself
+  /// (Cast, the quantization ops).
   Read,
   /// It only moves elements (Reshape, Transpose, Gather's data): its results
-  /// are unsigned where its operands are.
+  /// are unsigned (4-bit) where its operands are.
   Move,
 };
 

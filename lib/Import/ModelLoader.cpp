@@ -100,11 +100,17 @@ Type cleave::onnx_import::elementTypeFor(MLIRContext *ctx, int32_t dataType) {
 
 bool cleave::onnx_import::isUnsignedDataType(int32_t dataType) {
   return dataType == onnx::TensorProto::UINT8 ||
-         dataType == onnx::TensorProto::UINT16;
+         dataType == onnx::TensorProto::UINT16 ||
+         dataType == onnx::TensorProto::UINT4;
+}
+
+bool cleave::onnx_import::isFourBitDataType(int32_t dataType) {
+  return dataType == onnx::TensorProto::INT4 ||
+         dataType == onnx::TensorProto::UINT4;
 }
 
 Type cleave::onnx_import::storageTypeFor(MLIRContext *ctx, int32_t dataType) {
-  if (dataType == onnx::TensorProto::UINT8)
+  if (dataType == onnx::TensorProto::UINT8 || isFourBitDataType(dataType))
     return IntegerType::get(ctx, 8);
   if (dataType == onnx::TensorProto::UINT16)
     return IntegerType::get(ctx, 16);
@@ -136,6 +142,8 @@ int64_t cleave::onnx_import::onnxElementBytes(int32_t dataType) {
   case onnx::TensorProto::INT8:
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::BOOL:
+  case onnx::TensorProto::INT4:
+  case onnx::TensorProto::UINT4:
     return 1;
   default:
     return 0;
@@ -234,6 +242,14 @@ cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
 }
 
 /// Decodes `count` little-endian elements of ONNX type `dataType` from `bytes`.
+/// Element `i` of a 4-bit tensor, whose byte is `byte`: ONNX packs the
+/// even elements in the low nibbles, the odd ones in the high; INT4's are
+/// two's complement.
+static int64_t fourBitValue(uint8_t byte, int64_t i, int32_t dataType) {
+  int64_t code = i % 2 ? byte >> 4 : byte & 0x0f;
+  return dataType == onnx::TensorProto::INT4 && code >= 8 ? code - 16 : code;
+}
+
 static void decodeRaw(const char *bytes, int64_t count, int32_t dataType,
                       std::vector<int64_t> &ints, std::vector<double> &floats) {
   auto load = [&](auto zero, int64_t i) {
@@ -263,6 +279,10 @@ static void decodeRaw(const char *bytes, int64_t count, int32_t dataType,
     }
     case onnx::TensorProto::INT8:
       ints.push_back(load(int8_t(), i));
+      break;
+    case onnx::TensorProto::INT4:
+    case onnx::TensorProto::UINT4:
+      ints.push_back(fourBitValue(uint8_t(bytes[i / 2]), i, dataType));
       break;
     case onnx::TensorProto::UINT8:
       ints.push_back(load(uint8_t(), i));
@@ -309,6 +329,8 @@ cleave::onnx_import::tensorByteSize(const onnx::TensorProto &tensor) {
     return makeError("tensor '" + tensor.name() + "' has a negative dimension");
   std::optional<int64_t> bytes =
       byteSizeOf(dims, onnxElementBytes(tensor.data_type()));
+  if (bytes && isFourBitDataType(tensor.data_type()))
+    bytes = (*bytes + 1) / 2;
   if (!bytes)
     return makeError("tensor '" + tensor.name() +
                      "' has dimensions whose size does not fit 64 bits");
@@ -367,12 +389,11 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
   if (auto size = tensorByteSize(tensor); !size)
     return size.takeError();
   int64_t count = productOf(shape);
-  int64_t bytesPerElement = onnxElementBytes(dataType);
   std::vector<int64_t> ints;
   std::vector<double> floats;
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    auto ref = resolveExternalData(tensor, modelDir, count * bytesPerElement);
+    auto ref = resolveExternalData(tensor, modelDir, *tensorByteSize(tensor));
     if (!ref)
       return ref.takeError();
     auto buffer =
@@ -413,6 +434,13 @@ cleave::onnx_import::readTensorProto(MLIRContext *ctx,
       decodeRaw(reinterpret_cast<const char *>(&half), 1, dataType, ints,
                 floats);
     }
+    break;
+  case onnx::TensorProto::INT4:
+  case onnx::TensorProto::UINT4:
+    // Two elements an entry, packed as in raw bytes.
+    for (int64_t i = 0; i < count; ++i)
+      ints.push_back(
+          fourBitValue(uint8_t(tensor.int32_data(i / 2)), i, dataType));
     break;
   default:
     ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());

@@ -36,8 +36,11 @@ mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxDataType);
 /// take signless integers only. Null for types Cleave does not handle.
 mlir::Type storageTypeFor(mlir::MLIRContext *ctx, int32_t onnxDataType);
 /// Whether `onnxDataType` is an unsigned integer type Cleave holds (UINT8,
-/// UINT16).
+/// UINT16, UINT4).
 bool isUnsignedDataType(int32_t onnxDataType);
+/// Whether `onnxDataType` is INT4 or UINT4: stored two a byte in ONNX, held
+/// one a byte (i8) by Cleave (GraphValue::fourBit).
+bool isFourBitDataType(int32_t onnxDataType);
 /// ONNX's name of a data type, for messages ("FLOAT16", "STRING").
 std::string onnxDataTypeName(int32_t onnxDataType);
 
@@ -63,11 +66,13 @@ llvm::Expected<ConstTensor> readTensorProto(mlir::MLIRContext *ctx,
 llvm::Expected<ConstTensor> readTensorFile(mlir::MLIRContext *ctx,
                                            llvm::StringRef path);
 
-/// Bytes of one element of an ONNX data type, 0 if unknown.
+/// Bytes of one element of an ONNX data type as Cleave holds it (INT4 and
+/// UINT4: 1), 0 if unknown.
 int64_t onnxElementBytes(int32_t onnxDataType);
 
-/// The bytes `tensor`'s dims describe, or an error naming it if a dimension
-/// is negative or the size does not fit 64 bits.
+/// The bytes `tensor`'s dims describe in ONNX's encoding (4-bit types two a
+/// byte), or an error naming it if a dimension is negative or the size does
+/// not fit 64 bits.
 llvm::Expected<int64_t> tensorByteSize(const onnx::TensorProto &tensor);
 
 /// Checks, without decoding them, that `tensor`'s elements are all there:

@@ -50,7 +50,8 @@ static std::string (*narrowingTo(llvm::StringRef dtype))(llvm::StringRef) {
   return nullptr;
 }
 
-/// Little-endian bytes of a tensor given in the typed fields of TensorProto.
+/// Little-endian bytes of a tensor given in the typed fields of TensorProto
+/// (or of a 4-bit one, however given), as Cleave holds its elements.
 static std::string encodeTypedFields(mlir::MLIRContext &ctx,
                                      const onnx::TensorProto &tensor,
                                      llvm::StringRef modelDir) {
@@ -254,7 +255,10 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
     source.elementBytes = onnxElementBytes(tensor.data_type());
     source.bytes = count * source.elementBytes;
     source.isFloat = tensor.data_type() == onnx::TensorProto::FLOAT;
-    if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    // 4-bit tensors are held one element a byte: decoded, then written as
+    // typed fields are.
+    bool packed = isFourBitDataType(tensor.data_type());
+    if (!packed && tensor.data_location() == onnx::TensorProto::EXTERNAL) {
       auto ref = resolveExternalData(tensor, modelDir, source.bytes);
       if (!ref)
         return ref.takeError();
@@ -271,7 +275,7 @@ cleave::writeWeightFiles(llvm::StringRef modelPath,
       };
       return source;
     }
-    if (tensor.has_raw_data()) {
+    if (!packed && tensor.has_raw_data()) {
       source.view = [&tensor, viewOf](uint64_t offset, uint64_t size)
           -> Expected<std::unique_ptr<llvm::MemoryBuffer>> {
         return viewOf(llvm::StringRef(tensor.raw_data()).substr(offset, size));

@@ -62,7 +62,10 @@ class Case:
         self.types = types or {}
 
     def model(self):
-        inits = [nh.from_array(v, k) for k, v in self.weights.items()]
+        # A weight is an array, or a TensorProto (4-bit types, which numpy
+        # does not have) named by its key.
+        inits = [v if isinstance(v, onnx.TensorProto) else nh.from_array(v, k)
+                 for k, v in self.weights.items()]
         inputs = [tensor_info(k, v) for k, v in self.inputs.items()]
         opsets = [h.make_opsetid("", self.opset)]
         if self.ms_opset:
@@ -124,6 +127,20 @@ def nbits_weight(bits, k, n, block, zero):
     else:
         zeros = None
     return b, scales, zeros
+
+
+def four_bit(name, values, signed, raw):
+    """A 4-bit tensor of integer `values` (INT4 when `signed`, else UINT4),
+    packed two a byte by onnx: as raw bytes, or in int32_data."""
+    flat = np.asarray(values).reshape(-1)
+    if raw:
+        nibbles = np.append(flat, [0] * (flat.size % 2)).astype(np.int64) & 15
+        data = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+        data = data.tobytes()
+    else:
+        data = flat.tolist()
+    return h.make_tensor(name, T.INT4 if signed else T.UINT4,
+                         list(np.shape(values)), data, raw=raw)
 
 
 def cases():
@@ -188,6 +205,36 @@ def cases():
                {"q": RNG.integers(-32768, 32768, (4, 6)).astype(np.int16)},
                {"s": arr(0.0078125, np.float16), "z": arr(-300, np.int16)},
                ["y"])
+    # 4-bit tensors (opset 21): held one a byte, their ranges [-8, 7] and
+    # [0, 15]; odd element counts leave a half-used last byte.
+    yield Case("dequantize-int4-per-axis-weight",
+               [node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0),
+                node("MatMul", ["x", "wf"], ["y"])],
+               {"x": RNG.standard_normal((3, 15)).astype(f32)},
+               {"w": four_bit("w", RNG.integers(-8, 8, (15, 7)), True, True),
+                "s": RNG.uniform(0.01, 0.1, 15).astype(f32),
+                "z": four_bit("z", RNG.integers(-8, 8, 15), True, False)},
+               ["wf", "y"], exact=False)
+    yield Case("dequantize-uint4-blocked-typed-fields",
+               [node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0,
+                     block_size=4)],
+               {"x": arr([0.0], f32)},
+               {"q": four_bit("q", RNG.integers(0, 16, (9, 5)), False, False),
+                "s": RNG.uniform(0.01, 1.0, (3, 5)).astype(f32),
+                "z": four_bit("z", RNG.integers(0, 16, (3, 5)), False, True)},
+               ["y"])
+    yield Case("quantize-int4-round-trip",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+               {"x": with_ties((7, 9), 0.5)},
+               {"s": arr(0.5, f32), "z": four_bit("z", -3, True, True)},
+               ["y"])
+    yield Case("quantize-uint4-per-axis-output-dtype",
+               [node("QuantizeLinear", ["x", "s"], ["q"], axis=1,
+                     output_dtype=T.UINT4),
+                node("DequantizeLinear", ["q", "s"], ["y"], axis=1)],
+               {"x": np.abs(with_ties((5, 3), 0.25))},
+               {"s": arr([0.25, 0.5, 1.0], f32)}, ["y"])
     yield Case("quantize-dequantize-round-trip",
                [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
                 node("DequantizeLinear", ["q", "s", "z"], ["y"])],

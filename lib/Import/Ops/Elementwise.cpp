@@ -701,7 +701,7 @@ LogicalResult lowerCast(NodeContext &ctx) {
   ctx.ignoreAttrs({"saturate", "round_mode"}); // Only matter for float8/float4.
   int64_t to = ctx.intAttr("to", 0);
   Type type = storageTypeFor(ctx.context(), to);
-  if (!type)
+  if (!type || isFourBitDataType(to))
     return ctx.emitError() << "cast to " << onnxDataTypeName(to)
                            << " is not supported";
   return castTo(ctx, type, isUnsignedDataType(to));
@@ -709,6 +709,8 @@ LogicalResult lowerCast(NodeContext &ctx) {
 
 LogicalResult lowerCastLike(NodeContext &ctx) {
   ctx.ignoreAttrs({"saturate", "round_mode"});
+  if (ctx.inputFourBit(1))
+    return ctx.fail("cast to a 4-bit type (target_type's) is not supported");
   return castTo(ctx, ctx.inputElementType(1), ctx.inputUnsigned(1));
 }
 
@@ -846,6 +848,8 @@ LogicalResult lowerConstant(NodeContext &ctx) {
       return ctx.fail(llvm::toString(tensor.takeError()));
     ctx.setOutput(0, std::move(*tensor),
                   isUnsignedDataType(a->t().data_type()));
+    if (isFourBitDataType(a->t().data_type()))
+      ctx.markFourBit(0);
   } else if (const onnx::AttributeProto *a = ctx.attr("value_float")) {
     ctx.setOutput(0, ConstTensor::floats(f32, {}, {a->f()}));
   } else if (const onnx::AttributeProto *a = ctx.attr("value_floats")) {

@@ -39,30 +39,38 @@ using namespace cleave::onnx_import;
 
 namespace {
 
-/// An integer type a quantized tensor can have, with its range.
+/// An integer type a quantized tensor can have, with its range: `bits`
+/// wide, held in `storage` (4-bit values one a byte, in i8).
 struct QuantType {
   Type storage;
   bool isUnsigned = false;
-  int64_t min = 0, max = 0;
+  int64_t bits = 0, min = 0, max = 0;
+
+  bool operator==(const QuantType &o) const {
+    return bits == o.bits && isUnsigned == o.isUnsigned;
+  }
 };
 
-/// The quantized type held in `width`-bit integers, unsigned or not.
-QuantType quantType(MLIRContext *context, unsigned width, bool isUnsigned) {
-  int64_t count = int64_t(1) << width;
-  return {IntegerType::get(context, width), isUnsigned,
+/// The quantized type of `bits`-bit integers, unsigned or not.
+QuantType quantType(MLIRContext *context, unsigned bits, bool isUnsigned) {
+  int64_t count = int64_t(1) << bits;
+  return {IntegerType::get(context, std::max(bits, 8u)), isUnsigned, bits,
           isUnsigned ? 0 : -count / 2, isUnsigned ? count - 1 : count / 2 - 1};
 }
 
 /// The quantized type of ONNX data type `dataType`, or an error naming
-/// `role` for one Cleave does not quantize to (float8, int4: not yet).
+/// `role` for one Cleave does not quantize to (float8: not yet).
 FailureOr<QuantType> quantTypeOf(NodeContext &ctx, int32_t dataType,
                                  StringRef role) {
   Type storage = storageTypeFor(ctx.context(), dataType);
   if (!storage || !(storage.isInteger(8) || storage.isInteger(16)))
     return ctx.emitError() << role << " of type " << onnxDataTypeName(dataType)
-                           << " is not supported (int8, uint8, int16, uint16 "
-                              "are)";
-  return quantType(ctx.context(), storage.getIntOrFloatBitWidth(),
+                           << " is not supported (int4, uint4, int8, uint8, "
+                              "int16, uint16 are)";
+  return quantType(ctx.context(),
+                   isFourBitDataType(dataType)
+                       ? 4
+                       : storage.getIntOrFloatBitWidth(),
                    isUnsignedDataType(dataType));
 }
 
@@ -72,9 +80,10 @@ FailureOr<QuantType> quantTypeOfInput(NodeContext &ctx, unsigned i,
   Type type = ctx.inputElementType(i);
   if (!type.isInteger(8) && !type.isInteger(16))
     return ctx.emitError() << role << " of element type " << type
-                           << " is not supported (int8, uint8, int16, uint16 "
-                              "are)";
-  return quantType(ctx.context(), type.getIntOrFloatBitWidth(),
+                           << " is not supported (int4, uint4, int8, uint8, "
+                              "int16, uint16 are)";
+  return quantType(ctx.context(),
+                   ctx.inputFourBit(i) ? 4 : type.getIntOrFloatBitWidth(),
                    ctx.inputUnsigned(i));
 }
 
@@ -242,8 +251,7 @@ FailureOr<QuantType> quantizeResultType(NodeContext &ctx) {
       auto declared = quantTypeOf(ctx, outputDtype, "output_dtype");
       if (failed(declared))
         return failure();
-      if (declared->storage != q->storage ||
-          declared->isUnsigned != q->isUnsigned)
+      if (!(*declared == *q))
         return ctx.emitError()
                << "output_dtype " << onnxDataTypeName(outputDtype)
                << " differs from the zero point's type";
@@ -291,6 +299,8 @@ LogicalResult lowerQuantizeLinear(NodeContext &ctx) {
                     return quantizeScalar(nb, nl, v, args[2], *q);
                   });
   ctx.setOutput(0, y, q->isUnsigned);
+  if (q->bits == 4)
+    ctx.markFourBit(0);
   return success();
 }
 
