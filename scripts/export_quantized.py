@@ -11,6 +11,11 @@ hf-bert.onnx; scripts/export_hf_models.py):
   *-qdq.onnx           quantize_static in QDQ format, per-channel int8
                        weights, uint8 activations, calibrated on 4 batches
                        of random token ids
+  hf-gpt2-qdq-int4.onnx
+                       the same with per-channel int4 weights: ONNX
+                       Runtime's com.microsoft QuantizeLinear and
+                       DequantizeLinear (the export is opset 18), INT4
+                       initializers
   *-ort-fused.onnx     onnxruntime.transformers.optimizer.optimize_model
                        (SkipLayerNormalization, BiasGelu / FastGelu)
   hf-bert-torchscript-ort-fused.onnx
@@ -80,6 +85,16 @@ def main():
                         quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8)
+        if kind == "gpt2":
+            # 4-bit weights: below opset 21 the tool writes ONNX Runtime's
+            # own com.microsoft Q/DQ for them.
+            quantize_static(source, out("qdq-int4"),
+                            Batches(calibration(source)),
+                            quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8,
+                            weight_type=QuantType.QInt4,
+                            op_types_to_quantize=["MatMul", "Gemm"])
+            print(f"wrote {out('qdq-int4')}")
         fused = optimize_model(source, model_type=kind, num_heads=HEADS,
                                hidden_size=HIDDEN, opt_level=0)
         fused.save_model_to_file(out("ort-fused"))

@@ -235,6 +235,23 @@ def cases():
                 node("DequantizeLinear", ["q", "s"], ["y"], axis=1)],
                {"x": np.abs(with_ties((5, 3), 0.25))},
                {"s": arr([0.25, 0.5, 1.0], f32)}, ["y"])
+    # ONNX Runtime's own Q/DQ (com.microsoft, opset 1), which its tools
+    # write for 4- and 16-bit types below opset 21.
+    yield Case("ms-quantize-dequantize-uint4-per-axis",
+               [node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0,
+                     domain="com.microsoft"),
+                node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0,
+                     domain="com.microsoft")],
+               {"x": with_ties((3, 11), 0.25)},
+               {"s": arr([0.25, 0.5, 1.0], f32),
+                "z": four_bit("z", [8, 0, 15], False, True)},
+               ["y"], opset=18, ms_opset=True)
+    yield Case("ms-dequantize-int16",
+               [node("DequantizeLinear", ["q", "s", "z"], ["y"],
+                     domain="com.microsoft")],
+               {"q": RNG.integers(-32768, 32768, (4, 6)).astype(np.int16)},
+               {"s": arr(0.01, f32), "z": arr(-300, np.int16)}, ["y"],
+               opset=18, ms_opset=True, types={"y": f32})
     yield Case("quantize-dequantize-round-trip",
                [node("QuantizeLinear", ["x", "s", "z"], ["q"]),
                 node("DequantizeLinear", ["q", "s", "z"], ["y"])],

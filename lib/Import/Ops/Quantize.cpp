@@ -1,7 +1,8 @@
 //===- Quantize.cpp - ONNX's quantization operators ----------------------===//
 //
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and
-// QLinearMatMul (and ONNX Runtime's com.microsoft MatMulNBits and
+// QLinearMatMul (and ONNX Runtime's com.microsoft QuantizeLinear and
+// DequantizeLinear, MatMulNBits and
 // GatherBlockQuantized, packed 2/4/8-bit blocks), with ONNX Runtime's CPU
 // semantics where the standard leaves room:
 //   quantize     q = clamp(roundeven(x / scale) + zero_point, qmin, qmax),
@@ -853,6 +854,11 @@ void cleave::onnx_import::registerQuantizationOps(OpRegistry &r) {
   auto reads = UnsignedOperands::Read;
   r.add("QuantizeLinear", 10, lowerQuantizeLinear, reads);
   r.add("DequantizeLinear", 10, lowerDequantizeLinear, reads);
+  // ONNX Runtime's own, which its quantization tools write for 16- and
+  // 4-bit types below opset 21: opset 13's Q/DQ (per tensor or per axis) on
+  // more types.
+  r.add("com.microsoft.QuantizeLinear", 1, lowerQuantizeLinear, reads);
+  r.add("com.microsoft.DequantizeLinear", 1, lowerDequantizeLinear, reads);
   r.add("DynamicQuantizeLinear", 11, lowerDynamicQuantizeLinear, reads);
   r.add("MatMulInteger", 10, lowerMatMulInteger, reads);
   r.add("QLinearMatMul", 10, lowerQLinearMatMul, reads);
