@@ -330,24 +330,29 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
                                                              15),
                                           2),
                         5),
-      __builtin_ctzll(w.blockSize));
+      int(__builtin_ctzll(w.blockSize)));
   const __m512i nibble = _mm512_set1_epi8(0x0f);
+  // A group's first block, advanced without dividing: blockSize is a
+  // power of two, 32 or more.
+  const int64_t blockShift = __builtin_ctzll(w.blockSize);
   for (int64_t g = 0; g < full; ++g) {
     const __m512i packed = _mm512_loadu_si512(bytes + g * 64);
     const __m512i low = _mm512_and_si512(packed, nibble);
     const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
-    const int64_t first = g * kGroup / w.blockSize;
+    const int64_t first = (g * kGroup) >> blockShift;
+    // The blocks the group's lanes read, at most 4 (blocks of 32).
+    const __mmask16 present =
+        blocks - first >= 4 ? __mmask16(0xf)
+                            : __mmask16((1u << (blocks - first)) - 1);
     const __m512 weightScale = _mm512_permutexvar_ps(
-        blockOfLane,
-        _mm512_maskz_loadu_ps(__mmask16((1u << std::min<int64_t>(
-                                              16, blocks - first)) -
-                                         1),
-                              scales + first));
+        blockOfLane, _mm512_maskz_loadu_ps(present, scales + first));
     for (int r = 0; r < Rows; ++r) {
       const int8_t *a = q.values.data() + r * k + g * kGroup;
-      __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low,
-                                         _mm512_loadu_si512(a));
-      dots = _mm512_dpbusd_epi32(dots, high, _mm512_loadu_si512(a + 64));
+      const __m512i dots = _mm512_add_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), low,
+                              _mm512_loadu_si512(a)),
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), high,
+                              _mm512_loadu_si512(a + 64)));
       const __m512 scale = _mm512_mul_ps(
           weightScale,
           _mm512_loadu_ps(q.laneScales.data() + (r * q.groups + g) * 16));
@@ -363,11 +368,11 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
     const __m256i low = _mm256_and_si256(packed, nibble256);
     const __m256i high =
         _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble256);
-    const int64_t first = full * kGroup / w.blockSize;
+    const int64_t first = (full * kGroup) >> blockShift;
     const __m256 weightScale = _mm256_permutexvar_ps(
         _mm512_castsi512_si256(blockOfLane),
         _mm256_maskz_loadu_ps(
-            __mmask8((1u << std::min<int64_t>(8, blocks - first)) - 1),
+            __mmask8((1u << std::min<int64_t>(2, blocks - first)) - 1),
             scales + first));
     for (int r = 0; r < Rows; ++r) {
       const int8_t *a = q.values.data() + r * k + full * kGroup;
