@@ -283,6 +283,22 @@ void block(const Problem &pb, int64_t p, int64_t row0, const char *prefetch,
 
 } // namespace
 
+void cleave::rt::configureTiles() {
+  // Static: the configuration must be read from 64-byte-aligned memory,
+  // which a leaf function's stack (its red zone) does not guarantee.
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+}
+
+bool cleave::rt::amxInt8() {
+  static const bool usable = [] {
+    unsigned eax, ebx, ecx, edx;
+    return amxKernel() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+           (edx & (1u << 25));
+  }();
+  return usable;
+}
+
 const char *cleave::rt::amxKernel() {
   static const bool usable = amxUsable();
   return usable ? "AMX" : nullptr;
@@ -321,8 +337,7 @@ void compute(const Problem &pb, bool parallel) {
   const int64_t panelLines = steps * 2 * 1024 / 64;
 #pragma omp parallel if (parallel)
   {
-    TileConfig config;
-    _tile_loadconfig(&config);
+    configureTiles();
     if (steps <= kFewSteps) {
       // A short sum (attention's scores, over a head's 64 dimensions): each
       // block is mostly its store, so C is written along its rows, a row

@@ -23,6 +23,13 @@ namespace cleave::rt {
 /// CLEAVE_AMX=0; else null.
 const char *amxKernel();
 
+/// Whether amxKernel() is on and the tiles also multiply int8 (AMX-INT8).
+bool amxInt8();
+
+/// Loads, on this thread, the configuration every AMX kernel here uses:
+/// all 8 tiles 16 rows of 64 bytes. Release them with _tile_release().
+void configureTiles();
+
 /// One row-major GEMM of bfloat16 operands (bit patterns): C (m x n float32,
 /// rows `ldc` apart) = A * B + bias (over C's columns, when not null) +
 /// beta * C (not read when beta is 0), on AMX. A B in the weights is copied

@@ -23,6 +23,7 @@
 
 #include "IntegerGemm.h"
 
+#include "AmxGemm.h"
 #include "GemmCall.h"
 #include "PackedGemm.h"
 #include "Profile.h"
@@ -53,6 +54,10 @@ constexpr int64_t kTileRows = 12;
 constexpr int64_t kStep = 4;
 /// Below this many multiply-adds a GEMM runs on one thread.
 constexpr double kParallelWork = 1 << 18;
+/// Steps of the sum an AMX tile of A (16 rows of 64 bytes) holds.
+constexpr int64_t kAmxSteps = 64;
+/// Rows and columns of C an AMX block computes: 2 x 2 tiles of 16 x 16.
+constexpr int64_t kAmxBlock = 32;
 
 int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -78,7 +83,8 @@ struct PackedB {
 void packB(const int8_t *b, const MatrixLayout &layout, int64_t k, int64_t n,
            bool parallel, PackedB &out) {
   const int64_t panels = roundUp(n, kPanel) / kPanel;
-  out.lines = roundUp(k, kStep) / kStep;
+  // Whole tiles of 16 lines (64 steps) for AMX; zeros past k.
+  out.lines = roundUp(k, kAmxSteps) / kStep;
   out.panels.assign(panels * out.lines * kPanel * kStep, 0);
   out.columnSums.assign(panels * kPanel, 0);
 #pragma omp parallel for schedule(static) if (parallel && k * n >= (1 << 18))
@@ -132,27 +138,38 @@ const PackedB *packedWeight(const int8_t *b, const MatrixLayout &layout,
 }
 
 /// A (m x k, int16) as unsigned bytes, row r at r * stride (stride a
-/// multiple of 4, zeros past k): u = a - min(row r), the minimum kept in
-/// `offsets`. False where a row's values span more than 256.
+/// multiple of 64, zeros past k and past m's last row, up to a multiple of
+/// 32 rows): u = a - min(row r), the minimum kept in `offsets`. False where
+/// a row's values span more than 256.
 bool rebaseA(const int16_t *a, const MatrixLayout &layout, int64_t m,
              int64_t k, std::vector<uint8_t> &rows, int64_t &stride,
              std::vector<int32_t> &offsets) {
-  stride = roundUp(k, kStep);
-  rows.assign(m * stride, 0);
+  // Whole AMX tiles: rows of 64-step multiples, 32-row multiples of rows.
+  stride = roundUp(k, kAmxSteps);
+  rows.assign(roundUp(m, kAmxBlock) * stride, 0);
   offsets.resize(m);
+  std::vector<int16_t> gathered;
   for (int64_t r = 0; r < m; ++r) {
-    int32_t low = INT32_MAX, high = INT32_MIN;
-    for (int64_t i = 0; i < k; ++i) {
-      int32_t v = a[layout.at(r, i)];
-      low = std::min(low, v);
-      high = std::max(high, v);
+    // The row contiguous (copied when A is stored transposed), so that the
+    // loops below vectorize.
+    const int16_t *line = a + r * layout.ld;
+    if (layout.transposed) {
+      gathered.resize(k);
+      for (int64_t i = 0; i < k; ++i)
+        gathered[i] = a[layout.at(r, i)];
+      line = gathered.data();
     }
-    if (high - low > 255)
+    int16_t low = INT16_MAX, high = INT16_MIN;
+    for (int64_t i = 0; i < k; ++i) {
+      low = std::min(low, line[i]);
+      high = std::max(high, line[i]);
+    }
+    if (int32_t(high) - int32_t(low) > 255)
       return false;
     offsets[r] = low;
     uint8_t *row = rows.data() + r * stride;
     for (int64_t i = 0; i < k; ++i)
-      row[i] = uint8_t(a[layout.at(r, i)] - low);
+      row[i] = uint8_t(line[i] - low);
   }
   return true;
 }
@@ -221,6 +238,78 @@ void tileOf(const Problem &pb, int64_t row0, int64_t rows, int64_t p) {
   kernels[rows - 1](pb, row0, p);
 }
 
+/// C's rows [row0, row0 + 32) by panels p and p + 1 (32 columns) on AMX:
+/// 2 x 2 tiles of int32 sums, each step of 64 loading two tiles of A's
+/// rows and two of B's lines (16 lines of a panel are a tile, as they lie)
+/// and multiplying them with tdpbusd; then the rows' offsets times the
+/// column sums, written (or added) into C.
+__attribute__((target("amx-tile,amx-int8,avx512f"))) void
+amxBlock(const Problem &pb, int64_t row0, int64_t p) {
+  const int64_t lines = pb.b->lines;
+  const bool second = (p + 1) * kPanel < pb.n;
+  const int8_t *panel0 = pb.b->panels.data() + p * lines * kPanel * kStep;
+  const int8_t *panel1 = second ? panel0 + lines * kPanel * kStep : panel0;
+  const uint8_t *a0 = pb.a + row0 * pb.strideA;
+  const uint8_t *a1 = a0 + 16 * pb.strideA;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t line = 0; line < lines; line += 16) {
+    const int64_t step = line * kStep;
+    _tile_loadd(4, a0 + step, pb.strideA);
+    _tile_loadd(5, a1 + step, pb.strideA);
+    _tile_loadd(6, panel0 + line * kPanel * kStep, 64);
+    _tile_loadd(7, panel1 + line * kPanel * kStep, 64);
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(1, 4, 7);
+    _tile_dpbusd(2, 5, 6);
+    _tile_dpbusd(3, 5, 7);
+  }
+  alignas(64) int32_t sums[kAmxBlock * kAmxBlock];
+  constexpr int64_t stride = kAmxBlock * sizeof(int32_t);
+  _tile_stored(0, sums, stride);
+  _tile_stored(1, sums + 16, stride);
+  _tile_stored(2, sums + 16 * kAmxBlock, stride);
+  _tile_stored(3, sums + 16 * kAmxBlock + 16, stride);
+  const int64_t rows = std::min(kAmxBlock, pb.m - row0);
+  for (int64_t half = 0; half < (second ? 2 : 1); ++half) {
+    const int64_t col0 = (p + half) * kPanel;
+    const int64_t cols = std::min(kPanel, pb.n - col0);
+    const __mmask16 mask = __mmask16((1u << cols) - 1);
+    const __m512i columnSums =
+        _mm512_loadu_si512(pb.b->columnSums.data() + col0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t *c = pb.c + (row0 + r) * pb.ldc + col0;
+      __m512i v = _mm512_add_epi32(
+          _mm512_loadu_si512(sums + r * kAmxBlock + half * 16),
+          _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row0 + r]),
+                             columnSums));
+      if (pb.accumulate)
+        v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
+      _mm512_mask_storeu_epi32(c, mask, v);
+    }
+  }
+}
+
+/// Every block of the GEMM on AMX, threads taking (panel pair, row block)
+/// in order, each with the tiles configured for itself.
+__attribute__((target("amx-tile"))) void computeAmx(const Problem &pb,
+                                                     int64_t k) {
+  const int64_t pairs = roundUp(roundUp(pb.n, kPanel) / kPanel, 2) / 2;
+  const int64_t rowBlocks = roundUp(pb.m, kAmxBlock) / kAmxBlock;
+  const bool parallel = double(pb.m) * pb.n * k >= kParallelWork;
+#pragma omp parallel if (parallel)
+  {
+    configureTiles();
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t pair = 0; pair < pairs; ++pair)
+      for (int64_t r = 0; r < rowBlocks; ++r)
+        amxBlock(pb, r * kAmxBlock, pair * 2);
+    _tile_release();
+  }
+}
+
 /// Every tile of the GEMM, threads taking (panel pair, row tile) in order.
 void compute(const Problem &pb, int64_t k) {
   const int64_t pairs = roundUp(roundUp(pb.n, kPanel) / kPanel, 2) / 2;
@@ -262,7 +351,12 @@ void plainGemm(int64_t m, int64_t n, int64_t k, const int16_t *a,
   }
 }
 
-/// One GEMM of int8 B: on VNNI where it can, else the plain loops.
+/// Whether integer GEMMs run on AMX's tiles: AMX-INT8 there and granted
+/// (amxInt8(); CLEAVE_AMX=0 turns it off, leaving VNNI), and the integer
+/// kernels not turned off (CLEAVE_VNNI=0).
+bool useAmx() { return integerGemmKernel() && amxInt8(); }
+
+/// One GEMM of int8 B: on AMX or VNNI where it can, else the plain loops.
 void gemmI8(int64_t m, int64_t n, int64_t k, const int16_t *a,
             const MatrixLayout &layoutA, const int8_t *b,
             const MatrixLayout &layoutB, int32_t *c, int64_t ldc,
@@ -280,9 +374,12 @@ void gemmI8(int64_t m, int64_t n, int64_t k, const int16_t *a,
         packB(b, layoutB, k, n, /*parallel=*/false, local);
         packed = &local;
       }
-      compute(Problem{m, n, rows.data(), strideA, offsets.data(), packed, c,
-                      ldc, accumulate},
-              k);
+      const Problem pb{m,      n,     rows.data(), strideA,   offsets.data(),
+                       packed, c,     ldc,         accumulate};
+      if (useAmx())
+        computeAmx(pb, k);
+      else
+        compute(pb, k);
       return;
     }
   }
@@ -323,7 +420,9 @@ void run(const char *type, CLEAVE_ABI_GEMM_PARAMS) {
 } // namespace
 
 const char *cleave::rt::integerGemmKernel() {
-  static const char *kernel = vnniUsable() ? "AVX-512 VNNI" : nullptr;
+  static const char *kernel = !vnniUsable() ? nullptr
+                              : amxInt8()   ? "AMX"
+                                            : "AVX-512 VNNI";
   return kernel;
 }
 
