@@ -186,23 +186,52 @@ struct Problem {
   bool accumulate;
 };
 
+/// Panels p and p + 1 of B, which both kernels take together: where B has
+/// no panel p + 1, panel p again, whose sums are then not written.
+struct PanelPair {
+  const int8_t *first, *second;
+  bool both;
+};
+
+PanelPair panelPair(const Problem &pb, int64_t p) {
+  const int64_t bytes = pb.b->lines * kPanel * kStep;
+  const int8_t *first = pb.b->panels.data() + p * bytes;
+  const bool both = (p + 1) * kPanel < pb.n;
+  return {first, both ? first + bytes : first, both};
+}
+
+/// Row `row` of C's columns in panel `panel`: `sums` (of u * b) plus the
+/// row's offset times the column sums, written (or added) into C.
+__attribute__((target("avx512f"), always_inline)) inline void
+writeSums(const Problem &pb, int64_t row, int64_t panel, __m512i sums) {
+  const int64_t col0 = panel * kPanel;
+  const __mmask16 mask =
+      __mmask16((1u << std::min(kPanel, pb.n - col0)) - 1);
+  int32_t *c = pb.c + row * pb.ldc + col0;
+  __m512i v = _mm512_add_epi32(
+      sums, _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row]),
+                               _mm512_loadu_si512(pb.b->columnSums.data() +
+                                                  col0)));
+  if (pb.accumulate)
+    v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
+  _mm512_mask_storeu_epi32(c, mask, v);
+}
+
 /// Tile (rows from `row0`, `Rows` of them; panels `p` and, when there is
-/// one, p + 1) of C: the sum of u * b over every step, then the rows'
-/// offsets times the column sums, written (or added) into C.
+/// one, p + 1) of C: the sum of u * b over every step, then written
+/// (writeSums).
 template <int Rows>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 tile(const Problem &pb, int64_t row0, int64_t p) {
   const int64_t lines = pb.b->lines;
-  const bool second = (p + 1) * kPanel < pb.n;
-  const int8_t *panel0 = pb.b->panels.data() + p * lines * kPanel * kStep;
-  const int8_t *panel1 = second ? panel0 + lines * kPanel * kStep : panel0;
+  const PanelPair pair = panelPair(pb, p);
   __m512i sums[Rows][2];
   for (int r = 0; r < Rows; ++r)
     sums[r][0] = sums[r][1] = _mm512_setzero_si512();
   const uint8_t *a = pb.a + row0 * pb.strideA;
   for (int64_t s = 0; s < lines; ++s) {
-    __m512i b0 = _mm512_loadu_si512(panel0 + s * kPanel * kStep);
-    __m512i b1 = _mm512_loadu_si512(panel1 + s * kPanel * kStep);
+    __m512i b0 = _mm512_loadu_si512(pair.first + s * kPanel * kStep);
+    __m512i b1 = _mm512_loadu_si512(pair.second + s * kPanel * kStep);
     for (int r = 0; r < Rows; ++r) {
       int32_t bytes;
       std::memcpy(&bytes, a + r * pb.strideA + s * kStep, sizeof(bytes));
@@ -211,22 +240,9 @@ tile(const Problem &pb, int64_t row0, int64_t p) {
       sums[r][1] = _mm512_dpbusd_epi32(sums[r][1], u, b1);
     }
   }
-  for (int half = 0; half < (second ? 2 : 1); ++half) {
-    const int64_t col0 = (p + half) * kPanel;
-    const int64_t cols = std::min(kPanel, pb.n - col0);
-    const __mmask16 mask = __mmask16((1u << cols) - 1);
-    __m512i columnSums = _mm512_loadu_si512(pb.b->columnSums.data() + col0);
-    for (int r = 0; r < Rows; ++r) {
-      int32_t *c = pb.c + (row0 + r) * pb.ldc + col0;
-      __m512i v = _mm512_add_epi32(
-          sums[r][half],
-          _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row0 + r]),
-                             columnSums));
-      if (pb.accumulate)
-        v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
-      _mm512_mask_storeu_epi32(c, mask, v);
-    }
-  }
+  for (int half = 0; half < (pair.both ? 2 : 1); ++half)
+    for (int r = 0; r < Rows; ++r)
+      writeSums(pb, row0 + r, p + half, sums[r][half]);
 }
 
 /// Tile rows `rows` (at most kTileRows) from `row0` by panels p and p + 1.
@@ -241,14 +257,11 @@ void tileOf(const Problem &pb, int64_t row0, int64_t rows, int64_t p) {
 /// C's rows [row0, row0 + 32) by panels p and p + 1 (32 columns) on AMX:
 /// 2 x 2 tiles of int32 sums, each step of 64 loading two tiles of A's
 /// rows and two of B's lines (16 lines of a panel are a tile, as they lie)
-/// and multiplying them with tdpbusd; then the rows' offsets times the
-/// column sums, written (or added) into C.
+/// and multiplying them with tdpbusd; then written (writeSums).
 __attribute__((target("amx-tile,amx-int8,avx512f"))) void
 amxBlock(const Problem &pb, int64_t row0, int64_t p) {
   const int64_t lines = pb.b->lines;
-  const bool second = (p + 1) * kPanel < pb.n;
-  const int8_t *panel0 = pb.b->panels.data() + p * lines * kPanel * kStep;
-  const int8_t *panel1 = second ? panel0 + lines * kPanel * kStep : panel0;
+  const PanelPair pair = panelPair(pb, p);
   const uint8_t *a0 = pb.a + row0 * pb.strideA;
   const uint8_t *a1 = a0 + 16 * pb.strideA;
   _tile_zero(0);
@@ -259,8 +272,8 @@ amxBlock(const Problem &pb, int64_t row0, int64_t p) {
     const int64_t step = line * kStep;
     _tile_loadd(4, a0 + step, pb.strideA);
     _tile_loadd(5, a1 + step, pb.strideA);
-    _tile_loadd(6, panel0 + line * kPanel * kStep, 64);
-    _tile_loadd(7, panel1 + line * kPanel * kStep, 64);
+    _tile_loadd(6, pair.first + line * kPanel * kStep, 64);
+    _tile_loadd(7, pair.second + line * kPanel * kStep, 64);
     _tile_dpbusd(0, 4, 6);
     _tile_dpbusd(1, 4, 7);
     _tile_dpbusd(2, 5, 6);
@@ -273,23 +286,10 @@ amxBlock(const Problem &pb, int64_t row0, int64_t p) {
   _tile_stored(2, sums + 16 * kAmxBlock, stride);
   _tile_stored(3, sums + 16 * kAmxBlock + 16, stride);
   const int64_t rows = std::min(kAmxBlock, pb.m - row0);
-  for (int64_t half = 0; half < (second ? 2 : 1); ++half) {
-    const int64_t col0 = (p + half) * kPanel;
-    const int64_t cols = std::min(kPanel, pb.n - col0);
-    const __mmask16 mask = __mmask16((1u << cols) - 1);
-    const __m512i columnSums =
-        _mm512_loadu_si512(pb.b->columnSums.data() + col0);
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t *c = pb.c + (row0 + r) * pb.ldc + col0;
-      __m512i v = _mm512_add_epi32(
-          _mm512_loadu_si512(sums + r * kAmxBlock + half * 16),
-          _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row0 + r]),
-                             columnSums));
-      if (pb.accumulate)
-        v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
-      _mm512_mask_storeu_epi32(c, mask, v);
-    }
-  }
+  for (int64_t half = 0; half < (pair.both ? 2 : 1); ++half)
+    for (int64_t r = 0; r < rows; ++r)
+      writeSums(pb, row0 + r, p + half,
+                _mm512_load_si512(sums + r * kAmxBlock + half * 16));
 }
 
 /// Every block of the GEMM on AMX, threads taking (panel pair, row block)
