@@ -1,19 +1,21 @@
 //===- NBitsGemm.cpp - GEMMs by weights of packed 2/4/8-bit codes ---------===//
 //
 // Implements cleave_rt_sgemm_nbits (Abi.h): a float32 GEMM whose B is a
-// MatMulNBits weight (NBitsWeight) read where it lies in the weights. Each
-// column of B is dequantized exactly as import's loops would,
-// (float(code) - zero) * scale, only when the GEMM reaches it:
-//   - a few rows of A (a decoding step's, up to kGemvRows): column by
-//     column into a buffer that stays in L1, each row's dot product with it
-//     taken there: the weight is read once, in its packed bytes (a fourth
-//     of float16's, an eighth of float32's at 4 bits);
-//   - more rows: into the packed float32 kernel's panels, then that kernel
-//     (PackedGemm.h); or, on a CPU without it, into B's transpose for
-//     OpenBLAS.
-// 4-bit codes in blocks of a multiple of 16 steps are unpacked 32 a step on
-// AVX-512 (the nibbles split and interleaved back in byte order, widened to
-// float), every other width by the scalar loop.
+// MatMulNBits weight (NBitsWeight) read where it lies in the weights, each
+// column dequantized, (float(code) - zero) * scale as import's loops would,
+// only when the GEMM reaches it:
+//   - a few rows of A (a decoding step's, up to kGemvRows): the weight is
+//     read once, in its packed bytes (an eighth of float32's at 4 bits).
+//     4-bit blocks of 32 or more (column4): each 32 codes widened once,
+//     centred, and multiplied by every row there. At accuracy_level 4,
+//     which allows A to be quantized to int8 in blocks, and on VNNI
+//     (column4Int8): A quantized as ONNX Runtime does, the codes (unsigned
+//     bytes) times A's int8 values summed by vpdpbusd, 128 steps a pass.
+//     Other widths: each column dequantized into a buffer that stays in L1,
+//     then dotted with every row;
+//   - more rows: groups of 4 panels dequantized into the packed float32
+//     kernel's layout and multiplied by it while in L2 (PackedGemm.h); or,
+//     on a CPU without it, B's transpose for OpenBLAS.
 //
 //===----------------------------------------------------------------------===//
 
