@@ -602,12 +602,12 @@ void blasGemm(int64_t m, int64_t n, int64_t k, const float *a,
               beta, c, ldc);
 }
 
-} // namespace
 
-void cleave::rt::nbitsGemm(int64_t m, int64_t n, int64_t k, const float *a,
-                           const MatrixLayout &layoutA,
-                           const NBitsWeight &weight, float *c, int64_t ldc,
-                           float beta, const float *bias) {
+/// The GEMM by the row count's path: the GEMV, the packed kernel's panels
+/// or OpenBLAS.
+void byRows(int64_t m, int64_t n, int64_t k, const float *a,
+            const MatrixLayout &layoutA, const NBitsWeight &weight, float *c,
+            int64_t ldc, float beta, const float *bias) {
   if (m <= kGemvRows) {
     gemv(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
     return;
@@ -616,6 +616,59 @@ void cleave::rt::nbitsGemm(int64_t m, int64_t n, int64_t k, const float *a,
       width && panelGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias, width))
     return;
   blasGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
+}
+
+/// A (m x k) quantized as quantizeRows does, then dequantized (int8 value
+/// times its block's scale), row-major.
+std::vector<float> requantized(const float *a, const MatrixLayout &layoutA,
+                               int64_t m, int64_t k, int64_t blockSize) {
+  std::vector<float> out(m * k), row(k);
+  std::vector<int8_t> rounded(blockSize);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i)
+      row[i] = a[layoutA.at(r, i)];
+    for (int64_t b0 = 0; b0 < k; b0 += blockSize) {
+      const int64_t length = std::min(blockSize, k - b0);
+      float amax = 0.0f;
+      for (int64_t t = 0; t < length; ++t)
+        amax = std::max(amax, std::fabs(row[b0 + t]));
+      const float scale = amax / 127.0f;
+      const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+      if (length % 16 == 0 && hasAvx512())
+        roundScaled(row.data() + b0, length, inverse, rounded.data());
+      else
+        for (int64_t t = 0; t < length; ++t)
+          rounded[t] = int8_t(std::nearbyint(row[b0 + t] * inverse));
+      for (int64_t t = 0; t < length; ++t)
+        out[r * k + b0 + t] = float(rounded[t]) * scale;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+void cleave::rt::nbitsGemm(int64_t m, int64_t n, int64_t k, const float *a,
+                           const MatrixLayout &layoutA,
+                           const NBitsWeight &weight, float *c, int64_t ldc,
+                           float beta, const float *bias) {
+  // accuracy_level 4 allows A to be quantized to int8; Cleave does so for
+  // 4-bit codes, as ONNX Runtime does, whatever the row count (and so the
+  // rank count): the int8 GEMV where it takes the GEMM, else A's values
+  // quantized and dequantized before the float paths, which then sum the
+  // same products in another order.
+  if (weight.int8A && weight.bits == 4 &&
+      !(m <= kGemvRows && takesColumn4(weight, k) &&
+        takesColumn4Int8(weight, k))) {
+    const std::vector<float> values =
+        requantized(a, layoutA, m, k, weight.blockSize);
+    NBitsWeight floatA = weight;
+    floatA.int8A = false;
+    byRows(m, n, k, values.data(), MatrixLayout{false, k}, floatA, c, ldc, beta,
+           bias);
+    return;
+  }
+  byRows(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
 }
 
 extern "C" {

@@ -154,5 +154,13 @@ int main() {
   ok &= run({{"int8 A (level 4) 3 rows 3x70x256, blocks of 64, one zero", 3,
               70, 256, false, false, 0, 0, 2, false, 1.0f, 1},
              4, 64, true, true});
+  // Where the int8 GEMV does not take the GEMM (more rows, or K no
+  // multiple of 64), A's values are still those of level 4.
+  ok &= run({{"int8 A (level 4) panels 24x70x256, bias, 2 threads", 24, 70,
+              256, false, false, 0, 0, 0, true, 0.0f, 2},
+             4, 32, false, true});
+  ok &= run({{"int8 A (level 4) K 96 (no multiple of 64) 2x40x96", 2, 40, 96,
+              false, false, 0, 0, 0, false, 0.0f, 1},
+             4, 32, false, true});
   return ok ? 0 : 1;
 }

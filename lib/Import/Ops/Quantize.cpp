@@ -609,8 +609,8 @@ LogicalResult checkPackedBlocks(NodeContext &ctx, int64_t bits,
 /// type; 2^(bits-1) if absent). The codes stay in the bundle as they are;
 /// the program dequantizes them where it reads them. accuracy_level 4
 /// allows A to be quantized to int8 in blocks of block_size too (the CPU
-/// runtime does so for a few rows of 4-bit weights); below 4 A stays
-/// float32.
+/// runtime does so for 4-bit weights, as ONNX Runtime does); below 4 A
+/// stays float32.
 LogicalResult lowerMatMulNBits(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
