@@ -338,21 +338,20 @@ bool isNBitsBody(linalg::GenericOp op, int64_t bits, float &zero) {
   auto mul = yield.getOperand(0).getDefiningOp<arith::MulFOp>();
   auto sub = mul ? mul.getLhs().getDefiningOp<arith::SubFOp>() : nullptr;
   auto toFloat = sub ? sub.getLhs().getDefiningOp<arith::SIToFPOp>() : nullptr;
-  auto masked = toFloat ? toFloat.getIn().getDefiningOp<arith::AndIOp>()
-                        : nullptr;
+  auto masked =
+      toFloat ? toFloat.getIn().getDefiningOp<arith::AndIOp>() : nullptr;
   auto shifted =
       masked ? masked.getLhs().getDefiningOp<arith::ShRUIOp>() : nullptr;
-  auto byte = shifted ? shifted.getLhs().getDefiningOp<arith::ExtUIOp>()
-                      : nullptr;
+  auto byte =
+      shifted ? shifted.getLhs().getDefiningOp<arith::ExtUIOp>() : nullptr;
   auto shift =
       shifted ? shifted.getRhs().getDefiningOp<arith::MulIOp>() : nullptr;
-  auto slot = shift ? shift.getLhs().getDefiningOp<arith::IndexCastOp>()
-                    : nullptr;
+  auto slot =
+      shift ? shift.getLhs().getDefiningOp<arith::IndexCastOp>() : nullptr;
   auto index = slot ? slot.getIn().getDefiningOp<linalg::IndexOp>() : nullptr;
   const bool zeroInput = op.getNumDpsInputs() == 3;
   FloatAttr constantZero;
-  if (!index ||
-      mul.getRhs() != body.getArgument(zeroInput ? 2 : 1) ||
+  if (!index || mul.getRhs() != body.getArgument(zeroInput ? 2 : 1) ||
       (zeroInput ? sub.getRhs() != body.getArgument(1)
                  : !matchPattern(sub.getRhs(), m_Constant(&constantZero))) ||
       byte.getIn() != body.getArgument(0) || index.getDim() != 3 ||
@@ -430,21 +429,18 @@ std::optional<NBitsOperand> nbitsOperand(linalg::LinalgOp gemm, Value bm,
   // B[k][j] is element j * blocks * blockSize + k of the buffer.
   SmallVector<int64_t> strides;
   int64_t offset;
-  if (failed(cast<MemRefType>(bm.getType()).getStridesAndOffset(strides,
-                                                                 offset)) ||
+  if (failed(cast<MemRefType>(bm.getType())
+                 .getStridesAndOffset(strides, offset)) ||
       offset != 0 || shape.outer != 1 || shape.batch != 1 ||
-      !shape.around.empty() || shape.n != n ||
-      shape.k > blocks * blockSize || shape.strides[1][2] != 1 ||
-      shape.strides[1][3] != blocks * blockSize)
+      !shape.around.empty() || shape.n != n || shape.k > blocks * blockSize ||
+      shape.strides[1][2] != 1 || shape.strides[1][3] != blocks * blockSize)
     return std::nullopt;
-  auto level = dequantize->getAttrOfType<IntegerAttr>(
-      cleave::kNBitsWeightAttrName);
+  auto level =
+      dequantize->getAttrOfType<IntegerAttr>(cleave::kNBitsWeightAttrName);
   if (!level)
     return std::nullopt;
-  NBitsOperand operand{dequantize, codes, zeros,
-                       scales,     zero,  blocks,
-                       blockSize,  bits,  level.getInt(),
-                       {}};
+  NBitsOperand operand{dequantize, codes,     zeros, scales,         zero,
+                       blocks,     blockSize, bits,  level.getInt(), {}};
   for (Value input : dequantize.getDpsInputs())
     if (!onlyFreedBetween(input, dequantize, gemm, operand.freedBefore))
       return std::nullopt;
@@ -496,12 +492,13 @@ struct LinalgToBlasPass
                    (elementOf(bm).isInteger(8) || elementOf(bm).isInteger(16));
     if (integer && targetKind != cleave::Target::CPU)
       return;
-    if (!integer && (!(operands.isF32() || operands.isBF16() ||
-                       operands.isF16()) ||
-                     elementOf(bm) != operands || !elementOf(c).isF32()))
+    if (!integer &&
+        (!(operands.isF32() || operands.isBF16() || operands.isF16()) ||
+         elementOf(bm) != operands || !elementOf(c).isF32()))
       return;
     linalg::LinalgOp writer = initWriter(op);
-    Value bias = writer && !integer ? broadcastBias(writer, op, loops) : Value();
+    Value bias =
+        writer && !integer ? broadcastBias(writer, op, loops) : Value();
     // The call reads the bias where the GEMM is: not if the vector is
     // written or freed after the broadcast (a bias computed at run time,
     // such as a dequantized one, whose buffer is freed once it is copied).
@@ -575,7 +572,7 @@ struct LinalgToBlasPass
     args.push_back(arith::ConstantOp::create(
         b, loc, b.getF32FloatAttr(overwrite ? 0.0f : 1.0f)));
     std::string name =
-        integer ? CLEAVE_ABI_IGEMM + cleave::dtypeName(elementOf(bm))
+        integer            ? CLEAVE_ABI_IGEMM + cleave::dtypeName(elementOf(bm))
         : operands.isF32() ? std::string(CLEAVE_ABI_SGEMM)
                            : CLEAVE_ABI_GEMM + cleave::dtypeName(operands);
     if (rounding)
@@ -616,8 +613,8 @@ struct LinalgToBlasPass
     else
       args.append({index(0), index(0)});
     pointer(nbits.scales, args);
-    args.append({index(nbits.blocks), index(nbits.blockSize),
-                 index(nbits.bits), index(nbits.accuracyLevel)});
+    args.append({index(nbits.blocks), index(nbits.blockSize), index(nbits.bits),
+                 index(nbits.accuracyLevel)});
     pointer(op.getDpsInits()[0], args);
     args.push_back(index(shape.strides[2][2]));
     if (bias) {
@@ -630,8 +627,8 @@ struct LinalgToBlasPass
     for (float value : {nbits.zero, overwrite ? 0.0f : 1.0f})
       args.push_back(
           arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value)));
-    std::string name = cleave::runtimeFunction(CLEAVE_ABI_SGEMM_NBITS,
-                                               cleave::Target::CPU);
+    std::string name =
+        cleave::runtimeFunction(CLEAVE_ABI_SGEMM_NBITS, cleave::Target::CPU);
     func::FuncOp callee = declareRuntime(module, name, args.size() - 2,
                                          /*floats=*/2);
     auto call = func::CallOp::create(b, loc, callee, args);

@@ -258,10 +258,10 @@ struct FuseElementwisePass
                        g, [&](int64_t d) { return shape[d] != 1; }) <= 1;
           });
       return producer && allParallel(producer) && !isNBitsWeight(producer) &&
-             dropsUnitDims &&
-             onlyUsedBy(producer, collapse) && onlyUsedBy(collapse, reader) &&
-             isa<linalg::GenericOp>(reader) && !cleave::isGemm(reader) &&
-             !isNBitsWeight(reader) && !isCopy(reader);
+             dropsUnitDims && onlyUsedBy(producer, collapse) &&
+             onlyUsedBy(collapse, reader) && isa<linalg::GenericOp>(reader) &&
+             !cleave::isGemm(reader) && !isNBitsWeight(reader) &&
+             !isCopy(reader);
     };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);

@@ -1,4 +1,4 @@
-//===- IntegerGemm.cpp - Integer GEMMs on AVX-512 VNNI --------------------===//
+//===- IntegerGemm.cpp - Integer GEMMs on AMX and AVX-512 VNNI -----------===//
 //
 // Implements cleave_rt_igemm_<i8|i16> (Abi.h): C (int32) = A * B (+ C), A
 // int16 and B int8 or int16, summed exactly. Import writes MatMulInteger's
@@ -6,18 +6,21 @@
 // point (a difference of two 8-bit values, so int16), B the weight as stored
 // in int8 where its zero point is 0 (a symmetric weight), else minus it.
 //
-// VNNI's vpdpbusd multiplies 4 unsigned bytes of A by 4 signed bytes of B and
-// adds the 4 products into each int32 lane. A row of A whose values span at
-// most 256 (every row of 8-bit data minus one zero point does) is read as
-// u = a - min(row), unsigned bytes, and the row's products corrected after
-// the sum: A * B = U * B + min(row) * (column sums of B). B is copied into
-// panels of 16 columns, 4 steps of the sum to a 64-byte line (each column's
-// 4 bytes in its lane): a weight once, on its first GEMM, with its column
-// sums (its own pages then given back: the copy is as large); any other B
-// on each call. A tile is 12 rows by 2 panels, 24 zmm sums, each step
-// broadcasting 4 bytes of a row against a line of each panel. Threads take
-// tiles (panel pairs first). Where the CPU has no AVX-512 VNNI, a row spans
-// more than 256, or B is int16, the GEMM is summed in plain int32 loops.
+// AMX's tdpbusd and VNNI's vpdpbusd multiply unsigned bytes of A by signed
+// bytes of B, 4 a 32-bit sum. A row of A whose values span at most 256
+// (every row of 8-bit data minus one zero point does) is read as u = a -
+// min(row), unsigned bytes, and the row's products corrected after the sum:
+// A * B = U * B + min(row) * (column sums of B). B is copied into panels of
+// 16 columns, 4 steps of the sum to a 64-byte line (each column's 4 bytes
+// in its lane; 16 lines are one AMX tile of B as they lie): a weight once,
+// on its first GEMM, with its column sums (its own pages then given back:
+// the copy is as large); any other B on each call. On AMX (AMX-INT8, the
+// tiles granted) a block of C is 32 rows by 2 panels, 2 x 2 tiles, each
+// step of 64 loading two tiles of A and two of B. On VNNI a tile is 12 rows
+// by 2 panels, 24 zmm sums, each step broadcasting 4 bytes of a row against
+// a line of each panel. Threads take blocks (panel pairs first). Where the
+// CPU has neither, a row spans more than 256, or B is int16, the GEMM is
+// summed in plain int32 loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,8 +144,8 @@ const PackedB *packedWeight(const int8_t *b, const MatrixLayout &layout,
 /// multiple of 64, zeros past k and past m's last row, up to a multiple of
 /// 32 rows): u = a - min(row r), the minimum kept in `offsets`. False where
 /// a row's values span more than 256.
-bool rebaseA(const int16_t *a, const MatrixLayout &layout, int64_t m,
-             int64_t k, std::vector<uint8_t> &rows, int64_t &stride,
+bool rebaseA(const int16_t *a, const MatrixLayout &layout, int64_t m, int64_t k,
+             std::vector<uint8_t> &rows, int64_t &stride,
              std::vector<int32_t> &offsets) {
   // Whole AMX tiles: rows of 64-step multiples, 32-row multiples of rows.
   stride = roundUp(k, kAmxSteps);
@@ -205,13 +208,12 @@ PanelPair panelPair(const Problem &pb, int64_t p) {
 __attribute__((target("avx512f"), always_inline)) inline void
 writeSums(const Problem &pb, int64_t row, int64_t panel, __m512i sums) {
   const int64_t col0 = panel * kPanel;
-  const __mmask16 mask =
-      __mmask16((1u << std::min(kPanel, pb.n - col0)) - 1);
+  const __mmask16 mask = __mmask16((1u << std::min(kPanel, pb.n - col0)) - 1);
   int32_t *c = pb.c + row * pb.ldc + col0;
   __m512i v = _mm512_add_epi32(
-      sums, _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row]),
-                               _mm512_loadu_si512(pb.b->columnSums.data() +
-                                                  col0)));
+      sums,
+      _mm512_mullo_epi32(_mm512_set1_epi32(pb.offsets[row]),
+                         _mm512_loadu_si512(pb.b->columnSums.data() + col0)));
   if (pb.accumulate)
     v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, c));
   _mm512_mask_storeu_epi32(c, mask, v);
@@ -295,7 +297,7 @@ amxBlock(const Problem &pb, int64_t row0, int64_t p) {
 /// Every block of the GEMM on AMX, threads taking (panel pair, row block)
 /// in order, each with the tiles configured for itself.
 __attribute__((target("amx-tile"))) void computeAmx(const Problem &pb,
-                                                     int64_t k) {
+                                                    int64_t k) {
   const int64_t pairs = roundUp(roundUp(pb.n, kPanel) / kPanel, 2) / 2;
   const int64_t rowBlocks = roundUp(pb.m, kAmxBlock) / kAmxBlock;
   const bool parallel = double(pb.m) * pb.n * k >= kParallelWork;
@@ -374,8 +376,8 @@ void gemmI8(int64_t m, int64_t n, int64_t k, const int16_t *a,
         packB(b, layoutB, k, n, /*parallel=*/false, local);
         packed = &local;
       }
-      const Problem pb{m,      n,     rows.data(), strideA,   offsets.data(),
-                       packed, c,     ldc,         accumulate};
+      const Problem pb{m,      n, rows.data(), strideA,   offsets.data(),
+                       packed, c, ldc,         accumulate};
       if (useAmx())
         computeAmx(pb, k);
       else

@@ -1,4 +1,4 @@
-//===- IntegerGemm.h - Integer GEMMs on AVX-512 VNNI ------------*- C++ -*-===//
+//===- IntegerGemm.h - Integer GEMMs on AMX and AVX-512 VNNI ----*- C++ -*-===//
 //
 // The integer GEMMs of quantized models (MatMulInteger, QLinearMatMul): A
 // int16 (an activation minus its zero point), B int8 (a symmetric weight as
@@ -15,14 +15,16 @@
 
 namespace cleave::rt {
 
-/// "AVX-512 VNNI" where this CPU has it, unless CLEAVE_VNNI=0; else null:
-/// integer GEMMs then run in plain int32 loops.
+/// "AMX" where this CPU has AMX-INT8 and the tiles are granted (unless
+/// CLEAVE_AMX=0), else "AVX-512 VNNI" where it has that; null where it has
+/// neither or CLEAVE_VNNI=0: integer GEMMs then run in plain int32 loops.
 const char *integerGemmKernel();
 
 /// One row-major integer GEMM: C (m x n int32, rows `ldc` apart) = A * B,
-/// plus C when `accumulate`; sums wrap as two's complement int32. On VNNI
-/// where the kernel takes it (every row of A spans at most 256 values), B
-/// copied into panels once when it lies in the weights; else plain loops.
+/// plus C when `accumulate`; sums wrap as two's complement int32. On AMX or
+/// VNNI where the kernels take it (every row of A spans at most 256
+/// values), B copied into panels once when it lies in the weights; else
+/// plain loops.
 void integerGemm(int64_t m, int64_t n, int64_t k, const int16_t *a,
                  const MatrixLayout &layoutA, const int8_t *b,
                  const MatrixLayout &layoutB, int32_t *c, int64_t ldc,

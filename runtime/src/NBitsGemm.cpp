@@ -91,7 +91,8 @@ dequantize16(__m128i codes, __m512 zero, __m512 scale, float *out) {
 /// out[0..32).
 __attribute__((target("avx512f,avx512bw"), always_inline)) inline void
 unpack32(const uint8_t *bytes, __m512 zero, __m512 scale, float *out) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes));
+  const __m128i packed =
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes));
   const __m128i nibble = _mm_set1_epi8(0x0f);
   const __m128i low = _mm_and_si128(packed, nibble);
   const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
@@ -138,7 +139,7 @@ void dequantizeColumn(const NBitsWeight &w, int64_t col, int64_t k,
 
 /// sum of x[i] * y[i], i < k.
 __attribute__((target("avx512f"))) float dotAvx512(const float *x,
-                                                    const float *y, int64_t k) {
+                                                   const float *y, int64_t k) {
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps(), _mm512_setzero_ps()};
   int64_t i = 0;
@@ -147,8 +148,8 @@ __attribute__((target("avx512f"))) float dotAvx512(const float *x,
       acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j),
                                _mm512_loadu_ps(y + i + 16 * j), acc[j]);
   for (; i + 16 <= k; i += 16)
-    acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i),
-                             acc[0]);
+    acc[0] =
+        _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc[0]);
   if (i < k) {
     const __mmask16 mask = __mmask16((1u << (k - i)) - 1);
     acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + i),
@@ -204,8 +205,8 @@ column4(const NBitsWeight &w, int64_t col, int64_t k, const float *rows,
       // Steps t, t+2, ..., t+30 and t+1, ..., t+31, minus the zero point.
       const __m512 first = _mm512_sub_ps(
           _mm512_cvtepi32_ps(_mm512_and_si512(packed, nibble)), zero);
-      const __m512 second = _mm512_sub_ps(
-          _mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)), zero);
+      const __m512 second =
+          _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(packed, 4)), zero);
       const int64_t step = b * w.blockSize + t;
       for (int r = 0; r < Rows; ++r) {
         const float *a = rows + r * k + step;
@@ -215,8 +216,8 @@ column4(const NBitsWeight &w, int64_t col, int64_t k, const float *rows,
       }
     }
     for (int r = 0; r < Rows; ++r)
-      acc[r][b & 1] = _mm512_fmadd_ps(
-          _mm512_add_ps(block[r][0], block[r][1]), scale, acc[r][b & 1]);
+      acc[r][b & 1] = _mm512_fmadd_ps(_mm512_add_ps(block[r][0], block[r][1]),
+                                      scale, acc[r][b & 1]);
   }
   for (int r = 0; r < Rows; ++r)
     sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
@@ -225,8 +226,8 @@ column4(const NBitsWeight &w, int64_t col, int64_t k, const float *rows,
 /// Whether column4 takes this weight and K: 4-bit codes in blocks of a
 /// multiple of 32, K their whole length, on AVX-512.
 bool takesColumn4(const NBitsWeight &w, int64_t k) {
-  return w.bits == 4 && w.blockSize % 32 == 0 &&
-         k == w.blocks * w.blockSize && hasAvx512();
+  return w.bits == 4 && w.blockSize % 32 == 0 && k == w.blocks * w.blockSize &&
+         hasAvx512();
 }
 
 /// Steps of A a group holds in QuantizedRows: its even steps, then its odd
@@ -252,10 +253,9 @@ __attribute__((target("avx512f"))) void
 roundScaled(const float *a, int64_t count, float inverse, int8_t *out) {
   const __m512 factor = _mm512_set1_ps(inverse);
   for (int64_t t = 0; t < count; t += 16)
-    _mm_storeu_si128(
-        reinterpret_cast<__m128i *>(out + t),
-        _mm512_cvtsepi32_epi8(
-            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(a + t), factor))));
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + t),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(
+                         _mm512_mul_ps(_mm512_loadu_ps(a + t), factor))));
 }
 
 /// Where step `step` of a row lies in QuantizedRows' order.
@@ -265,8 +265,8 @@ int64_t groupedAt(int64_t step, int64_t k) {
   return start + (step - start) % 2 * (size / 2) + (step - start) / 2;
 }
 
-QuantizedRows quantizeRows(const std::vector<float> &rows, int64_t m,
-                           int64_t k, int64_t blockSize) {
+QuantizedRows quantizeRows(const std::vector<float> &rows, int64_t m, int64_t k,
+                           int64_t blockSize) {
   const int64_t blocks = k / blockSize;
   QuantizedRows q;
   q.groups = (k + kGroup - 1) / kGroup;
@@ -326,12 +326,11 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
   // Lane l of a group's sums lies in block (l / 4) * 32 / blockSize of the
   // group's first block.
   const __m512i blockOfLane = _mm512_srli_epi32(
-      _mm512_slli_epi32(_mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5,
-                                                             6, 7, 8, 9, 10,
-                                                             11, 12, 13, 14,
-                                                             15),
-                                          2),
-                        5),
+      _mm512_slli_epi32(
+          _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                              11, 12, 13, 14, 15),
+                            2),
+          5),
       int(__builtin_ctzll(w.blockSize)));
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   // A group's first block, advanced without dividing: blockSize is a
@@ -346,29 +345,29 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
     const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
     const int64_t first = (g * kGroup) >> blockShift;
     // The blocks the group's lanes read, at most 4 (blocks of 32).
-    const __mmask16 present =
-        blocks - first >= 4 ? __mmask16(0xf)
-                            : __mmask16((1u << (blocks - first)) - 1);
+    const __mmask16 present = blocks - first >= 4
+                                  ? __mmask16(0xf)
+                                  : __mmask16((1u << (blocks - first)) - 1);
     const __m512 weightScale = _mm512_permutexvar_ps(
         blockOfLane, _mm512_maskz_loadu_ps(present, scales + first));
     for (int r = 0; r < Rows; ++r) {
       const int8_t *a = q.values.data() + r * k + g * kGroup;
-      const __m512i dots = _mm512_add_epi32(
-          _mm512_dpbusd_epi32(_mm512_setzero_si512(), low,
-                              _mm512_loadu_si512(a)),
-          _mm512_dpbusd_epi32(_mm512_setzero_si512(), high,
-                              _mm512_loadu_si512(a + 64)));
-      const __m512 scale = _mm512_mul_ps(
-          weightScale,
-          _mm512_loadu_ps(q.laneScales.data() + (r * q.groups + g) * 16));
+      const __m512i dots =
+          _mm512_add_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low,
+                                               _mm512_loadu_si512(a)),
+                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), high,
+                                               _mm512_loadu_si512(a + 64)));
+      const __m512 scale =
+          _mm512_mul_ps(weightScale, _mm512_loadu_ps(q.laneScales.data() +
+                                                     (r * q.groups + g) * 16));
       acc[r][g & 1] =
           _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scale, acc[r][g & 1]);
     }
   }
   if (full * kGroup < k) {
     // The last 64 steps: 32 bytes, 8 lanes.
-    const __m256i packed =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bytes + full * 64));
+    const __m256i packed = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i *>(bytes + full * 64));
     const __m256i nibble256 = _mm256_set1_epi8(0x0f);
     const __m256i low = _mm256_and_si256(packed, nibble256);
     const __m256i high =
@@ -390,9 +389,9 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
       const __m256 scale = _mm256_mul_ps(
           weightScale,
           _mm256_loadu_ps(q.laneScales.data() + (r * q.groups + full) * 16));
-      acc[r][0] = _mm512_add_ps(
-          acc[r][0], _mm512_zextps256_ps512(_mm256_mul_ps(
-                      _mm256_cvtepi32_ps(dots), scale)));
+      acc[r][0] =
+          _mm512_add_ps(acc[r][0], _mm512_zextps256_ps512(_mm256_mul_ps(
+                                       _mm256_cvtepi32_ps(dots), scale)));
     }
   }
   // The zero points' part: sum over blocks of zero * B scale * A's scaled
@@ -406,11 +405,11 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
                                  ? __mmask16(0xffff)
                                  : __mmask16((1u << (blocks - b)) - 1);
       __m512 weight = _mm512_maskz_loadu_ps(mask, scales + b);
-      weight = _mm512_mul_ps(weight,
-                             zeros ? _mm512_maskz_loadu_ps(mask, zeros + b)
-                                   : _mm512_set1_ps(w.zero));
-      part = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(mask, aSums + b),
-                             part);
+      weight =
+          _mm512_mul_ps(weight, zeros ? _mm512_maskz_loadu_ps(mask, zeros + b)
+                                      : _mm512_set1_ps(w.zero));
+      part =
+          _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(mask, aSums + b), part);
     }
     sums[r] = _mm512_reduce_add_ps(
         _mm512_sub_ps(_mm512_add_ps(acc[r][0], acc[r][1]), part));
@@ -473,8 +472,8 @@ void gemv(int64_t m, int64_t n, int64_t k, const float *a,
     return;
   }
   if (takesColumn4(w, k)) {
-    using Column = void (*)(const NBitsWeight &, int64_t, int64_t,
-                            const float *, float *);
+    using Column =
+        void (*)(const NBitsWeight &, int64_t, int64_t, const float *, float *);
     static constexpr Column columns[kGemvRows] = {
         column4<1>, column4<2>, column4<3>, column4<4>,
         column4<5>, column4<6>, column4<7>, column4<8>};
@@ -514,8 +513,7 @@ struct FreeDeleter {
 /// the AVX-512 kernel: line s holds step s of each column, gathered 16 at
 /// a time (the 32 columns' lines stay in L1 from one step to the next).
 __attribute__((target("avx512f"))) void gatherPanel32(const float *columns,
-                                                      int64_t k,
-                                                      float *panel) {
+                                                      int64_t k, float *panel) {
   const __m512i first = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
       _mm512_set1_epi32(int32_t(k)));
@@ -588,7 +586,8 @@ void blasGemm(int64_t m, int64_t n, int64_t k, const float *a,
               const MatrixLayout &layoutA, const NBitsWeight &w, float *c,
               int64_t ldc, float beta, const float *bias) {
   std::vector<float> transposed(n * k);
-#pragma omp parallel for schedule(static) if (double(n) * k >= kParallelElements)
+#pragma omp parallel for schedule(static) if (double(n) * k >=                 \
+                                                  kParallelElements)
   for (int64_t j = 0; j < n; ++j)
     dequantizeColumn(w, j, k, transposed.data() + j * k);
   if (bias) {
@@ -602,7 +601,6 @@ void blasGemm(int64_t m, int64_t n, int64_t k, const float *a,
               beta, c, ldc);
 }
 
-
 /// The GEMM by the row count's path: the GEMV, the packed kernel's panels
 /// or OpenBLAS.
 void byRows(int64_t m, int64_t n, int64_t k, const float *a,
@@ -613,7 +611,8 @@ void byRows(int64_t m, int64_t n, int64_t k, const float *a,
     return;
   }
   if (int64_t width = packedPanelWidth();
-      width && panelGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias, width))
+      width &&
+      panelGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias, width))
     return;
   blasGemm(m, n, k, a, layoutA, weight, c, ldc, beta, bias);
 }

@@ -39,8 +39,8 @@ struct NBitsWeight {
 /// (a few rows), or into the packed float32 kernel's panels (PackedGemm.h),
 /// else for OpenBLAS.
 void nbitsGemm(int64_t m, int64_t n, int64_t k, const float *a,
-               const MatrixLayout &layoutA, const NBitsWeight &weight,
-               float *c, int64_t ldc, float beta, const float *bias);
+               const MatrixLayout &layoutA, const NBitsWeight &weight, float *c,
+               int64_t ldc, float beta, const float *bias);
 
 } // namespace cleave::rt
 

@@ -622,9 +622,8 @@ void cleave::rt::packPanels(const float *b, const MatrixLayout &layout,
 bool cleave::rt::packedSgemmOnPanels(int64_t m, int64_t n, int64_t k,
                                      const float *a,
                                      const MatrixLayout &layoutA,
-                                     const float *panels, float *c,
-                                     int64_t ldc, float beta,
-                                     const float *bias) {
+                                     const float *panels, float *c, int64_t ldc,
+                                     float beta, const float *bias) {
   const Kernel *kern = kernel();
   if (!kern || m <= 0 || n <= 0 || k <= 0)
     return false;

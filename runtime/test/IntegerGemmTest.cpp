@@ -79,18 +79,15 @@ std::vector<int16_t> operandA(const Case &c) {
   MatrixLayout la{c.transA, lineLength(c.transA, c.m, c.k)};
   for (int64_t r = 0; r < c.m; ++r)
     for (int64_t i = 0; i < c.k; ++i)
-      a[la.at(r, i)] = int16_t(c.wideRows && r % 3 == 1 ? wide(rng)
-                                                        : byte(rng) - zero);
+      a[la.at(r, i)] =
+          int16_t(c.wideRows && r % 3 == 1 ? wide(rng) : byte(rng) - zero);
   return a;
 }
 
 template <typename ElementB> std::vector<ElementB> operandB(const Case &c) {
-  std::uniform_int_distribution<int> values(std::is_same_v<ElementB, int8_t>
-                                                ? -128
-                                                : -255,
-                                            std::is_same_v<ElementB, int8_t>
-                                                ? 127
-                                                : 255);
+  std::uniform_int_distribution<int> values(
+      std::is_same_v<ElementB, int8_t> ? -128 : -255,
+      std::is_same_v<ElementB, int8_t> ? 127 : 255);
   std::vector<ElementB> b(c.k * c.n);
   for (ElementB &v : b)
     v = ElementB(values(rng));
@@ -147,8 +144,8 @@ int main() {
                      1, false, true});
   ok &= run<int8_t>({"A and B transposed, wide C 37x70x130, 2 threads", 37, 70,
                      130, true, true, 5, true, 2, false, true});
-  ok &= run<int8_t>({"B outside the weights 50x33x77", 50, 33, 77, false,
-                     false, 0, false, 2, false, false});
+  ok &= run<int8_t>({"B outside the weights 50x33x77", 50, 33, 77, false, false,
+                     0, false, 2, false, false});
   ok &= run<int8_t>({"rows spanning [-255, 255] 20x40x90", 20, 40, 90, false,
                      false, 0, false, 1, true, true});
   ok &= run<int8_t>({"sum past int32 2x17x70001, wraps", 2, 17, 70001, false,

@@ -10,9 +10,9 @@
 // 2-, 4- and 8-bit codes, blocks of 16, 32 and 128, a K that ends inside
 // its last block, columns past the last panel, A stored transposed, a bias
 // and beta, one and two threads; and with accuracy_level 4's int8 A (A
-// quantized by the test as the level defines it). Every element is held to the float32
-// rounding bound of its sum. Prints one line per case; exits non-zero on a
-// mismatch.
+// quantized by the test as the level defines it). Every element is held to the
+// float32 rounding bound of its sum. Prints one line per case; exits non-zero
+// on a mismatch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,14 +96,10 @@ bool run(const Case &c) {
   std::vector<float> bias = test::uniformRandoms(rng, g.n);
   std::vector<float> out = test::uniformRandoms(rng, g.m * g.ldc());
   std::vector<float> before = out;
-  NBitsWeight weight{codes.data(),
-                     c.sharedZero ? nullptr : zeros.data(),
-                     scales.data(),
-                     blocks,
-                     c.blockSize,
-                     c.bits,
-                     float(levels / 2),
-                     c.int8A};
+  NBitsWeight weight{codes.data(),      c.sharedZero ? nullptr : zeros.data(),
+                     scales.data(),     blocks,
+                     c.blockSize,       c.bits,
+                     float(levels / 2), c.int8A};
   nbitsGemm(g.m, g.n, g.k, a.data(), g.layoutA(), weight, out.data(), g.ldc(),
             g.beta, g.bias ? bias.data() : nullptr);
   if (!test::agreesWithReference(
@@ -123,44 +119,67 @@ int main() {
   // bits, block size
   ok &= run({{"one row 1x768x768, 4-bit blocks of 32, 2 threads", 1, 768, 768,
               false, false, 0, 0, 0, false, 0.0f, 2},
-             4, 32});
-  ok &= run({{"5 rows 5x130x256, 4-bit blocks of 64, bias, 2 threads", 5,
-              130, 256, false, false, 0, 0, 1, true, 0.0f, 2},
-             4, 64});
+             4,
+             32});
+  ok &= run({{"5 rows 5x130x256, 4-bit blocks of 64, bias, 2 threads", 5, 130,
+              256, false, false, 0, 0, 1, true, 0.0f, 2},
+             4,
+             64});
   ok &= run({{"8 rows 8x100x300 (K ends in a block), bias, beta 0.5", 8, 100,
               300, false, false, 3, 0, 2, true, 0.5f, 1},
-             4, 32});
+             4,
+             32});
   ok &= run({{"panels 64x300x256, 4-bit blocks of 128, bias, 2 threads", 64,
               300, 256, false, false, 0, 0, 0, true, 0.0f, 2},
-             4, 128});
+             4,
+             128});
   ok &= run({{"panels 40x70x100, blocks of 16, A transposed, beta 1", 40, 70,
               100, true, false, 1, 0, 5, false, 1.0f, 1},
-             4, 16});
-  ok &= run({{"8-bit 30x50x96, blocks of 32", 30, 50, 96, false, false, 0, 0,
-              0, true, 0.0f, 2},
-             8, 32});
-  ok &= run({{"2-bit 3x40x130, blocks of 32", 3, 40, 130, false, false, 0, 0,
-              0, false, 0.0f, 1},
-             2, 32});
+             4,
+             16});
+  ok &= run({{"8-bit 30x50x96, blocks of 32", 30, 50, 96, false, false, 0, 0, 0,
+              true, 0.0f, 2},
+             8,
+             32});
+  ok &= run({{"2-bit 3x40x130, blocks of 32", 3, 40, 130, false, false, 0, 0, 0,
+              false, 0.0f, 1},
+             2,
+             32});
   ok &= run({{"one zero point for all 2x64x96, 2 threads", 2, 64, 96, false,
               false, 0, 0, 0, false, 0.0f, 2},
-             4, 32, true});
+             4,
+             32,
+             true});
   ok &= run({{"one zero point for all, panels 24x64x96", 24, 64, 96, false,
               false, 0, 0, 0, true, 0.0f, 1},
-             4, 32, true});
-  ok &= run({{"int8 A (level 4) one row 1x300x1024, 2 threads", 1, 300,
-              1024, false, false, 0, 0, 0, true, 0.0f, 2},
-             4, 32, false, true});
-  ok &= run({{"int8 A (level 4) 3 rows 3x70x256, blocks of 64, one zero", 3,
-              70, 256, false, false, 0, 0, 2, false, 1.0f, 1},
-             4, 64, true, true});
+             4,
+             32,
+             true});
+  ok &= run({{"int8 A (level 4) one row 1x300x1024, 2 threads", 1, 300, 1024,
+              false, false, 0, 0, 0, true, 0.0f, 2},
+             4,
+             32,
+             false,
+             true});
+  ok &= run({{"int8 A (level 4) 3 rows 3x70x256, blocks of 64, one zero", 3, 70,
+              256, false, false, 0, 0, 2, false, 1.0f, 1},
+             4,
+             64,
+             true,
+             true});
   // Where the int8 GEMV does not take the GEMM (more rows, or K no
   // multiple of 64), A's values are still those of level 4.
-  ok &= run({{"int8 A (level 4) panels 24x70x256, bias, 2 threads", 24, 70,
-              256, false, false, 0, 0, 0, true, 0.0f, 2},
-             4, 32, false, true});
+  ok &= run({{"int8 A (level 4) panels 24x70x256, bias, 2 threads", 24, 70, 256,
+              false, false, 0, 0, 0, true, 0.0f, 2},
+             4,
+             32,
+             false,
+             true});
   ok &= run({{"int8 A (level 4) K 96 (no multiple of 64) 2x40x96", 2, 40, 96,
               false, false, 0, 0, 0, false, 0.0f, 1},
-             4, 32, false, true});
+             4,
+             32,
+             false,
+             true});
   return ok ? 0 : 1;
 }

@@ -68,11 +68,10 @@ FailureOr<QuantType> quantTypeOf(NodeContext &ctx, int32_t dataType,
     return ctx.emitError() << role << " of type " << onnxDataTypeName(dataType)
                            << " is not supported (int4, uint4, int8, uint8, "
                               "int16, uint16 are)";
-  return quantType(ctx.context(),
-                   isFourBitDataType(dataType)
-                       ? 4
-                       : storage.getIntOrFloatBitWidth(),
-                   isUnsignedDataType(dataType));
+  return quantType(
+      ctx.context(),
+      isFourBitDataType(dataType) ? 4 : storage.getIntOrFloatBitWidth(),
+      isUnsignedDataType(dataType));
 }
 
 /// The quantized type of operand `i` (an integer tensor).
@@ -451,8 +450,7 @@ FailureOr<Value> gemmOperand(NodeContext &ctx, unsigned i, unsigned zeroIndex,
 /// `bZero`) as gemmOperand reads them: B kept in its bytes where it can be.
 FailureOr<std::pair<Value, Value>> gemmOperands(NodeContext &ctx, unsigned a,
                                                 unsigned aZero, unsigned b,
-                                                unsigned bZero,
-                                                StringRef aRole,
+                                                unsigned bZero, StringRef aRole,
                                                 StringRef bRole) {
   auto lhs = gemmOperand(ctx, a, aZero, /*perColumn=*/false,
                          /*keepSignedBytes=*/false, aRole);
