@@ -241,7 +241,6 @@ cleave::onnx_import::resolveExternalData(const onnx::TensorProto &tensor,
   return ref;
 }
 
-/// Decodes `count` little-endian elements of ONNX type `dataType` from `bytes`.
 /// Element `i` of a 4-bit tensor, whose byte is `byte`: ONNX packs the
 /// even elements in the low nibbles, the odd ones in the high; INT4's are
 /// two's complement.
@@ -250,6 +249,8 @@ static int64_t fourBitValue(uint8_t byte, int64_t i, int32_t dataType) {
   return dataType == onnx::TensorProto::INT4 && code >= 8 ? code - 16 : code;
 }
 
+/// Decodes `count` little-endian elements of ONNX type `dataType` from `bytes`
+/// (4-bit types two a byte).
 static void decodeRaw(const char *bytes, int64_t count, int32_t dataType,
                       std::vector<int64_t> &ints, std::vector<double> &floats) {
   auto load = [&](auto zero, int64_t i) {
