@@ -338,18 +338,23 @@ void plainGemm(int64_t m, int64_t n, int64_t k, const int16_t *a,
     for (int64_t j = 0; j < n; ++j)
       wide[r * n + j] = uint32_t(int32_t(b[layoutB.at(r, j)]));
   const bool parallel = double(m) * n * k >= kParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < m; ++r) {
-    std::vector<uint32_t> row(n, 0);
-    for (int64_t i = 0; i < k; ++i) {
-      const uint32_t x = uint32_t(int32_t(a[layoutA.at(r, i)]));
-      const uint32_t *line = wide.data() + i * n;
+#pragma omp parallel if (parallel)
+  {
+    // Each thread's sums of one row, reused row after row.
+    std::vector<uint32_t> row(n);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+      std::fill(row.begin(), row.end(), 0u);
+      for (int64_t i = 0; i < k; ++i) {
+        const uint32_t x = uint32_t(int32_t(a[layoutA.at(r, i)]));
+        const uint32_t *line = wide.data() + i * n;
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += x * line[j];
+      }
+      int32_t *out = c + r * ldc;
       for (int64_t j = 0; j < n; ++j)
-        row[j] += x * line[j];
+        out[j] = int32_t(row[j] + (accumulate ? uint32_t(out[j]) : 0u));
     }
-    int32_t *out = c + r * ldc;
-    for (int64_t j = 0; j < n; ++j)
-      out[j] = int32_t(row[j] + (accumulate ? uint32_t(out[j]) : 0u));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "NBitsGemm.h"
 
 #include "GemmCall.h"
+#include "IntegerGemm.h"
 #include "PackedGemm.h"
 #include "Profile.h"
 #include "comm/Comm.h"
@@ -258,6 +259,22 @@ roundScaled(const float *a, int64_t count, float inverse, int8_t *out) {
                          _mm512_mul_ps(_mm512_loadu_ps(a + t), factor))));
 }
 
+/// a[0..length) quantized to int8 as accuracy_level 4 does, into out: the
+/// scale max|a| / 127, each value times 127 / max|a| rounded half to even
+/// (none past 127, so none saturates). Returns the scale.
+float quantizeBlock(const float *a, int64_t length, int8_t *out) {
+  float amax = 0.0f;
+  for (int64_t t = 0; t < length; ++t)
+    amax = std::max(amax, std::fabs(a[t]));
+  const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+  if (length % 16 == 0 && hasAvx512())
+    roundScaled(a, length, inverse, out);
+  else
+    for (int64_t t = 0; t < length; ++t)
+      out[t] = int8_t(std::nearbyint(a[t] * inverse));
+  return amax / 127.0f;
+}
+
 /// Where step `step` of a row lies in QuantizedRows' order.
 int64_t groupedAt(int64_t step, int64_t k) {
   const int64_t start = step / kGroup * kGroup;
@@ -277,14 +294,8 @@ QuantizedRows quantizeRows(const std::vector<float> &rows, int64_t m, int64_t k,
   std::vector<int8_t> rounded(blockSize);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t b = 0; b < blocks; ++b) {
-      const float *a = rows.data() + r * k + b * blockSize;
-      float amax = 0.0f;
-      for (int64_t t = 0; t < blockSize; ++t)
-        amax = std::max(amax, std::fabs(a[t]));
-      const float scale = amax / 127.0f;
-      const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
-      // Every |a * inverse| is at most 127 (rounded), so none saturates.
-      roundScaled(a, blockSize, inverse, rounded.data());
+      const float scale = quantizeBlock(rows.data() + r * k + b * blockSize,
+                                        blockSize, rounded.data());
       int32_t sum = 0;
       for (int64_t t = 0; t < blockSize; ++t) {
         q.values[r * k + groupedAt(b * blockSize + t, k)] = rounded[t];
@@ -417,13 +428,13 @@ column4Int8(const NBitsWeight &w, int64_t col, int64_t k,
 }
 
 /// Whether column4Int8 takes this GEMM: column4's weights, A allowed to be
-/// quantized, K a multiple of 64, on AVX-512 VNNI.
+/// quantized, K a multiple of 64, and the integer kernels on (IntegerGemm.h:
+/// AVX-512 VNNI, not turned off by CLEAVE_VNNI=0) with AVX-512 VL and DQ.
 bool takesColumn4Int8(const NBitsWeight &w, int64_t k) {
   static const bool vnni = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
+    return integerGemmKernel() && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
   }();
   return w.int8A && vnni && k % 64 == 0;
 }
@@ -628,16 +639,8 @@ std::vector<float> requantized(const float *a, const MatrixLayout &layoutA,
       row[i] = a[layoutA.at(r, i)];
     for (int64_t b0 = 0; b0 < k; b0 += blockSize) {
       const int64_t length = std::min(blockSize, k - b0);
-      float amax = 0.0f;
-      for (int64_t t = 0; t < length; ++t)
-        amax = std::max(amax, std::fabs(row[b0 + t]));
-      const float scale = amax / 127.0f;
-      const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
-      if (length % 16 == 0 && hasAvx512())
-        roundScaled(row.data() + b0, length, inverse, rounded.data());
-      else
-        for (int64_t t = 0; t < length; ++t)
-          rounded[t] = int8_t(std::nearbyint(row[b0 + t] * inverse));
+      const float scale =
+          quantizeBlock(row.data() + b0, length, rounded.data());
       for (int64_t t = 0; t < length; ++t)
         out[r * k + b0 + t] = float(rounded[t]) * scale;
     }
