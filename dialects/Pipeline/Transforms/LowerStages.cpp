@@ -23,6 +23,7 @@
 #include "cleave/Support/OnnxNode.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -288,6 +289,18 @@ SmallVector<Value> Lowering::buildStage(OpBuilder &b, int64_t s,
               strides(type.getRank(), lb.getIndexAttr(1));
           for (int64_t d : type.getShape())
             sizes.push_back(lb.getIndexAttr(d));
+          // A whole result that is a view (a slice of a larger value: a
+          // decoding step's new keys and values) is copied into a buffer of
+          // its own: inserted whole, it would stand for the result itself,
+          // and the stages' switch cannot return a view from one case and a
+          // buffer from another. (A linalg.copy would not last: fusion
+          // generalizes it and the canonicalizer erases the identity.)
+          if (microbatches == 1 &&
+              value.getDefiningOp<tensor::ExtractSliceOp>()) {
+            updated.push_back(bufferization::AllocTensorOp::create(
+                lb, loc, type, ValueRange{}, /*copy=*/value));
+            continue;
+          }
           updated.push_back(tensor::InsertSliceOp::create(
               lb, loc, value, full, offsets, sizes, strides));
         }

@@ -67,6 +67,7 @@ def PipelineLowerStages : Pass<"pipeline-lower-stages", "mlir::ModuleOp"> {
            "Microbatches per run, along dimension 0 of inputs and results">
   ];
   let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::bufferization::BufferizationDialect",
                            "mlir::scf::SCFDialect",
                            "mlir::shard::ShardDialect",
                            "mlir::tensor::TensorDialect"];
