@@ -1035,7 +1035,31 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
              "bfloat16); cast it to INT32 in the model";
       return nullptr;
     }
-    results.push_back(materialize(*value, fileLoc));
+    Value result = materialize(*value, fileLoc);
+    auto kept = importOptions.lastPositions.find(output.name());
+    if (kept != importOptions.lastPositions.end()) {
+      auto [dim, count] = kept->second;
+      if (dim < 0 || dim >= type.getRank() || type.getDimSize(dim) < count) {
+        mlir::emitError(fileLoc)
+            << "graph output '" << output.name() << "' of shape "
+            << formatShape(type.getShape()) << " has no " << count
+            << " last positions along dimension " << dim;
+        return nullptr;
+      }
+      SmallVector<OpFoldResult> offsets(type.getRank(),
+                                        opBuilder.getIndexAttr(0));
+      SmallVector<OpFoldResult> strides(type.getRank(),
+                                        opBuilder.getIndexAttr(1));
+      SmallVector<OpFoldResult> sizes;
+      for (int64_t size : type.getShape())
+        sizes.push_back(opBuilder.getIndexAttr(size));
+      offsets[dim] = opBuilder.getIndexAttr(type.getDimSize(dim) - count);
+      sizes[dim] = opBuilder.getIndexAttr(count);
+      result = tensor::ExtractSliceOp::create(opBuilder, fileLoc, result,
+                                              offsets, sizes, strides);
+      type = cast<RankedTensorType>(result.getType());
+    }
+    results.push_back(result);
     resultTypes.push_back(type);
     if (value->isUnsigned)
       unsignedNames.insert(output.name());

@@ -425,8 +425,96 @@ static bool isBundle(llvm::StringRef dir) {
   return !ec;
 }
 
+/// A key equal for two requests exactly when they ask for the same bytes:
+/// a generation bundle's two programs share every parameter they cut alike.
+static std::string requestKey(const WeightRequest &r) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  auto list = [&](auto &&values) {
+    for (auto v : values)
+      os << v << ",";
+    os << ";";
+  };
+  os << r.name.size() << ":" << r.name << ";" << r.dtype << ";";
+  list(r.sliceShape);
+  for (const auto &offsets : r.offsets)
+    list(offsets);
+  os << ";";
+  list(r.columnParts);
+  os << r.columnShards << ";";
+  list(r.heldBy);
+  os << r.joinAxis << ";" << r.parts.size() << "[";
+  for (const WeightRequest &part : r.parts)
+    os << requestKey(part) << "|";
+  os << "]";
+  return key;
+}
+
+/// The generation lines of cleave_generate_desc (Abi.h).
+static std::string generationText(const GenerationSignature &g) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << CLEAVE_GEN_GENERATE " " << g.maxSeq << " " << g.maxBatch << " "
+     << g.promptLength << " " << g.vocabulary << "\n";
+  for (auto [role, name] : {std::pair<StringRef, StringRef>{"ids", g.ids},
+                            {"mask", g.mask},
+                            {"positions", g.positions},
+                            {"logits", g.logits}})
+    os << CLEAVE_GEN_ROLE " " << role << " " << encodeName(name) << "\n";
+  for (const GenerationSignature::Cache &c : g.caches)
+    os << CLEAVE_GEN_CACHE " " << encodeName(c.past) << " "
+       << encodeName(c.present) << " " << c.batchDim << " " << c.seqDim << "\n";
+  return text;
+}
+
+/// The plan's section on generation: the two programs and the cache.
+static std::string generationReport(const GenerationSignature &g,
+                                    const ModelSignature &decode) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "\nGeneration (--generate)\n"
+     << "  programs: prefill of " << g.promptLength
+     << " tokens (a prompt left-padded to it), decode of 1 token a step; "
+        "one set of weights\n"
+     << "  up to " << g.maxSeq << " tokens a sequence (prompt and new), "
+     << g.maxBatch << " sequence" << (g.maxBatch == 1 ? "" : "s")
+     << " at once\n"
+     << "  key/value cache: " << g.caches.size() << " tensors, "
+     << llvm::format("%.3f", g.cacheBytesPerRank / 1048576.0)
+     << " MiB on each rank, whole on every rank (each rank reads its own "
+        "heads of it; split by heads or stages is not built yet)\n";
+  int64_t ranks = decode.mesh.rankCount();
+  for (int64_t rank = 0; rank < ranks; ++rank)
+    os << "  rank " << rank << ": "
+       << llvm::format("%.3f", decode.paramBytesHeldBy(rank) / 1048576.0)
+       << " MiB of weights + "
+       << llvm::format("%.3f", g.cacheBytesPerRank / 1048576.0)
+       << " MiB of cache\n";
+  return text;
+}
+
+static LogicalResult writePrograms(BundleProgram &main, BundleProgram *prefill,
+                                   const GenerationSignature *generation,
+                                   const BundleOptions &options);
+
 LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                                   const BundleOptions &options) {
+  BundleProgram program{module, std::move(signature)};
+  return writePrograms(program, nullptr, nullptr, options);
+}
+
+LogicalResult
+cleave::writeGenerationBundle(BundleProgram decode, BundleProgram prefill,
+                              const GenerationSignature &generation,
+                              const BundleOptions &options) {
+  return writePrograms(decode, &prefill, &generation, options);
+}
+
+/// Writes the bundle of `main` (and a generation bundle's `prefill`).
+static LogicalResult writePrograms(BundleProgram &main, BundleProgram *prefill,
+                                   const GenerationSignature *generation,
+                                   const BundleOptions &options) {
+  ModelSignature &signature = main.signature;
   namespace fs = llvm::sys::fs;
   auto fail = [](const llvm::Twine &message) {
     llvm::errs() << "cleave-compile: error: " << message << "\n";
@@ -493,15 +581,28 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
             llvm::is_contained(b.stages, signature.stageOf(rank)));
     return request;
   };
+  // Each program's parameters' requests, in order; a parameter both
+  // programs ask for alike is written once.
+  SmallVector<BundleProgram *, 2> programs = {&main};
+  if (prefill)
+    programs.push_back(prefill);
   std::vector<WeightRequest> requests;
-  for (const BufferSignature &b : signature.buffers) {
-    if (b.kind != BufferSignature::Kind::Param)
-      continue;
-    requests.push_back(requestFor(b));
-    requests.back().joinAxis = b.joinAxis;
-    for (const BufferSignature &part : b.parts)
-      requests.back().parts.push_back(requestFor(part));
-  }
+  llvm::StringMap<size_t> requestIndex;
+  std::vector<std::vector<size_t>> paramRequests(programs.size());
+  for (auto [p, program] : llvm::enumerate(programs))
+    for (const BufferSignature &b : program->signature.buffers) {
+      if (b.kind != BufferSignature::Kind::Param)
+        continue;
+      WeightRequest request = requestFor(b);
+      request.joinAxis = b.joinAxis;
+      for (const BufferSignature &part : b.parts)
+        request.parts.push_back(requestFor(part));
+      auto [it, added] =
+          requestIndex.try_emplace(requestKey(request), requests.size());
+      if (added)
+        requests.push_back(std::move(request));
+      paramRequests[p].push_back(it->second);
+    }
   std::vector<std::string> weightPaths;
   if (ranks == 1) {
     weightPaths.push_back(staging + "/weights.bin");
@@ -515,40 +616,61 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   // The program's code does not depend on the weights (their placements and
   // checksums go into the descriptor, an object of its own): LLVM optimizes
   // and compiles it on other threads while the weights are written.
-  llvm::LLVMContext context;
-  auto llvmModule = translateForRuntime(module, context, signature);
-  if (failed(llvmModule))
-    return failure();
+  // Each program in a context of its own: LLVM's contexts are not shared
+  // across threads, and the prefill's symbols are renamed after its entry.
+  SmallVector<std::unique_ptr<llvm::LLVMContext>, 2> contexts;
+  SmallVector<std::unique_ptr<llvm::Module>, 2> llvmModules;
+  for (BundleProgram *program : programs) {
+    contexts.push_back(std::make_unique<llvm::LLVMContext>());
+    auto llvmModule = translateForRuntime(
+        program->module, *contexts.back(), program->signature,
+        program == prefill ? CLEAVE_ABI_PREFILL_RUN : CLEAVE_ABI_MODEL_RUN);
+    if (failed(llvmModule))
+      return failure();
+    llvmModules.push_back(std::move(*llvmModule));
+  }
   bool dumpIr = !options.dumpDir.empty();
   // A GPU program's host code only launches work: built for any x86-64, as
   // the GPU machine is often not this one.
   bool portable = !options.cudaRoot.empty();
   // Declared after everything it uses: leaving early waits for it first.
   std::future<FailureOr<HostObjects>> compiling =
-      std::async(std::launch::async, [&] {
-        return emitHostObjects(**llvmModule, staging + "/model", options.jobs,
-                               portable, dumpIr);
+      std::async(std::launch::async, [&]() -> FailureOr<HostObjects> {
+        HostObjects all;
+        for (auto [k, llvmModule] : llvm::enumerate(llvmModules)) {
+          auto objects = emitHostObjects(
+              *llvmModule, staging + (k == 0 ? "/model" : "/prefill"),
+              options.jobs, portable, dumpIr);
+          if (failed(objects))
+            return failure();
+          all.paths.append(objects->paths);
+          all.ir += objects->ir;
+        }
+        return all;
       });
   auto weights = writeWeightFiles(options.modelPath, requests, weightPaths);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
-  size_t next = 0;
-  for (BufferSignature &b : signature.buffers)
-    if (b.kind == BufferSignature::Kind::Param) {
-      for (const WeightFileInfo &info : *weights) {
-        const WeightPlacement &placed = info.placements[next];
-        if (placed.held && placed.bytes != b.bytes)
-          return fail("parameter '" + b.name + "' holds " +
-                      llvm::Twine(placed.bytes) +
-                      " bytes per rank in the model, the program expects " +
-                      llvm::Twine(b.bytes));
-        b.offsets.push_back(placed.held ? int64_t(placed.offset) : -1);
+  for (auto [p, program] : llvm::enumerate(programs)) {
+    size_t next = 0;
+    for (BufferSignature &b : program->signature.buffers)
+      if (b.kind == BufferSignature::Kind::Param) {
+        for (const WeightFileInfo &info : *weights) {
+          const WeightPlacement &placed =
+              info.placements[paramRequests[p][next]];
+          if (placed.held && placed.bytes != b.bytes)
+            return fail("parameter '" + b.name + "' holds " +
+                        llvm::Twine(placed.bytes) +
+                        " bytes per rank in the model, the program expects " +
+                        llvm::Twine(b.bytes));
+          b.offsets.push_back(placed.held ? int64_t(placed.offset) : -1);
+        }
+        ++next;
       }
-      ++next;
+    for (const WeightFileInfo &info : *weights) {
+      program->signature.weightFileBytes.push_back(info.fileBytes);
+      program->signature.weightChecksums.push_back(info.checksum);
     }
-  for (const WeightFileInfo &info : *weights) {
-    signature.weightFileBytes.push_back(info.fileBytes);
-    signature.weightChecksums.push_back(info.checksum);
   }
 
   // Program: the code's objects and the descriptor's, linked with the
@@ -556,8 +678,16 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
   FailureOr<HostObjects> code = compiling.get();
   if (failed(code))
     return failure();
+  std::vector<std::pair<std::string, std::string>> descriptors = {
+      {CLEAVE_ABI_MODEL_DESC, descriptorText(signature)}};
+  if (prefill) {
+    descriptors.emplace_back(CLEAVE_ABI_PREFILL_DESC,
+                             descriptorText(prefill->signature));
+    descriptors.emplace_back(CLEAVE_ABI_GENERATE_DESC,
+                             generationText(*generation));
+  }
   FailureOr<HostObjects> descriptor = emitDescriptorObject(
-      descriptorText(signature), staging + "/descriptor.o", portable, dumpIr);
+      descriptors, staging + "/descriptor.o", portable, dumpIr);
   if (failed(descriptor))
     return failure();
   if (dumpIr &&
@@ -638,6 +768,25 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
                                           {"op", b.op}});
     manifest["index_bounds"] = std::move(bounds);
   }
+  if (generation) {
+    llvm::json::Array caches;
+    for (const GenerationSignature::Cache &c : generation->caches)
+      caches.push_back(llvm::json::Object{{"past", c.past},
+                                          {"present", c.present},
+                                          {"batch_dim", c.batchDim},
+                                          {"sequence_dim", c.seqDim}});
+    manifest["generate"] = llvm::json::Object{
+        {"max_seq", generation->maxSeq},
+        {"max_batch", generation->maxBatch},
+        {"prompt_length", generation->promptLength},
+        {"vocabulary", generation->vocabulary},
+        {"input_ids", generation->ids},
+        {"attention_mask", generation->mask},
+        {"position_ids", generation->positions},
+        {"logits", generation->logits},
+        {"cache", std::move(caches)},
+        {"cache_bytes_per_rank", int64_t(generation->cacheBytesPerRank)}};
+  }
   std::string manifestText;
   llvm::raw_string_ostream(manifestText)
       << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
@@ -645,6 +794,8 @@ LogicalResult cleave::writeBundle(ModuleOp module, ModelSignature signature,
     return failure();
 
   std::string plan = planReport(signature, options);
+  if (generation)
+    plan += generationReport(*generation, signature);
   if (failed(writeText(staging + "/plan.txt", plan)))
     return failure();
   if (!options.reportPath.empty() &&

@@ -40,7 +40,8 @@ using namespace mlir;
 
 FailureOr<std::unique_ptr<llvm::Module>>
 cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
-                            const ModelSignature &signature) {
+                            const ModelSignature &signature,
+                            llvm::StringRef entry) {
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
@@ -72,9 +73,16 @@ cleave::translateForRuntime(ModuleOp module, llvm::LLVMContext &context,
   llvm::Type *ptr = llvm::PointerType::getUnqual(context);
   auto *runType =
       llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, false);
-  auto *run =
-      llvm::Function::Create(runType, llvm::GlobalValue::ExternalLinkage,
-                             CLEAVE_ABI_MODEL_RUN, *llvmModule);
+  // A second program's definitions (helpers, OpenMP regions, segments that
+  // become hidden symbols when the module is split) are named after its
+  // entry; declarations name the runtime and libraries, shared by both.
+  if (entry != CLEAVE_ABI_MODEL_RUN) {
+    for (llvm::GlobalValue &g : llvmModule->global_values())
+      if (!g.isDeclaration() && !g.getName().starts_with("llvm."))
+        g.setName(entry + "." + g.getName());
+  }
+  auto *run = llvm::Function::Create(
+      runType, llvm::GlobalValue::ExternalLinkage, entry, *llvmModule);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", run));
   SmallVector<llvm::Value *> args;
   for (auto [i, buffer] : llvm::enumerate(signature.buffers)) {
@@ -378,18 +386,19 @@ cleave::emitHostObjects(llvm::Module &module, llvm::StringRef stem,
   return objects;
 }
 
-FailureOr<cleave::HostObjects>
-cleave::emitDescriptorObject(llvm::StringRef descriptor, llvm::StringRef path,
-                             bool portable, bool keepIr) {
+FailureOr<cleave::HostObjects> cleave::emitDescriptorObject(
+    llvm::ArrayRef<std::pair<std::string, std::string>> texts,
+    llvm::StringRef path, bool portable, bool keepIr) {
   auto host = hostTarget(portable);
   if (failed(host))
     return failure();
   llvm::LLVMContext context;
   llvm::Module module("cleave-model-descriptor", context);
-  auto *text = llvm::ConstantDataArray::getString(context, descriptor);
-  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
-                           llvm::GlobalValue::ExternalLinkage, text,
-                           CLEAVE_ABI_MODEL_DESC);
+  for (const auto &[symbol, descriptor] : texts) {
+    auto *text = llvm::ConstantDataArray::getString(context, descriptor);
+    new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage, text, symbol);
+  }
   HostObjects object;
   object.paths.push_back(path.str());
   std::string error =

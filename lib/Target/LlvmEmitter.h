@@ -3,6 +3,7 @@
 #ifndef CLEAVE_LIB_TARGET_LLVMEMITTER_H
 #define CLEAVE_LIB_TARGET_LLVMEMITTER_H
 
+#include "cleave/Runtime/Abi.h"
 #include "cleave/Target/Bundle.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -18,9 +19,13 @@ namespace cleave {
 /// `signature`. The descriptor text comes in an object of its own
 /// (emitDescriptorObject), since it names the weight files' checksums,
 /// known only once they are written, and the code does not wait for that.
+/// A bundle's second program (a generation bundle's prefill) takes another
+/// `entry` name; every other symbol it defines is then renamed after it, so
+/// that the two programs' objects link together.
 mlir::FailureOr<std::unique_ptr<llvm::Module>>
 translateForRuntime(mlir::ModuleOp module, llvm::LLVMContext &context,
-                    const ModelSignature &signature);
+                    const ModelSignature &signature,
+                    llvm::StringRef entry = CLEAVE_ABI_MODEL_RUN);
 
 /// Object files written, and (when asked for) the optimized IR they were
 /// compiled from.
@@ -42,13 +47,14 @@ mlir::FailureOr<HostObjects> emitHostObjects(llvm::Module &module,
                                              unsigned jobs, bool portable,
                                              bool keepIr = false);
 
-/// Writes the object that defines the runtime ABI's descriptor text
-/// `cleave_model_desc` to `path`, for the same host target as
-/// emitHostObjects (`portable`); as that, its IR comes back with `keepIr`.
-mlir::FailureOr<HostObjects> emitDescriptorObject(llvm::StringRef descriptor,
-                                                  llvm::StringRef path,
-                                                  bool portable,
-                                                  bool keepIr = false);
+/// Writes the object that defines the runtime ABI's descriptor texts
+/// (`cleave_model_desc` and, in a generation bundle, the prefill's and the
+/// generation's: (symbol, text) pairs) to `path`, for the same host target
+/// as emitHostObjects (`portable`); as that, its IR comes back with
+/// `keepIr`.
+mlir::FailureOr<HostObjects>
+emitDescriptorObject(llvm::ArrayRef<std::pair<std::string, std::string>> texts,
+                     llvm::StringRef path, bool portable, bool keepIr = false);
 
 } // namespace cleave
 

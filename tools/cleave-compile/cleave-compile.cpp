@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Compiler/Compilation.h"
+#include "cleave/Compiler/Generation.h"
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
@@ -181,6 +182,32 @@ cl::opt<unsigned> jobs(
              "core, at most 16; a small program stays one part). The program "
              "computes the same with any count"),
     cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::OptionCategory generateCategory("cleave-compile options for generation");
+cl::opt<bool> generate(
+    "generate",
+    cl::desc("Compile a decoder for token generation (cleave-run --generate): "
+             "a prefill program for the prompt and a decode program for one "
+             "token a step, over one set of weights; the graph takes "
+             "input_ids, attention_mask, position_ids and its key/value "
+             "cache as past inputs and returns logits and present outputs "
+             "(Optimum's text-generation-with-past, TorchScript exports)"),
+    cl::cat(generateCategory));
+cl::opt<int64_t> maxSeq(
+    "max-seq",
+    cl::desc("With --generate: the most tokens of a sequence, prompt and new "
+             "(default 128); sizes the key/value cache"),
+    cl::value_desc("N"), cl::init(128), cl::cat(generateCategory));
+cl::opt<int64_t> maxBatch(
+    "max-batch",
+    cl::desc("With --generate: the most sequences generated at once (default "
+             "1)"),
+    cl::value_desc("B"), cl::init(1), cl::cat(generateCategory));
+cl::opt<int64_t> promptLength(
+    "prompt-length",
+    cl::desc("With --generate: the prefill program's tokens (default half of "
+             "--max-seq); shorter prompts are left-padded to it, longer ones "
+             "refused"),
+    cl::value_desc("N"), cl::init(0), cl::cat(generateCategory));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
                     cl::cat(category));
 cl::opt<bool>
@@ -221,7 +248,7 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions({&category, &getColorCategory()});
+  cl::HideUnrelatedOptions({&category, &generateCategory, &getColorCategory()});
   std::string phases;
   for (const PhaseInfo &info : allPhases())
     phases += ("\n  " + info.name + ": " + info.summary).str();
@@ -411,6 +438,41 @@ int main(int argc, char **argv) {
   if (!cudaRoot.empty())
     bundle.gpuArch = gpuArch;
   bundle.precision = precision;
+
+  if (generate) {
+    if (*last != Phase::Bundle)
+      return fail("--generate writes a bundle; it cannot stop at --compile-to "
+                  "'" +
+                  compileTo + "'");
+    if (!inputShapes.empty() || !namedDims.empty())
+      return fail("--generate sizes the inputs itself (--max-seq, --max-batch, "
+                  "--prompt-length); drop --input-shape and --dim");
+    if (microbatches > 1)
+      return fail("--generate with --microbatches: decoding several "
+                  "microbatches through pipeline stages is not built yet");
+    if (target != Target::CPU || gpuKernelsOnCpu)
+      return fail("--generate builds CPU programs only so far");
+    if (!tapNodes.empty() || tapAll)
+      return fail("--tap and --tap-all are for cleave-verify, not --generate");
+    GenerationOptions generation;
+    generation.maxSeq = maxSeq;
+    generation.maxBatch = maxBatch;
+    generation.promptLength = promptLength;
+    auto progress = [&](StringRef label, const PhaseInfo &info,
+                        double seconds) {
+      if (!quiet)
+        errs() << format("cleave-compile: %-7s %-10s %8.3f s\n",
+                         label.str().c_str(), info.name.str().c_str(), seconds);
+    };
+    return succeeded(
+               compileForGeneration(context, compilation, generation, progress))
+               ? 0
+               : 1;
+  }
+  if (maxSeq.getNumOccurrences() || maxBatch.getNumOccurrences() ||
+      promptLength.getNumOccurrences())
+    return fail("--max-seq, --max-batch and --prompt-length go with "
+                "--generate");
 
   Compilation run(context, std::move(compilation));
   auto progress = [&](const PhaseInfo &info, double seconds) {

@@ -60,6 +60,8 @@ public:
 
   /// The module after the last phase run.
   mlir::ModuleOp module() { return *moduleOp; }
+  /// The bufferized @main's signature (once the bufferize phase has run).
+  const ModelSignature &getSignature() const { return signature; }
   const CompilationOptions &getOptions() const { return options; }
 
 private:

@@ -40,6 +40,11 @@ struct ImportOptions {
   /// cleave-verify, which compares them with ONNX Runtime's.
   std::set<std::string> tapNodes;
   bool tapAll = false;
+  /// Graph outputs cut to their last positions along one dimension, by
+  /// name: (dimension, count). `cleave-compile --generate` keeps only the
+  /// new tokens' keys and values of a cache the graph returns whole, so
+  /// that a decoding step neither copies nor gathers the whole cache.
+  std::map<std::string, std::pair<int64_t, int64_t>> lastPositions;
   /// Testing only: the node whose first result x is planted wrong (x + (1 +
   /// x^2)/4), so that cleave-verify's search can be tested (--plant-fault).
   std::string faultNode;

@@ -165,6 +165,40 @@ std::string planReport(const ModelSignature &signature,
 mlir::LogicalResult writeBundle(mlir::ModuleOp module, ModelSignature signature,
                                 const BundleOptions &options);
 
+/// How a generation bundle's loop drives its two programs (cleave-compile
+/// --generate; Abi.h's cleave_generate_desc).
+struct GenerationSignature {
+  /// Prompt plus new tokens; sequences at once; the prefill program's
+  /// tokens; the logits' last dimension.
+  int64_t maxSeq = 0, maxBatch = 0, promptLength = 0, vocabulary = 0;
+  /// The graph inputs and output the loop fills and reads.
+  std::string ids, mask, positions, logits;
+  /// A past input and the present output that returns its new positions.
+  struct Cache {
+    std::string past, present;
+    int64_t batchDim = 0, seqDim = 0;
+  };
+  std::vector<Cache> caches;
+  /// Bytes of cache each rank holds (every past input of the decode
+  /// program, whole).
+  uint64_t cacheBytesPerRank = 0;
+};
+
+/// One program of a bundle: its module in the LLVM dialect and signature.
+struct BundleProgram {
+  mlir::ModuleOp module;
+  ModelSignature signature;
+};
+
+/// Writes a generation bundle: the decoding step's program (`decode`, the
+/// bundle's main program) and the prompt's (`prefill`), linked into one
+/// executable over one set of weight files (a parameter both read, cut
+/// alike, is stored once).
+mlir::LogicalResult writeGenerationBundle(BundleProgram decode,
+                                          BundleProgram prefill,
+                                          const GenerationSignature &generation,
+                                          const BundleOptions &options);
+
 } // namespace cleave
 
 #endif // CLEAVE_TARGET_BUNDLE_H

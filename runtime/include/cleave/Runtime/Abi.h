@@ -39,6 +39,22 @@
  *                      above (inputs, params, outputs), row-major, each
  *                      aligned to 64 bytes.
  *
+ * A generation bundle (cleave-compile --generate) also provides a second
+ * program, for the prompt, over the same weights and communicator groups:
+ *   cleave_prefill_desc, cleave_prefill_run  as the two above;
+ *   cleave_generate_desc  how the loop drives the two programs, one line
+ *                      each:
+ *                        generate <max-seq> <max-batch> <prompt-length>
+ *                                 <vocabulary>
+ *                        role <ids|mask|positions|logits> <name>
+ *                        cache <past input> <present output> <batch dim>
+ *                              <sequence dim>
+ *                      each program takes the past keys or values in the
+ *                      `cache` input and returns only its new tokens' in
+ *                      the output (the decode program: one, at the end of
+ *                      its mask; the prefill: the prompt's, after one
+ *                      masked past position).
+ *
  * The runtime provides the functions emitted code calls (prefix cleave_rt_).
  *
  *===----------------------------------------------------------------------===*/
@@ -53,6 +69,12 @@
 /* Symbols of the compiled model. */
 #define CLEAVE_ABI_MODEL_DESC "cleave_model_desc"
 #define CLEAVE_ABI_MODEL_RUN "cleave_model_run"
+#define CLEAVE_ABI_PREFILL_DESC "cleave_prefill_desc"
+#define CLEAVE_ABI_PREFILL_RUN "cleave_prefill_run"
+#define CLEAVE_ABI_GENERATE_DESC "cleave_generate_desc"
+#define CLEAVE_GEN_GENERATE "generate"
+#define CLEAVE_GEN_ROLE "role"
+#define CLEAVE_GEN_CACHE "cache"
 
 /* The first word of each line of cleave_model_desc (see above): the bundle
  * writes them, the runtime's descriptor parser reads them. */
@@ -107,6 +129,10 @@ extern "C" {
 
 extern const char cleave_model_desc[];
 void cleave_model_run(void **buffers);
+/* Only in generation bundles: the runtime declares them weak. */
+extern const char cleave_prefill_desc[];
+void cleave_prefill_run(void **buffers);
+extern const char cleave_generate_desc[];
 
 /* GEMMs. For o < outer and i < batch, GEMM (o, i) computes
  *

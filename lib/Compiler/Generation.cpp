@@ -1,0 +1,334 @@
+//===- Generation.cpp - A decoder compiled for token generation -----------===//
+//
+// The decode program takes one new token a sequence against a cache of
+// max-seq - 1 positions: the runtime's loop writes the prompt's and each new
+// token's keys and values into them and masks the positions not yet filled
+// (and the prompt's padding), so one static shape serves every step. As the
+// past length is fixed, the graph must take the new tokens' positions as an
+// input: a graph that derived them from the past length would place every
+// token at the cache's end. The prefill program takes the prompt,
+// left-padded to --prompt-length, after one masked past position (the
+// graph's past may not be empty: no tensor of Cleave's has a zero
+// dimension). Both return only their new tokens' keys and values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Compiler/Generation.h"
+#include "cleave/Import/ModelFile.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+llvm::Error refuse(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// A dimension of a declared shape: its size, or its name.
+struct Dim {
+  int64_t size = 0;
+  std::string name;
+  bool named() const { return !name.empty(); }
+};
+
+std::vector<Dim> dimsOf(const onnx::ValueInfoProto &value) {
+  std::vector<Dim> dims;
+  if (!value.type().has_tensor_type() ||
+      !value.type().tensor_type().has_shape())
+    return dims;
+  for (const auto &d : value.type().tensor_type().shape().dim())
+    dims.push_back({d.has_dim_value() ? d.dim_value() : 0, d.dim_param()});
+  return dims;
+}
+
+} // namespace
+
+llvm::Expected<DecoderGraph>
+cleave::describeDecoder(const onnx::GraphProto &graph) {
+  for (const auto &node : graph.node())
+    if (node.op_type() == "GroupQueryAttention")
+      return refuse(
+          "node '" + node.name() +
+          "' (com.microsoft GroupQueryAttention) writes the new keys and "
+          "values where the mask's count of tokens says, not after the "
+          "past: ONNX Runtime GenAI's graphs are not supported by "
+          "--generate yet");
+  llvm::StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+
+  DecoderGraph decoder;
+  GenerationSignature &g = decoder.signature;
+  std::vector<const onnx::ValueInfoProto *> pasts;
+  std::vector<std::string> others;
+  const onnx::ValueInfoProto *ids = nullptr;
+  for (const auto &input : graph.input()) {
+    const std::string &name = input.name();
+    if (initializers.contains(name))
+      continue;
+    if (name == "input_ids")
+      ids = &input, g.ids = name;
+    else if (name == "attention_mask")
+      g.mask = name;
+    else if (name == "position_ids")
+      g.positions = name;
+    else if (llvm::StringRef(name).contains("past"))
+      pasts.push_back(&input);
+    else
+      others.push_back("'" + name + "'");
+  }
+  if (!ids)
+    return refuse("--generate needs the token ids as a graph input named "
+                  "'input_ids'");
+  if (g.mask.empty())
+    return refuse("--generate needs a graph input 'attention_mask' over the "
+                  "past and new tokens: the decode program masks the cache "
+                  "positions not yet filled");
+  if (g.positions.empty())
+    return refuse(
+        "--generate needs the new tokens' positions as a graph input "
+        "'position_ids': the decode program's past has a fixed length, so a "
+        "graph that counts positions from it would place every token at the "
+        "cache's end (export the decoder with position_ids, as Optimum's "
+        "text-generation-with-past does)");
+  if (!others.empty())
+    return refuse("--generate drives input_ids, attention_mask, "
+                  "position_ids and the past keys and values; the graph "
+                  "also takes " +
+                  llvm::join(others, ", "));
+  if (pasts.empty())
+    return refuse("--generate needs the key/value cache as graph inputs "
+                  "(names containing 'past') and outputs (names beginning "
+                  "'present'); this graph has no past inputs");
+
+  std::vector<Dim> idDims = dimsOf(*ids);
+  if (idDims.size() != 2)
+    return refuse("input 'input_ids' must be declared [batch, sequence]");
+  if (!idDims[1].named())
+    return refuse("input 'input_ids' fixes its sequence length at " +
+                  llvm::Twine(idDims[1].size) +
+                  "; --generate needs it named (one program for the "
+                  "prompt, one for a token)");
+  if (!idDims[0].named())
+    decoder.fixedBatch = idDims[0].size;
+
+  for (const onnx::ValueInfoProto *past : pasts) {
+    std::vector<Dim> dims = dimsOf(*past);
+    if (past->type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
+      return refuse("past input '" + past->name() +
+                    "' is not float32; --generate caches float32 keys and "
+                    "values");
+    GenerationSignature::Cache cache;
+    cache.past = past->name();
+    cache.batchDim = cache.seqDim = -1;
+    llvm::SmallVector<int64_t> shape;
+    for (auto [d, dim] : llvm::enumerate(dims)) {
+      bool isBatch = idDims[0].named() ? dim.name == idDims[0].name : false;
+      if (isBatch && cache.batchDim < 0) {
+        cache.batchDim = d;
+      } else if (dim.named() && cache.seqDim < 0) {
+        cache.seqDim = d;
+      } else if (dim.named() || dim.size <= 0) {
+        return refuse("past input '" + past->name() +
+                      "' has more than one dimension besides the batch "
+                      "that is not a fixed size; --generate needs the "
+                      "heads and head size fixed");
+      }
+      shape.push_back(dim.named() ? -1 : dim.size);
+    }
+    if (!idDims[0].named()) {
+      // A fixed batch: the past's batch is the dimension of that size
+      // before its sequence.
+      for (auto [d, size] : llvm::enumerate(shape))
+        if (size == decoder.fixedBatch && cache.batchDim < 0 &&
+            int64_t(d) != cache.seqDim) {
+          cache.batchDim = d;
+          break;
+        }
+    }
+    if (cache.batchDim < 0 || cache.seqDim < 0)
+      return refuse("past input '" + past->name() +
+                    "' does not name a batch dimension (input_ids' first) "
+                    "and a past sequence dimension");
+    shape[cache.batchDim] = shape[cache.seqDim] = -1;
+    g.caches.push_back(cache);
+    decoder.pastShapes.push_back(shape);
+  }
+
+  std::vector<std::string> presents, unknown;
+  for (const auto &output : graph.output()) {
+    llvm::StringRef name = output.name();
+    if (name.starts_with("present"))
+      presents.push_back(name.str());
+    else if (g.logits.empty() && (name == "logits" || !name.contains("past")))
+      g.logits = name.str();
+    else
+      unknown.push_back("'" + name.str() + "'");
+  }
+  if (g.logits.empty())
+    return refuse("--generate needs the logits as a graph output");
+  if (!unknown.empty())
+    return refuse("--generate reads the logits and the present keys and "
+                  "values; the graph also returns " +
+                  llvm::join(unknown, ", "));
+  if (presents.size() != pasts.size())
+    return refuse("the graph takes " + llvm::Twine(pasts.size()) +
+                  " past inputs but returns " + llvm::Twine(presents.size()) +
+                  " present outputs; --generate pairs them in order");
+  for (auto [cache, present] : llvm::zip(g.caches, presents))
+    cache.present = present;
+  return decoder;
+}
+
+/// The vocabulary: the logits' last dimension, the logits [batch, tokens,
+/// vocabulary].
+static FailureOr<int64_t> vocabularyOf(const ModelSignature &signature,
+                                       const GenerationSignature &g,
+                                       int64_t batch, int64_t tokens,
+                                       Location loc) {
+  for (const BufferSignature &b : signature.buffers)
+    if (b.kind == BufferSignature::Kind::Output && b.name == g.logits) {
+      if (b.dtype != "f32" || b.shape.size() != 3 || b.shape[0] != batch ||
+          b.shape[1] != tokens)
+        return emitError(loc) << "--generate: output '" << g.logits
+                              << "' is not float32 logits [batch, tokens, "
+                                 "vocabulary]";
+      return b.shape[2];
+    }
+  return emitError(loc) << "--generate: no output '" << g.logits << "'";
+}
+
+LogicalResult cleave::compileForGeneration(
+    MLIRContext &context, const CompilationOptions &options,
+    const GenerationOptions &generation,
+    llvm::function_ref<void(llvm::StringRef, const PhaseInfo &, double)>
+        afterPhase) {
+  Location loc = UnknownLoc::get(&context);
+  auto model = loadOnnxModelFile(options.modelPath);
+  if (!model)
+    return emitError(loc) << llvm::toString(model.takeError());
+  auto decoder = describeDecoder(model->graph());
+  if (!decoder)
+    return emitError(loc) << options.modelPath << ": "
+                          << llvm::toString(decoder.takeError());
+  GenerationSignature g = decoder->signature;
+  g.maxSeq = generation.maxSeq;
+  g.maxBatch = generation.maxBatch;
+  g.promptLength = generation.promptLength > 0 ? generation.promptLength
+                                               : generation.maxSeq / 2;
+  if (g.maxSeq < 2)
+    return emitError(loc) << "--max-seq must be at least 2 (a prompt token "
+                             "and a new one), not "
+                          << g.maxSeq;
+  if (g.maxBatch < 1)
+    return emitError(loc) << "--max-batch must be at least 1";
+  if (g.promptLength < 1 || g.promptLength >= g.maxSeq)
+    return emitError(loc) << "--prompt-length must lie in [1, --max-seq), "
+                             "not "
+                          << g.promptLength;
+  if (decoder->fixedBatch && decoder->fixedBatch != g.maxBatch)
+    return emitError(loc) << "the graph fixes the batch at "
+                          << decoder->fixedBatch << "; pass --max-batch "
+                          << decoder->fixedBatch;
+
+  // The two programs: the same options, the inputs sized for each.
+  auto compile = [&](StringRef label, int64_t tokens,
+                     int64_t past) -> std::unique_ptr<Compilation> {
+    CompilationOptions each = options;
+    each.last = Phase::Lower;
+    ImportOptions &import = each.import;
+    int64_t batch = g.maxBatch;
+    import.inputShapes[g.ids] = {batch, tokens};
+    import.inputShapes[g.positions] = {batch, tokens};
+    import.inputShapes[g.mask] = {batch, past + tokens};
+    for (auto [cache, declared] : llvm::zip(g.caches, decoder->pastShapes)) {
+      llvm::SmallVector<int64_t> shape = declared;
+      shape[cache.batchDim] = batch;
+      shape[cache.seqDim] = past;
+      import.inputShapes[cache.past] = shape;
+      import.lastPositions[cache.present] = {cache.seqDim, tokens};
+    }
+    if (!each.dumpDir.empty())
+      each.dumpDir += "/" + label.str();
+    auto compilation = std::make_unique<Compilation>(context, std::move(each));
+    if (!compilation->getOptions().dumpDir.empty())
+      if (std::error_code ec = llvm::sys::fs::create_directories(
+              compilation->getOptions().dumpDir)) {
+        emitError(loc) << "cannot create '" << compilation->getOptions().dumpDir
+                       << "': " << ec.message();
+        return nullptr;
+      }
+    auto progress = [&](const PhaseInfo &info, double seconds) {
+      if (afterPhase)
+        afterPhase(label, info, seconds);
+    };
+    if (failed(compilation->run(progress))) {
+      emitRemark(loc) << "while compiling the " << label << " program ("
+                      << tokens << " token" << (tokens == 1 ? "" : "s")
+                      << " after " << past << " cached)";
+      return nullptr;
+    }
+    return compilation;
+  };
+  std::unique_ptr<Compilation> decode = compile("decode", 1, g.maxSeq - 1);
+  if (!decode)
+    return failure();
+  std::unique_ptr<Compilation> prefill = compile("prefill", g.promptLength, 1);
+  if (!prefill)
+    return failure();
+
+  const ModelSignature &decodeSig = decode->getSignature();
+  const ModelSignature &prefillSig = prefill->getSignature();
+  auto vocabulary = vocabularyOf(decodeSig, g, g.maxBatch, 1, loc);
+  if (failed(vocabulary))
+    return failure();
+  g.vocabulary = *vocabulary;
+
+  // The cache: every past input of the decode program, whole on each rank.
+  for (const BufferSignature &b : decodeSig.buffers)
+    if (b.kind == BufferSignature::Kind::Input &&
+        llvm::any_of(g.caches, [&](const GenerationSignature::Cache &c) {
+          return c.past == b.name;
+        }))
+      g.cacheBytesPerRank += b.bytes;
+  if (double limit = options.pipeline.deviceMemory; limit > 0)
+    for (int64_t rank = 0; rank < decodeSig.mesh.rankCount(); ++rank) {
+      uint64_t weights = 0;
+      for (const BufferSignature &b : decodeSig.buffers)
+        if (b.kind == BufferSignature::Kind::Param &&
+            (b.stages.empty() ||
+             llvm::is_contained(b.stages, decodeSig.stageOf(rank))))
+          weights += b.bytes;
+      if (weights + g.cacheBytesPerRank > limit)
+        return emitError(loc)
+               << "--generate: rank " << rank << " would hold " << weights
+               << " bytes of weights and " << g.cacheBytesPerRank
+               << " of key/value cache (--max-seq " << g.maxSeq
+               << ", --max-batch " << g.maxBatch << "), over --device-memory "
+               << uint64_t(limit) << " bytes";
+    }
+
+  BundleProgram decodeProgram{decode->module(), decodeSig};
+  BundleProgram prefillProgram{prefill->module(), prefillSig};
+  auto start = std::chrono::steady_clock::now();
+  if (failed(writeGenerationBundle(decodeProgram, prefillProgram, g,
+                                   options.bundle)))
+    return failure();
+  if (afterPhase)
+    for (const PhaseInfo &info : allPhases())
+      if (info.phase == Phase::Bundle)
+        afterPhase("both", info,
+                   std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
+  return success();
+}
