@@ -25,7 +25,7 @@ std::string BufferDesc::shapeString() const {
   return s;
 }
 
-static std::string percentDecode(const std::string &text) {
+std::string cleave::rt::percentDecode(const std::string &text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size()) {
@@ -154,5 +154,56 @@ ModelDesc cleave::rt::parseModelDesc(const char *text) {
   }
   if (!sawHeader)
     throw RuntimeError("the model descriptor has no header");
+  return desc;
+}
+
+GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
+  std::istringstream in(text);
+  std::string line;
+  GenerationDesc desc;
+  auto malformed = [&] {
+    return RuntimeError("malformed generation descriptor line '" + line + "'");
+  };
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind.empty())
+      continue;
+    if (kind == CLEAVE_GEN_GENERATE) {
+      if (!(fields >> desc.maxSeq >> desc.maxBatch >> desc.promptLength >>
+            desc.vocabulary))
+        throw malformed();
+    } else if (kind == CLEAVE_GEN_ROLE) {
+      std::string role, name;
+      if (!(fields >> role >> name))
+        throw malformed();
+      name = percentDecode(name);
+      if (role == "ids")
+        desc.ids = name;
+      else if (role == "mask")
+        desc.mask = name;
+      else if (role == "positions")
+        desc.positions = name;
+      else if (role == "logits")
+        desc.logits = name;
+      else
+        throw malformed();
+    } else if (kind == CLEAVE_GEN_CACHE) {
+      GenerationDesc::Cache cache;
+      if (!(fields >> cache.past >> cache.present >> cache.batchDim >>
+            cache.seqDim))
+        throw malformed();
+      cache.past = percentDecode(cache.past);
+      cache.present = percentDecode(cache.present);
+      desc.caches.push_back(cache);
+    } else {
+      throw malformed();
+    }
+  }
+  if (desc.maxSeq < 2 || desc.maxBatch < 1 || desc.promptLength < 1 ||
+      desc.vocabulary < 1 || desc.ids.empty() || desc.mask.empty() ||
+      desc.positions.empty() || desc.logits.empty() || desc.caches.empty())
+    throw RuntimeError("the generation descriptor is incomplete");
   return desc;
 }

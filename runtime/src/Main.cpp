@@ -13,6 +13,7 @@
 #include "PackedGemm.h"
 #include "Profile.h"
 #include "Runtime.h"
+#include "Program.h"
 #include "comm/Comm.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -56,8 +57,9 @@ const char *kUsage =
     "               [--bench N] [--threads N] [--profile]\n"
     "Normally started by cleave-run, which passes --bundle.\n";
 
-/// A positive count from the value of `option`, or an error naming it.
-int parseCount(const std::string &option, const std::string &text) {
+} // namespace
+
+int cleave::rt::parseCount(const std::string &option, const std::string &text) {
   char *end = nullptr;
   long value = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || value <= 0 || value > 1000000)
@@ -65,6 +67,8 @@ int parseCount(const std::string &option, const std::string &text) {
                        "'");
   return static_cast<int>(value);
 }
+
+namespace {
 
 Options parseArgs(int argc, char **argv) {
   Options o;
@@ -108,8 +112,10 @@ Options parseArgs(int argc, char **argv) {
   return o;
 }
 
+} // namespace
+
 /// A file name for output `name`: characters outside [A-Za-z0-9._-] become '_'.
-std::string fileNameFor(const std::string &name) {
+static std::string fileNameFor(const std::string &name) {
   std::string out = name;
   for (char &c : out)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
@@ -118,7 +124,7 @@ std::string fileNameFor(const std::string &name) {
   return out + ".npy";
 }
 
-void makeDirs(const std::string &path) {
+void cleave::rt::makeDirs(const std::string &path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
@@ -132,11 +138,13 @@ void makeDirs(const std::string &path) {
   }
 }
 
-double percentile(std::vector<double> v, double p) {
+double cleave::rt::percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
 }
+
+namespace {
 
 /// Everything the run needs once set up: inputs read, weights mapped.
 struct Prepared {
@@ -177,30 +185,10 @@ int64_t stageOf(const ModelDesc &desc, int rank) {
 }
 void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p);
 
-/// Runs `step` on every rank; if it fails anywhere, the lowest failing rank
-/// reports and every rank ends with an error.
-template <typename Step> void together(Step step) {
-  std::string error;
-  try {
-    step();
-  } catch (const std::exception &e) {
-    error = e.what();
-  }
-  int failed = comm::firstFailure(!error.empty());
-  if (failed < 0)
-    return;
-  if (failed == comm::rank()) {
-    if (comm::active())
-      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
-                   error.c_str());
-    else
-      std::fprintf(stderr, "cleave-run: error: %s\n", error.c_str());
-  }
-  comm::finish();
-  std::exit(1);
-}
-
 int run(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--generate") == 0)
+      return runGeneration(argc, argv);
   Options options = parseArgs(argc, argv);
   // The model allocates and frees the same intermediates on every run: keep
   // them in the heap instead of fresh zeroed pages from mmap each time.
@@ -269,38 +257,7 @@ void checkIndexBounds(const ModelDesc &desc, const BufferDesc &b,
 }
 
 void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
-
-  int threads = options.threads;
-  if (threads <= 0) {
-    const char *env = std::getenv("CLEAVE_NUM_THREADS");
-    threads = env ? std::atoi(env) : 0;
-  }
-  int hardware = std::max(1u, std::thread::hardware_concurrency());
-  if (threads <= 0)
-    threads = hardware;
-  // More threads than the machine runs at once only wait on each other (and
-  // thousands exhaust what OpenBLAS and OpenMP set aside).
-  if (threads > hardware) {
-    if (comm::rank() == 0)
-      std::fprintf(stderr,
-                   "note: %d threads asked for; this machine runs %d at once, "
-                   "so each rank uses %d\n",
-                   threads, hardware, hardware);
-    threads = hardware;
-  }
-  p.threads = threads;
-  openblas_set_num_threads(threads);
-  omp_set_num_threads(threads);
-  // How long an OpenMP thread waits for the next parallel region before it
-  // sleeps (unless KMP_BLOCKTIME says). Loops and GEMMs alternate: where
-  // the GEMMs run on OpenBLAS's threads, OpenMP's, still waiting, would take
-  // the cores OpenBLAS needs (at 2 threads the 2-layer GPT-2-small stack's
-  // p90 went from 25 to 37 ms), so they sleep at once. Where they run on
-  // the packed kernel, on OpenMP's threads too, waking a sleeping thread
-  // for each of a run's many parallel regions costs more than most of them
-  // do (the same stack, 16.1 against 13.1 ms): they wait a little.
-  if (!std::getenv("KMP_BLOCKTIME"))
-    kmp_set_blocktime(packedGemmKernel() ? kPackedBlocktimeMs : 0);
+  p.threads = setUpThreads(options.threads);
 
   // Inputs: every one given, none unknown, dtype and shape as compiled.
   std::vector<std::string> known;
@@ -330,31 +287,9 @@ void prepare(const Options &options, const ModelDesc &desc, Prepared &p) {
   if (!desc.buffers.empty() && options.outputDir.empty())
     throw RuntimeError("--output-dir is required");
 
-  // This rank's weights: only the parameters its pipeline stage reads.
+  p.weights = mapWeights(options.bundle, {&desc});
   std::unique_ptr<WeightFile> &weights = p.weights;
   int rank = comm::rank();
-  bool hasParams = false;
-  for (const BufferDesc &b : desc.buffers)
-    if (b.kind == BufferKind::Param) {
-      if (rank >= static_cast<int>(b.offsets.size()))
-        throw RuntimeError("the model descriptor places parameter '" + b.name +
-                           "' for " + std::to_string(b.offsets.size()) +
-                           " ranks, not rank " + std::to_string(rank));
-      hasParams |= b.offsets[rank] >= 0;
-    }
-  if (hasParams) {
-    std::string path = desc.ranks == 1 ? options.bundle + "/weights.bin"
-                                       : options.bundle + "/weights/rank" +
-                                             std::to_string(rank) + ".bin";
-    if (rank >= static_cast<int>(desc.weightChecksums.size()))
-      throw RuntimeError(
-          "the model descriptor has no weight checksum for rank " +
-          std::to_string(rank));
-    weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
-                                           desc.weightChecksums[rank]);
-    if (!onDevice())
-      setWeightMemory(weights->data(), desc.weightBytes[rank]);
-  }
 
   std::vector<std::unique_ptr<AlignedBuffer>> &owned = p.owned;
   std::vector<void *> &pointers = p.pointers;
@@ -527,6 +462,72 @@ void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p) {
 }
 
 } // namespace
+
+int cleave::rt::setUpThreads(int requested) {
+  int threads = requested;
+  if (threads <= 0) {
+    const char *env = std::getenv("CLEAVE_NUM_THREADS");
+    threads = env ? std::atoi(env) : 0;
+  }
+  int hardware = std::max(1u, std::thread::hardware_concurrency());
+  if (threads <= 0)
+    threads = hardware;
+  // More threads than the machine runs at once only wait on each other (and
+  // thousands exhaust what OpenBLAS and OpenMP set aside).
+  if (threads > hardware) {
+    if (comm::rank() == 0)
+      std::fprintf(stderr,
+                   "note: %d threads asked for; this machine runs %d at once, "
+                   "so each rank uses %d\n",
+                   threads, hardware, hardware);
+    threads = hardware;
+  }
+  openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);
+  // How long an OpenMP thread waits for the next parallel region before it
+  // sleeps (unless KMP_BLOCKTIME says). Loops and GEMMs alternate: where
+  // the GEMMs run on OpenBLAS's threads, OpenMP's, still waiting, would take
+  // the cores OpenBLAS needs (at 2 threads the 2-layer GPT-2-small stack's
+  // p90 went from 25 to 37 ms), so they sleep at once. Where they run on
+  // the packed kernel, on OpenMP's threads too, waking a sleeping thread
+  // for each of a run's many parallel regions costs more than most of them
+  // do (the same stack, 16.1 against 13.1 ms): they wait a little.
+  if (!std::getenv("KMP_BLOCKTIME"))
+    kmp_set_blocktime(packedGemmKernel() ? kPackedBlocktimeMs : 0);
+  return threads;
+}
+
+std::unique_ptr<WeightFile>
+cleave::rt::mapWeights(const std::string &bundle,
+                       std::initializer_list<const ModelDesc *> descs) {
+  // This rank's weights: only the parameters its pipeline stage reads.
+  int rank = comm::rank();
+  bool hasParams = false;
+  for (const ModelDesc *desc : descs)
+    for (const BufferDesc &b : desc->buffers)
+      if (b.kind == BufferKind::Param) {
+        if (rank >= static_cast<int>(b.offsets.size()))
+          throw RuntimeError("the model descriptor places parameter '" +
+                             b.name + "' for " +
+                             std::to_string(b.offsets.size()) +
+                             " ranks, not rank " + std::to_string(rank));
+        hasParams |= b.offsets[rank] >= 0;
+      }
+  if (!hasParams)
+    return nullptr;
+  const ModelDesc &desc = **descs.begin();
+  std::string path = desc.ranks == 1 ? bundle + "/weights.bin"
+                                     : bundle + "/weights/rank" +
+                                           std::to_string(rank) + ".bin";
+  if (rank >= static_cast<int>(desc.weightChecksums.size()))
+    throw RuntimeError("the model descriptor has no weight checksum for rank " +
+                       std::to_string(rank));
+  auto weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
+                                              desc.weightChecksums[rank]);
+  if (!onDevice())
+    setWeightMemory(weights->data(), desc.weightBytes[rank]);
+  return weights;
+}
 
 int main(int argc, char **argv) {
   useBetterBlasKernels(argv);

@@ -70,6 +70,21 @@ struct ModelDesc {
 /// Parses the descriptor text the compiler embeds (see Abi.h).
 ModelDesc parseModelDesc(const char *text);
 
+/// A generation bundle's cleave_generate_desc (see Abi.h).
+struct GenerationDesc {
+  int64_t maxSeq = 0, maxBatch = 0, promptLength = 0, vocabulary = 0;
+  std::string ids, mask, positions, logits;
+  struct Cache {
+    std::string past, present;
+    int batchDim = 0, seqDim = 0;
+  };
+  std::vector<Cache> caches;
+};
+GenerationDesc parseGenerationDesc(const char *text);
+
+/// A descriptor name with its percent escapes decoded.
+std::string percentDecode(const std::string &text);
+
 /// A zeroed, 64-byte aligned heap buffer; in a GPU program, device memory
 /// the host can also read and write, unless `deviceOnly`.
 struct AlignedBuffer {

@@ -44,6 +44,13 @@ void maxOverRanks(std::vector<double> &values);
 /// pipeline neighbours) since the last call.
 double takeTransferSeconds();
 void barrier();
+/// Which of the groups start() created each group id of the program about
+/// to run stands for: a generation bundle's two programs number their
+/// groups each in their own order. Empty: the ids as created.
+void setGroupTable(std::vector<int64_t> table);
+/// Copies `bytes` from rank `root` to every rank's `data` (the generation
+/// loop's tokens and new keys and values); nothing on a single rank.
+void broadcast(int root, void *data, size_t bytes);
 
 /// For a device backend that creates its own communicators (NCCL) over the
 /// descriptor's groups: how many groups there are, this rank's position in

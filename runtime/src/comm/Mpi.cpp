@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,9 @@ struct State {
   std::vector<int64_t> meshSizes;
   std::vector<int64_t> coords;
   std::vector<MPI_Comm> groups;
+  /// The communicator each group id of the running program stands for
+  /// (setGroupTable); empty: the identity.
+  std::vector<int64_t> table;
 };
 State state;
 
@@ -231,6 +235,10 @@ void check(int code, const char *call) {
 }
 
 MPI_Comm groupComm(int64_t group) {
+  if (!state.table.empty())
+    group = group >= 0 && group < int64_t(state.table.size())
+                ? state.table[group]
+                : -1;
   if (group < 0 || group >= static_cast<int64_t>(state.groups.size())) {
     std::fprintf(stderr,
                  "cleave-run: error: rank %d: collective on unknown "
@@ -650,6 +658,24 @@ void comm::barrier() {
     return;
   CollectiveScope scope("the benchmark's barrier", -1, /*counted=*/false);
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void comm::broadcast(int root, void *data, size_t bytes) {
+  if (!state.active)
+    return;
+  CollectiveScope scope("the generation loop's broadcast", -1,
+                        /*counted=*/false);
+  // MPI counts in int: the prompt's keys and values may pass 2 GiB.
+  constexpr size_t kChunk = size_t(1) << 30;
+  for (size_t done = 0; done < bytes; done += kChunk)
+    check(MPI_Bcast(static_cast<char *>(data) + done,
+                    int(std::min(kChunk, bytes - done)), MPI_BYTE, root,
+                    MPI_COMM_WORLD),
+          "MPI_Bcast");
+}
+
+void comm::setGroupTable(std::vector<int64_t> table) {
+  state.table = std::move(table);
 }
 
 int64_t comm::groupCount() { return state.groups.size(); }

@@ -1,0 +1,70 @@
+//===- Program.h - What the program's two modes share ---------------------===//
+//
+// A compiled program runs its model once per launch (Main.cpp) or, in a
+// generation bundle with --generate, a prompt and then one token at a time
+// (Generate.cpp). Both set up threads and weights alike and fail together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_PROGRAM_H
+#define CLEAVE_RUNTIME_PROGRAM_H
+
+#include "Runtime.h"
+#include "comm/Comm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+/// A positive count from the value of `option`, or an error naming it.
+int parseCount(const std::string &option, const std::string &text);
+/// Creates `path` and the folders above it.
+void makeDirs(const std::string &path);
+/// The `p` quantile (0..1) of `v`, the nearest sample.
+double percentile(std::vector<double> v, double p);
+
+/// Sets the threads OpenMP and OpenBLAS use per rank: `requested`, else
+/// CLEAVE_NUM_THREADS, else the cores, at most the cores. Returns the count.
+int setUpThreads(int requested);
+
+/// Maps this rank's weight file (checked against the first descriptor's
+/// checksum), or returns null where no parameter of any of `descs` is held
+/// on this rank.
+std::unique_ptr<WeightFile>
+mapWeights(const std::string &bundle,
+           std::initializer_list<const ModelDesc *> descs);
+
+/// Runs `step` on every rank; if it fails anywhere, the lowest failing rank
+/// reports and every rank ends with an error.
+template <typename Step> void together(Step step) {
+  std::string error;
+  try {
+    step();
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  int failed = comm::firstFailure(!error.empty());
+  if (failed < 0)
+    return;
+  if (failed == comm::rank()) {
+    if (comm::active())
+      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+                   error.c_str());
+    else
+      std::fprintf(stderr, "cleave-run: error: %s\n", error.c_str());
+  }
+  comm::finish();
+  std::exit(1);
+}
+
+/// The program's --generate mode (Generate.cpp): the whole run.
+int runGeneration(int argc, char **argv);
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_PROGRAM_H
