@@ -418,6 +418,8 @@ struct Session {
   std::unique_ptr<WeightFile> weights;
   Prompt prompt;
   int threads = 1;
+  /// The warm-up's time (warmUp), reported apart from the first token's.
+  double warmUpMs = 0;
 };
 
 void setUp(Session &s) {
@@ -447,6 +449,32 @@ void setUp(Session &s) {
 void runProgram(const Program &p) {
   comm::setGroupTable(p.groupTable);
   p.run(const_cast<void **>(p.pointers.data()));
+}
+
+/// Runs the decode program twice and the prefill once, on one token a row,
+/// before the clock starts: the weights' pages are read in, each weight is
+/// packed for the GEMM kernels (on its second use; PackedGemm.cpp) and the
+/// programs' buffers are allocated, as a serving engine does when it loads
+/// a model, so that the first token's time is the prompt's. The cache is
+/// only read; the outputs are overwritten by the first step.
+void warmUp(Session &s) {
+  Program &p = s.decode;
+  const GenerationDesc &gen = s.gen;
+  const BufferDesc &mask = p.buffer(gen.mask, BufferKind::Input);
+  void *maskData = p.data(gen.mask, BufferKind::Input);
+  for (int64_t r = 0; r < gen.maxBatch; ++r)
+    store(mask, maskData, r * gen.maxSeq + gen.maxSeq - 1, 1);
+  for (int i = 0; i < 2; ++i)
+    runProgram(p);
+  // And the prefill once (every position masked but the last of each row):
+  // its buffers are allocated and touched, as a loaded server's are.
+  Program &q = s.prefill;
+  const BufferDesc &prefillMask = q.buffer(gen.mask, BufferKind::Input);
+  void *prefillMaskData = q.data(gen.mask, BufferKind::Input);
+  for (int64_t r = 0; r < gen.maxBatch; ++r)
+    store(prefillMask, prefillMaskData,
+          r * (gen.promptLength + 1) + gen.promptLength, 1);
+  runProgram(q);
 }
 
 /// Chooses each sequence's next token on the writer rank from `logits`
@@ -608,6 +636,9 @@ void generate(Session &s) {
     uint64_t cacheBytes = 0;
     for (const GenerationDesc::Cache &c : gen.caches)
       cacheBytes += s.decode.buffer(c.past, BufferKind::Input).bytes;
+    std::printf("set-up: %.3f ms (weights read in and packed by warm-up "
+                "runs of both programs; not counted below)\n",
+                s.warmUpMs);
     std::printf("time to first token: %.3f ms (prefill of %lld tokens, "
                 "%lld sequence%s)\n",
                 firstMs, (long long)P, (long long)prompt.batch,
@@ -658,6 +689,13 @@ int cleave::rt::runGeneration(int argc, char **argv) {
     comm::start(both, &argc, &argv);
   }
   together([&] { setUp(s); });
+  together([&] {
+    auto start = std::chrono::steady_clock::now();
+    warmUp(s);
+    s.warmUpMs = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+  });
   together([&] { generate(s); });
   comm::finish();
   return 0;
