@@ -35,8 +35,14 @@ tokenizers, onnxruntime-genai and onnxruntime, numpy; and for the Optimum
 export, a path holding optimum 1.23 and transformers 4.x (--optimum-path,
 e.g. `pip install --target DIR optimum==1.23.3 transformers==4.46.3`).
 
+With --layouts, instead: Cleave alone, float32, under 1 rank x 2 threads,
+tp=2 and pp=2 (1 thread a rank) at batch 1, and the same at batch 4 with
+pp=2 also cutting the batch into 2 and 4 microbatches (sequences in flight
+through the stages together): time to first token, decode step and
+tokens/s in all.
+
 Usage: bench_generate.py --optimum-path DIR [--rounds R] [--threads 1,2]
-                         [--work DIR] [--bin DIR]
+                         [--layouts] [--work DIR] [--bin DIR]
 """
 import argparse
 import json
@@ -266,6 +272,58 @@ def stream_bandwidth(threads, total_bytes, work):
     return float(result.stdout.split()[0])
 
 
+# (label, cleave-compile arguments, threads per rank, batch) of the layouts
+# --layouts compares, on as many cores as this machine has ranks for (2).
+LAYOUTS = [
+    ("1 rank x 2 threads", [], 2, 1),
+    ("tp=2", ["--mesh", "tp=2", "--shard-preset", "megatron"], 1, 1),
+    ("pp=2", ["--mesh", "pp=2"], 1, 1),
+    ("1 rank x 2 threads", [], 2, 4),
+    ("tp=2", ["--mesh", "tp=2", "--shard-preset", "megatron"], 1, 4),
+    ("pp=2", ["--mesh", "pp=2"], 1, 4),
+    ("pp=2 x 2 microbatches", ["--mesh", "pp=2", "--microbatches", "2"], 1, 4),
+    ("pp=2 x 4 microbatches", ["--mesh", "pp=2", "--microbatches", "4"], 1, 4),
+]
+
+
+def compare_layouts(onnx_path, args):
+    """Time to first token, decode step and tokens/s of each layout in
+    LAYOUTS, float32, alternating rounds, medians."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for label, extra, threads, batch in LAYOUTS:
+        bundle = os.path.join(args.work, "layout-" + re.sub(r"\W+", "-", label)
+                              + f"-b{batch}")
+        if not os.path.isdir(bundle):
+            subprocess.run([os.path.join(args.bin, "cleave-compile"), onnx_path,
+                            "-o", bundle, "--generate", "--max-seq",
+                            str(PROMPT + NEW), "--prompt-length", str(PROMPT),
+                            "--max-batch", str(batch), "--quiet"] + extra,
+                           check=True)
+        prompt_file = os.path.join(args.work, f"prompt-b{batch}.npy")
+        if not os.path.exists(prompt_file):
+            np.save(prompt_file, rng.integers(3, SIZE["vocab_size"],
+                                              (batch, PROMPT)).astype(np.int64))
+        rows.append((label, batch, bundle, prompt_file, threads))
+    results = {i: [] for i in range(len(rows))}
+    for r in range(args.rounds):
+        order = list(range(len(rows)))
+        order = order[r % len(order):] + order[:r % len(order)]
+        for i in order:
+            label, batch, bundle, prompt_file, threads = rows[i]
+            results[i].append(run_cleave(bundle, prompt_file, threads, args,
+                                         args.work)[:2])
+    print(f"Layouts on this machine's 2 cores (float32, prompt {PROMPT}, "
+          f"{NEW} new tokens, medians of {args.rounds} alternating rounds)")
+    print(f"{'layout':>24} {'batch':>5} {'TTFT ms':>8} {'step ms':>8} "
+          f"{'tokens/s in all':>16}")
+    for i, (label, batch, _, _, _) in enumerate(rows):
+        first = statistics.median(x[0] for x in results[i])
+        step = statistics.median(x[1] for x in results[i])
+        print(f"{label:>24} {batch:>5} {first:>8.2f} {step:>8.3f} "
+              f"{1e3 * batch / step:>16.1f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__,
@@ -273,6 +331,9 @@ def main():
     parser.add_argument("--optimum-path", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--layouts", action="store_true",
+                        help="instead: time Cleave alone under 1 rank, tp=2 "
+                        "and pp=2 (with microbatches) at batch 1 and 4")
     parser.add_argument("--work",
                         default=tempfile.mkdtemp(prefix="cleave-bench-gen-"))
     parser.add_argument("--bin",
@@ -280,6 +341,9 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     genai, onnx_path, bundles = build(args.work, args)
+    if args.layouts:
+        compare_layouts(onnx_path, args)
+        return 0
     prompt = np.random.default_rng(0).integers(
         3, SIZE["vocab_size"], PROMPT).astype(np.int64)
     prompt_file = os.path.join(args.work, "prompt.npy")

@@ -235,6 +235,19 @@ LogicalResult cleave::compileForGeneration(
     return emitError(loc) << "--prompt-length must lie in [1, --max-seq), "
                              "not "
                           << g.promptLength;
+  if (options.pipeline.microbatches > 1) {
+    // Microbatches cut dimension 0 of every input and output.
+    for (const GenerationSignature::Cache &c : g.caches)
+      if (c.batchDim != 0)
+        return emitError(loc)
+               << "--generate --microbatches: past input '" << c.past
+               << "' holds its batch in dimension " << c.batchDim
+               << ", and microbatches cut dimension 0";
+    if (g.maxBatch % options.pipeline.microbatches != 0)
+      return emitError(loc) << "--microbatches "
+                            << options.pipeline.microbatches
+                            << " must divide --max-batch " << g.maxBatch;
+  }
   if (decoder->fixedBatch && decoder->fixedBatch != g.maxBatch)
     return emitError(loc) << "the graph fixes the batch at "
                           << decoder->fixedBatch << "; pass --max-batch "

@@ -9,7 +9,8 @@ run's tokens.npy must equal transformers' generate() tokens exactly. A
 seeded sampled run at each mesh must give the tokens of the first mesh's.
 One line per check; exits 1 at the first difference.
 
-Usage: generate.py MODEL_DIR --bin BIN --work DIR [--mesh SPEC]...
+Usage: generate.py MODEL_DIR --bin BIN --work DIR [--mesh SPEC[+mb=M]]...
+  (+mb=M: M microbatches of the batch through the pipeline stages)
 """
 import argparse
 import os
@@ -44,15 +45,21 @@ def main():
     eos = int(np.load(ref("eos.npy"))[0])
     first_sampled = None
     for mesh in args.mesh or ["1"]:
-        label = "1 rank" if mesh == "1" else mesh
-        bundle = os.path.join(args.work, mesh.replace(",", "_").replace("=", ""))
+        label = "1 rank" if mesh == "1" else mesh.replace("+mb=", " x ") + \
+            (" microbatches" if "+mb=" in mesh else "")
+        bundle = os.path.join(args.work, mesh.replace(",", "_").replace("=", "")
+                              .replace("+", "_"))
         compile_args = [os.path.join(args.bin, "cleave-compile"), ref("model.onnx"),
                         "-o", bundle, "--generate", "--max-seq", str(args.max_seq),
                         "--max-batch", "3", "--prompt-length", "16", "--quiet"]
-        if mesh != "1":
-            compile_args += ["--mesh", mesh]
-            if "tp" in mesh:
+        # MESH+mb=M: M microbatches of sequences through the stages.
+        mesh_spec, _, microbatches = mesh.partition("+mb=")
+        if mesh_spec != "1":
+            compile_args += ["--mesh", mesh_spec]
+            if "tp" in mesh_spec:
                 compile_args += ["--shard-preset", "megatron"]
+        if microbatches:
+            compile_args += ["--microbatches", microbatches]
         run(compile_args)
         runs = {
             "batch 1 greedy": (["--prompt", ref("prompt1.npy")], "tokens1.npy"),

@@ -447,9 +447,6 @@ int main(int argc, char **argv) {
     if (!inputShapes.empty() || !namedDims.empty())
       return fail("--generate sizes the inputs itself (--max-seq, --max-batch, "
                   "--prompt-length); drop --input-shape and --dim");
-    if (microbatches > 1)
-      return fail("--generate with --microbatches: decoding several "
-                  "microbatches through pipeline stages is not built yet");
     if (target != Target::CPU || gpuKernelsOnCpu)
       return fail("--generate builds CPU programs only so far");
     if (!tapNodes.empty() || tapAll)
