@@ -15,6 +15,7 @@
 
 #include "cleave/Compiler/Generation.h"
 #include "cleave/Import/ModelFile.h"
+#include "cleave/Sharding/Mesh.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
@@ -244,14 +245,29 @@ LogicalResult cleave::compileForGeneration(
                << "' holds its batch in dimension " << c.batchDim
                << ", and microbatches cut dimension 0";
     if (g.maxBatch % options.pipeline.microbatches != 0)
-      return emitError(loc) << "--microbatches "
-                            << options.pipeline.microbatches
-                            << " must divide --max-batch " << g.maxBatch;
+      return emitError(loc)
+             << "--microbatches " << options.pipeline.microbatches
+             << " must divide --max-batch " << g.maxBatch;
   }
   if (decoder->fixedBatch && decoder->fixedBatch != g.maxBatch)
     return emitError(loc) << "the graph fixes the batch at "
                           << decoder->fixedBatch << "; pass --max-batch "
                           << decoder->fixedBatch;
+
+  // Under tensor parallelism alone, the cache may stay split as
+  // propagation splits it (by key/value heads, where tp divides them): each
+  // rank keeps its own slice, and its present outputs are not gathered.
+  // With pipeline stages the present outputs reach only the last stage,
+  // which sends them back whole; with dp the batch would be split.
+  bool splitCache = false;
+  if (!options.sharding.mesh.empty()) {
+    auto mesh = parseMesh(options.sharding.mesh);
+    if (!mesh) {
+      llvm::consumeError(mesh.takeError());
+    } else {
+      splitCache = mesh->axisNames.size() == 1 && mesh->axisNames[0] == "tp";
+    }
+  }
 
   // The two programs: the same options, the inputs sized for each.
   auto compile = [&](StringRef label, int64_t tokens,
@@ -269,6 +285,8 @@ LogicalResult cleave::compileForGeneration(
       shape[cache.seqDim] = past;
       import.inputShapes[cache.past] = shape;
       import.lastPositions[cache.present] = {cache.seqDim, tokens};
+      if (splitCache)
+        import.splitIO.insert({cache.past, cache.present});
     }
     if (!each.dumpDir.empty())
       each.dumpDir += "/" + label.str();
@@ -306,13 +324,34 @@ LogicalResult cleave::compileForGeneration(
     return failure();
   g.vocabulary = *vocabulary;
 
-  // The cache: every past input of the decode program, whole on each rank.
+  // The cache: every past input of the decode program, as each rank holds
+  // it (whole, or its slice), against its whole size.
   for (const BufferSignature &b : decodeSig.buffers)
-    if (b.kind == BufferSignature::Kind::Input &&
-        llvm::any_of(g.caches, [&](const GenerationSignature::Cache &c) {
-          return c.past == b.name;
-        }))
-      g.cacheBytesPerRank += b.bytes;
+    for (auto [cache, declared] : llvm::zip(g.caches, decoder->pastShapes))
+      if (b.kind == BufferSignature::Kind::Input && b.name == cache.past) {
+        int64_t elements = 1;
+        for (int64_t size : b.shape)
+          elements *= size;
+        uint64_t whole = b.bytes / elements;
+        for (auto [d, size] : llvm::enumerate(declared))
+          whole *= int64_t(d) == cache.batchDim ? g.maxBatch
+                   : int64_t(d) == cache.seqDim ? g.maxSeq - 1
+                                                : size;
+        g.cacheBytesPerRank += b.bytes;
+        g.cacheBytes += whole;
+      }
+  if (decodeSig.mesh.rankCount() == 1)
+    g.cacheLayout = "one rank";
+  else if (g.cacheBytesPerRank < g.cacheBytes)
+    g.cacheLayout = "split as its heads are, each rank keeping its own "
+                    "slice (the present outputs not gathered)";
+  else if (splitCache)
+    g.cacheLayout = "whole on every rank: tp exceeds the key/value heads, "
+                    "which every rank computes whole";
+  else
+    g.cacheLayout = "whole on every rank: under pipeline stages (or dp) the "
+                    "last stage's new keys and values are sent to every rank "
+                    "each step (split by stages is not built)";
   if (double limit = options.pipeline.deviceMemory; limit > 0)
     for (int64_t rank = 0; rank < decodeSig.mesh.rankCount(); ++rank) {
       uint64_t weights = 0;

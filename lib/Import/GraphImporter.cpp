@@ -971,6 +971,8 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   for (auto [i, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(i, argIsParam[i] ? kParamAttrName : kInputAttrName,
                     opBuilder.getStringAttr(name));
+    if (!argIsParam[i] && importOptions.splitIO.count(name))
+      func.setArgAttr(i, kSplitIOAttrName, opBuilder.getUnitAttr());
     GraphValue value;
     value.value = entry->getArgument(i);
     value.isUnsigned = unsignedNames.contains(name);
@@ -1100,8 +1102,11 @@ OwningOpRef<ModuleOp> GraphImporter::importModel(const onnx::ModelProto &model,
   func.setFunctionType(
       opBuilder.getFunctionType(entry->getArgumentTypes(), resultTypes));
   func.setAllArgAttrs(argAttrs);
-  for (auto [i, name] : llvm::enumerate(resultNames))
+  for (auto [i, name] : llvm::enumerate(resultNames)) {
     func.setResultAttr(i, kOutputAttrName, opBuilder.getStringAttr(name));
+    if (importOptions.splitIO.count(name))
+      func.setResultAttr(i, kSplitIOAttrName, opBuilder.getUnitAttr());
+  }
 
   // Ops nothing reads are erased (a Reshape imported through a transpose
   // leaves the transpose it replaced), so that neither the sharding preset

@@ -38,9 +38,12 @@ struct PinArgumentShardingsPass
           pinned = op;
       // A graph input is whole in the signature, every rank reading the
       // whole file, however propagation split it for its users: they slice
-      // it locally.
-      bool isInput = func.getArgAttr(arg.getArgNumber(),
-                                     cleave::kInputAttrName) != nullptr;
+      // it locally. (One that may stay split, cleave.split_io, is pinned
+      // like a parameter.)
+      bool isInput =
+          func.getArgAttr(arg.getArgNumber(), cleave::kInputAttrName) !=
+              nullptr &&
+          !func.getArgAttr(arg.getArgNumber(), cleave::kSplitIOAttrName);
       bool split =
           pinned &&
           llvm::any_of(shard::Sharding(pinned.getSharding()).getSplitAxes(),

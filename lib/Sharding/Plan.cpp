@@ -97,7 +97,9 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
     if (arg)
       main.setArgAttr(arg.getArgNumber(), kShardingOriginAttrName,
                       b.getStringAttr(s.origin));
-    bool isInput = arg && main.getArgAttr(arg.getArgNumber(), kInputAttrName);
+    // A graph input is whole in the signature unless it may stay split.
+    bool isInput = arg && main.getArgAttr(arg.getArgNumber(), kInputAttrName) &&
+                   !main.getArgAttr(arg.getArgNumber(), kSplitIOAttrName);
     Location loc = arg ? main.getLoc() : s.value.getLoc();
     if (arg)
       b.setInsertionPointToStart(&entry);
@@ -137,11 +139,13 @@ LogicalResult cleave::annotateShardings(ModuleOp module, const MeshSpec &mesh,
         }
   }
 
-  // Outputs: gathered whole before they are returned.
+  // Outputs: gathered whole before they are returned (but those that may
+  // stay split).
   auto ret = cast<func::ReturnOp>(entry.getTerminator());
   b.setInsertionPoint(ret);
   for (OpOperand &operand : ret->getOpOperands()) {
-    if (!isa<RankedTensorType>(operand.get().getType()))
+    if (!isa<RankedTensorType>(operand.get().getType()) ||
+        main.getResultAttr(operand.getOperandNumber(), kSplitIOAttrName))
       continue;
     // Named after the output, so that a gather here is reported as its.
     auto name = main.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),

@@ -480,9 +480,9 @@ static std::string generationReport(const GenerationSignature &g,
      << g.maxBatch << " sequence" << (g.maxBatch == 1 ? "" : "s")
      << " at once\n"
      << "  key/value cache: " << g.caches.size() << " tensors, "
+     << llvm::format("%.3f", g.cacheBytes / 1048576.0) << " MiB in all; "
      << llvm::format("%.3f", g.cacheBytesPerRank / 1048576.0)
-     << " MiB on each rank, whole on every rank (each rank reads its own "
-        "heads of it; split by heads or stages is not built yet)\n";
+     << " MiB on each rank: " << g.cacheLayout << "\n";
   int64_t ranks = decode.mesh.rankCount();
   for (int64_t rank = 0; rank < ranks; ++rank)
     os << "  rank " << rank << ": "

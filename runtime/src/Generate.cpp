@@ -503,7 +503,11 @@ void storeNewKeys(Session &s, const Program &p, From from, To to, Count count) {
   for (const GenerationDesc::Cache &c : s.gen.caches) {
     const BufferDesc &present = p.buffer(c.present, BufferKind::Output);
     void *data = p.data(c.present, BufferKind::Output);
-    comm::broadcast(p.desc.writer, data, present.bytes);
+    // With pipeline stages only the last stage holds the outputs; without,
+    // every rank returns its own (its slice of a split cache, or the
+    // whole, gathered).
+    if (p.desc.stages > 1)
+      comm::broadcast(p.desc.writer, data, present.bytes);
     const BufferDesc &cache = s.decode.buffer(c.past, BufferKind::Input);
     float *slots =
         static_cast<float *>(s.decode.data(c.past, BufferKind::Input));

@@ -45,6 +45,9 @@ struct ImportOptions {
   /// new tokens' keys and values of a cache the graph returns whole, so
   /// that a decoding step neither copies nor gathers the whole cache.
   std::map<std::string, std::pair<int64_t, int64_t>> lastPositions;
+  /// Graph inputs and outputs that may stay split across ranks in the
+  /// program's signature (cleave.split_io): a generation bundle's cache.
+  std::set<std::string> splitIO;
   /// Testing only: the node whose first result x is planted wrong (x + (1 +
   /// x^2)/4), so that cleave-verify's search can be tested (--plant-fault).
   std::string faultNode;

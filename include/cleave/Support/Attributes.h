@@ -29,6 +29,14 @@ inline constexpr llvm::StringLiteral kParamAttrName = "cleave.param";
 /// @main result: a graph output, by its ONNX name. Written by the importer;
 /// read by cleave-outputs-to-arguments, the plan and the bundle.
 inline constexpr llvm::StringLiteral kOutputAttrName = "cleave.output";
+/// @main argument (a graph input) or result (a graph output): it may stay
+/// split across the ranks in the program's signature, each rank taking and
+/// returning its own slice, as propagation splits it (a generation
+/// bundle's key/value cache, which the runtime keeps on each rank). Unit.
+/// Written by the importer (ImportOptions::splitIO); read by
+/// cleave::annotateSharding (no gather before the return) and
+/// cleave-pin-argument-shardings (no whole input).
+inline constexpr llvm::StringLiteral kSplitIOAttrName = "cleave.split_io";
 /// Module: the default opset of the imported model (informational).
 /// Written by the importer; read by nothing but a reader of the IR.
 inline constexpr llvm::StringLiteral kOnnxOpsetAttrName = "cleave.onnx_opset";

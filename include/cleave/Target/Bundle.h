@@ -180,8 +180,10 @@ struct GenerationSignature {
   };
   std::vector<Cache> caches;
   /// Bytes of cache each rank holds (every past input of the decode
-  /// program, whole).
-  uint64_t cacheBytesPerRank = 0;
+  /// program, whole or its slice), and the whole cache's.
+  uint64_t cacheBytesPerRank = 0, cacheBytes = 0;
+  /// How the ranks hold the cache, and why (for the plan).
+  std::string cacheLayout;
 };
 
 /// One program of a bundle: its module in the LLVM dialect and signature.
