@@ -337,11 +337,30 @@ LogicalResult cleave::compileForGeneration(
           whole *= int64_t(d) == cache.batchDim ? g.maxBatch
                    : int64_t(d) == cache.seqDim ? g.maxSeq - 1
                                                 : size;
-        g.cacheBytesPerRank += b.bytes;
+        cache.stages = b.stages;
         g.cacheBytes += whole;
       }
+  // What each rank keeps: its stage's caches.
+  for (int64_t rank = 0; rank < decodeSig.mesh.rankCount(); ++rank) {
+    uint64_t held = 0;
+    for (const BufferSignature &b : decodeSig.buffers)
+      for (const GenerationSignature::Cache &cache : g.caches)
+        if (b.kind == BufferSignature::Kind::Input && b.name == cache.past &&
+            (b.stages.empty() ||
+             llvm::is_contained(b.stages, decodeSig.stageOf(rank))))
+          held += b.bytes;
+    g.cacheBytesByRank.push_back(held);
+    g.cacheBytesPerRank = std::max(g.cacheBytesPerRank, held);
+  }
+  bool byStages = llvm::any_of(g.caches, [&](auto &c) {
+    return !c.stages.empty() &&
+           int64_t(c.stages.size()) < decodeSig.pipeline.stages;
+  });
   if (decodeSig.mesh.rankCount() == 1)
     g.cacheLayout = "one rank";
+  else if (byStages)
+    g.cacheLayout = "each stage's ranks keep the layers it reads (the last "
+                    "stage's new keys and values sent to them each step)";
   else if (g.cacheBytesPerRank < g.cacheBytes)
     g.cacheLayout = "split as its heads are, each rank keeping its own "
                     "slice (the present outputs not gathered)";
@@ -349,9 +368,7 @@ LogicalResult cleave::compileForGeneration(
     g.cacheLayout = "whole on every rank: tp exceeds the key/value heads, "
                     "which every rank computes whole";
   else
-    g.cacheLayout = "whole on every rank: under pipeline stages (or dp) the "
-                    "last stage's new keys and values are sent to every rank "
-                    "each step (split by stages is not built)";
+    g.cacheLayout = "whole on every rank: with dp the cache is kept whole";
   if (double limit = options.pipeline.deviceMemory; limit > 0)
     for (int64_t rank = 0; rank < decodeSig.mesh.rankCount(); ++rank) {
       uint64_t weights = 0;
@@ -360,10 +377,10 @@ LogicalResult cleave::compileForGeneration(
             (b.stages.empty() ||
              llvm::is_contained(b.stages, decodeSig.stageOf(rank))))
           weights += b.bytes;
-      if (weights + g.cacheBytesPerRank > limit)
+      if (weights + g.cacheBytesByRank[rank] > limit)
         return emitError(loc)
                << "--generate: rank " << rank << " would hold " << weights
-               << " bytes of weights and " << g.cacheBytesPerRank
+               << " bytes of weights and " << g.cacheBytesByRank[rank]
                << " of key/value cache (--max-seq " << g.maxSeq
                << ", --max-batch " << g.maxBatch << "), over --device-memory "
                << uint64_t(limit) << " bytes";

@@ -461,9 +461,13 @@ static std::string generationText(const GenerationSignature &g) {
                             {"positions", g.positions},
                             {"logits", g.logits}})
     os << CLEAVE_GEN_ROLE " " << role << " " << encodeName(name) << "\n";
-  for (const GenerationSignature::Cache &c : g.caches)
+  for (const GenerationSignature::Cache &c : g.caches) {
     os << CLEAVE_GEN_CACHE " " << encodeName(c.past) << " "
-       << encodeName(c.present) << " " << c.batchDim << " " << c.seqDim << "\n";
+       << encodeName(c.present) << " " << c.batchDim << " " << c.seqDim;
+    for (int64_t stage : c.stages)
+      os << " " << stage;
+    os << "\n";
+  }
   return text;
 }
 
@@ -480,15 +484,15 @@ static std::string generationReport(const GenerationSignature &g,
      << g.maxBatch << " sequence" << (g.maxBatch == 1 ? "" : "s")
      << " at once\n"
      << "  key/value cache: " << g.caches.size() << " tensors, "
-     << llvm::format("%.3f", g.cacheBytes / 1048576.0) << " MiB in all; "
+     << llvm::format("%.3f", g.cacheBytes / 1048576.0) << " MiB in all, up to "
      << llvm::format("%.3f", g.cacheBytesPerRank / 1048576.0)
-     << " MiB on each rank: " << g.cacheLayout << "\n";
+     << " MiB on a rank: " << g.cacheLayout << "\n";
   int64_t ranks = decode.mesh.rankCount();
   for (int64_t rank = 0; rank < ranks; ++rank)
     os << "  rank " << rank << ": "
        << llvm::format("%.3f", decode.paramBytesHeldBy(rank) / 1048576.0)
        << " MiB of weights + "
-       << llvm::format("%.3f", g.cacheBytesPerRank / 1048576.0)
+       << llvm::format("%.3f", g.cacheBytesByRank[rank] / 1048576.0)
        << " MiB of cache\n";
   return text;
 }

@@ -194,6 +194,8 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
       if (!(fields >> cache.past >> cache.present >> cache.batchDim >>
             cache.seqDim))
         throw malformed();
+      for (int64_t stage; fields >> stage;)
+        cache.stages.push_back(stage);
       cache.past = percentDecode(cache.past);
       cache.present = percentDecode(cache.present);
       desc.caches.push_back(cache);

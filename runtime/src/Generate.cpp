@@ -170,14 +170,20 @@ struct Program {
   }
 
   /// Parameters from the mapped weights, every input and output a zeroed
-  /// buffer of its own.
-  void bind(const char *weights) {
+  /// buffer of its own but the inputs in `unread` (another stage's cache),
+  /// which this rank's code never reads.
+  void bind(const char *weights, const std::vector<std::string> &unread = {}) {
     int rank = comm::rank();
     for (const BufferDesc &b : desc.buffers) {
       if (b.kind == BufferKind::Param) {
         int64_t offset = b.offsets[rank];
         pointers.push_back(offset < 0 ? nullptr
                                       : const_cast<char *>(weights) + offset);
+        continue;
+      }
+      if (b.kind == BufferKind::Input &&
+          std::find(unread.begin(), unread.end(), b.name) != unread.end()) {
+        pointers.push_back(nullptr);
         continue;
       }
       owned.push_back(std::make_unique<AlignedBuffer>(b.bytes));
@@ -427,7 +433,14 @@ void setUp(Session &s) {
   s.weights = mapWeights(s.options.bundle, {&s.decode.desc, &s.prefill.desc});
   const char *base = s.weights ? s.weights->data() : nullptr;
   s.prefill.bind(base);
-  s.decode.bind(base);
+  // The caches another pipeline stage reads are not kept here.
+  std::vector<std::string> unread;
+  int64_t stage = stageOf(s.decode.desc, comm::rank());
+  for (const GenerationDesc::Cache &c : s.gen.caches)
+    if (!c.stages.empty() &&
+        std::find(c.stages.begin(), c.stages.end(), stage) == c.stages.end())
+      unread.push_back(c.past);
+  s.decode.bind(base, unread);
   for (const GenerationDesc::Cache &c : s.gen.caches) {
     for (const Program *p : {&s.prefill, &s.decode}) {
       const BufferDesc &past = p->buffer(c.past, BufferKind::Input);
@@ -511,6 +524,8 @@ void storeNewKeys(Session &s, const Program &p, From from, To to, Count count) {
     const BufferDesc &cache = s.decode.buffer(c.past, BufferKind::Input);
     float *slots =
         static_cast<float *>(s.decode.data(c.past, BufferKind::Input));
+    if (!slots) // another stage's cache
+      continue;
     for (int64_t r = 0; r < s.prompt.batch; ++r)
       copyPositions(present, static_cast<const float *>(data), cache, slots,
                     c.batchDim, c.seqDim, r, from(r), to(r), count(r));
@@ -639,7 +654,8 @@ void generate(Session &s) {
     writeTokens(s, out);
     uint64_t cacheBytes = 0;
     for (const GenerationDesc::Cache &c : gen.caches)
-      cacheBytes += s.decode.buffer(c.past, BufferKind::Input).bytes;
+      if (s.decode.data(c.past, BufferKind::Input))
+        cacheBytes += s.decode.buffer(c.past, BufferKind::Input).bytes;
     std::printf("set-up: %.3f ms (weights read in and packed by warm-up "
                 "runs of both programs; not counted below)\n",
                 s.warmUpMs);
@@ -653,11 +669,12 @@ void generate(Session &s) {
                   stepMs.size(), 1e3 * stepMs.size() / decodeMs,
                   1e3 * stepMs.size() * prompt.batch / decodeMs,
                   percentile(stepMs, 0.5), percentile(stepMs, 0.9));
-    std::printf("cache: %.3f MiB on each of %lld rank%s (--max-seq %lld, "
-                "--max-batch %lld), %d thread%s each\n",
+    std::printf("cache: %.3f MiB on rank 0 of %lld (--max-seq %lld, "
+                "--max-batch %lld; plan.txt gives every rank's), %d thread%s "
+                "a rank\n",
                 cacheBytes / 1048576.0, (long long)s.decode.desc.ranks,
-                s.decode.desc.ranks == 1 ? "" : "s", (long long)gen.maxSeq,
-                (long long)gen.maxBatch, s.threads, s.threads == 1 ? "" : "s");
+                (long long)gen.maxSeq, (long long)gen.maxBatch, s.threads,
+                s.threads == 1 ? "" : "s");
     std::fflush(stdout);
   }
 }

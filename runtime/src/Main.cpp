@@ -174,8 +174,9 @@ void runModel(std::vector<void *> &pointers, bool reported = true) {
                              .count());
 }
 
-/// The pipeline stage `rank` runs: its coordinate on the stage axis.
-int64_t stageOf(const ModelDesc &desc, int rank) {
+} // namespace
+
+int64_t cleave::rt::stageOf(const ModelDesc &desc, int rank) {
   if (desc.stageAxis < 0)
     return 0;
   int64_t stride = 1;
@@ -183,6 +184,8 @@ int64_t stageOf(const ModelDesc &desc, int rank) {
     stride *= desc.meshSizes[a];
   return rank / stride % desc.meshSizes[desc.stageAxis];
 }
+
+namespace {
 void runAndWrite(const Options &options, const ModelDesc &desc, Prepared &p);
 
 int run(int argc, char **argv) {

@@ -28,6 +28,9 @@ void makeDirs(const std::string &path);
 /// The `p` quantile (0..1) of `v`, the nearest sample.
 double percentile(std::vector<double> v, double p);
 
+/// The pipeline stage `rank` runs: its coordinate on the stage axis.
+int64_t stageOf(const ModelDesc &desc, int rank);
+
 /// Sets the threads OpenMP and OpenBLAS use per rank: `requested`, else
 /// CLEAVE_NUM_THREADS, else the cores, at most the cores. Returns the count.
 int setUpThreads(int requested);

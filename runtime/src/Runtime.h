@@ -77,6 +77,8 @@ struct GenerationDesc {
   struct Cache {
     std::string past, present;
     int batchDim = 0, seqDim = 0;
+    /// The decode program's stages that read the past (empty: all).
+    std::vector<int64_t> stages;
   };
   std::vector<Cache> caches;
 };

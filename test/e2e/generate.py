@@ -37,6 +37,9 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--mesh", action="append", default=[])
     parser.add_argument("--max-seq", type=int, default=48)
+    parser.add_argument("--shard-hints",
+                        help="a hints file for the meshes with a pp axis "
+                        "(fixed stage cuts)")
     args = parser.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
@@ -60,6 +63,8 @@ def main():
                 compile_args += ["--shard-preset", "megatron"]
         if microbatches:
             compile_args += ["--microbatches", microbatches]
+        if args.shard_hints and "pp" in mesh_spec:
+            compile_args += ["--shard-hints", args.shard_hints]
         run(compile_args)
         runs = {
             "batch 1 greedy": (["--prompt", ref("prompt1.npy")], "tokens1.npy"),

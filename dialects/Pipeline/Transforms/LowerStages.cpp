@@ -319,10 +319,12 @@ LogicalResult Lowering::run() {
   Operation *ret = entry.getTerminator();
   int64_t count = stages.size();
 
-  // Which stages read each parameter: only their ranks hold it.
+  // Which stages read each parameter (only their ranks hold it) and each
+  // graph input (a generation bundle's cache: only their ranks keep it).
   Builder attrs(ctx);
   for (BlockArgument arg : func.getArguments()) {
-    if (!isParam(arg))
+    if (!isParam(arg) &&
+        !func.getArgAttr(arg.getArgNumber(), cleave::kInputAttrName))
       continue;
     SmallVector<int64_t> readers;
     for (auto [s, stage] : llvm::enumerate(stages))

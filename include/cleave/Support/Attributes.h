@@ -142,9 +142,11 @@ inline constexpr llvm::StringLiteral kCutBytesAttrName = "cleave.cut_bytes";
 /// microbatch reads whole. Written by cleave-split-microbatches; read by
 /// pipeline-lower-stages, which slices the other inputs by microbatch.
 inline constexpr llvm::StringLiteral kUnbatchedAttrName = "cleave.unbatched";
-/// @main argument: the stages that read this parameter. Written by
-/// pipeline-lower-stages; read by cleave-join-projections (parts join only
-/// within a stage) and the bundle (each rank's file holds its stage's).
+/// @main argument: the stages that read this parameter or graph input.
+/// Written by pipeline-lower-stages; read by cleave-join-projections (parts
+/// join only within a stage) and the bundle (each rank's file holds its
+/// stage's parameters; a generation bundle's ranks keep the caches their
+/// stage reads).
 inline constexpr llvm::StringLiteral kStagesAttrName = "cleave.stages";
 /// Module: the pipeline's plan (axis, stages, microbatches, predictions,
 /// transfers). Written by pipeline-lower-stages; read by the bundle.

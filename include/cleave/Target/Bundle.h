@@ -177,11 +177,15 @@ struct GenerationSignature {
   struct Cache {
     std::string past, present;
     int64_t batchDim = 0, seqDim = 0;
+    /// The decode program's stages that read the past (empty: all).
+    llvm::SmallVector<int64_t> stages;
   };
   std::vector<Cache> caches;
   /// Bytes of cache each rank holds (every past input of the decode
   /// program, whole or its slice), and the whole cache's.
   uint64_t cacheBytesPerRank = 0, cacheBytes = 0;
+  /// What each rank keeps (its stage's caches, whole or its slice).
+  std::vector<uint64_t> cacheBytesByRank;
   /// How the ranks hold the cache, and why (for the plan).
   std::string cacheLayout;
 };

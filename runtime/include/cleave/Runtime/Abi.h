@@ -48,12 +48,14 @@
  *                                 <vocabulary>
  *                        role <ids|mask|positions|logits> <name>
  *                        cache <past input> <present output> <batch dim>
- *                              <sequence dim>
+ *                              <sequence dim> [<stage>...]
  *                      each program takes the past keys or values in the
  *                      `cache` input and returns only its new tokens' in
  *                      the output (the decode program: one, at the end of
  *                      its mask; the prefill: the prompt's, after one
- *                      masked past position).
+ *                      masked past position); the stages listed are the
+ *                      decode program's that read the past (none: every
+ *                      stage), and only their ranks keep that cache.
  *
  * The runtime provides the functions emitted code calls (prefix cleave_rt_).
  *
