@@ -4,7 +4,7 @@
 // input and sends its result to stage 1, which receives it (into a buffer
 // made once, before the loop) and writes both results' rows, including the
 // one stage 0 computed. Inputs and results become two microbatches long;
-// each parameter records the stages that read it; the module records the
+// each parameter and input records the stages that read it; the module records the
 // plan. Also the errors: stages that do not match the axis, and a function
 // with several stages but no axis. Then code cut to one microbatch by
 // cleave-split-microbatches: an input marked cleave.unbatched stays whole
@@ -16,7 +16,7 @@
 
 // CHECK: module attributes {cleave.pipeline = {axis = 0 : i64, microbatches = 2 : i64, stages = 2 : i64, transfers = [{bytes = 64 : i64, from = 0 : i64, node = "/h/MatMul", to = 1 : i64}]}}
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x"}
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x", cleave.stages = array<i64: 0>}
 // CHECK-SAME: %[[W0:.*]]: tensor<8x8xf32> {cleave.param = "w0", cleave.stages = array<i64: 0>}
 // CHECK-SAME: %[[W1:.*]]: tensor<8x8xf32> {cleave.param = "w1", cleave.stages = array<i64: 1>}
 // CHECK-SAME: -> (tensor<4x8xf32> {cleave.output = "y"}, tensor<4x8xf32> {cleave.output = "h"})
@@ -70,8 +70,8 @@ module {
 // -----
 
 // CHECK-LABEL: func.func @cut
-// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x"}
-// CHECK-SAME: %[[P:.*]]: tensor<8xf32> {cleave.input = "pos", cleave.unbatched}
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {cleave.input = "x", cleave.stages = array<i64: 0>}
+// CHECK-SAME: %[[P:.*]]: tensor<8xf32> {cleave.input = "pos", cleave.stages = array<i64: 0>, cleave.unbatched}
 // CHECK-SAME: -> (tensor<4x8xf32> {cleave.output = "y"})
 // CHECK: case 0 {
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
