@@ -127,11 +127,12 @@ def genai_generate(model, prompt, new_tokens):
     params.set_search_options(max_length=PROMPT + new_tokens,
                               min_length=PROMPT + new_tokens, do_sample=False)
     generator = og.Generator(model, params)
+    # append_tokens runs the prompt (its logits are the first token's);
+    # each generate_next_token chooses a token and runs the model on it.
     start = time.perf_counter()
     generator.append_tokens(prompt[None, :])
     first = (time.perf_counter() - start) * 1e3
-    steps = []
-    tokens = [int(generator.get_next_tokens()[0])]
+    steps, tokens = [], []
     while len(tokens) < new_tokens:
         start = time.perf_counter()
         generator.generate_next_token()

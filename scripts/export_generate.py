@@ -22,7 +22,15 @@ Needs Optimum 1.23 with transformers 4.x and torch (tried: optimum 1.23.3,
 transformers 4.46.3, torch 2.10), as export_optimum.py; not in the README's
 test command (the files are committed).
 
-Usage: export_generate.py OUT [--names llama,gpt2,qwen2]
+With --genai, instead: the reference for ONNX Runtime GenAI's LLaMA
+(OUT/genai-llama-fp32, scripts/export_genai.py), from onnxruntime-genai's
+own og.Generator on that committed graph (the model builder run again on
+the same random model for its genai_config.json and tokenizer), greedy, 32
+new tokens, each of gen-llama's prompts alone: OUT/genai-llama-fp32/
+gen-tokens1.npy and gen-tokens3.npy (the three prompts' rows). Needs
+onnxruntime-genai 0.18 with transformers 5 (export_genai.py's Python).
+
+Usage: export_generate.py OUT [--names llama,gpt2,qwen2] [--genai]
 """
 import argparse
 import functools
@@ -88,11 +96,61 @@ def references(model, out, torch):
     np.save(os.path.join(out, "tokens3-eos.npy"), ended)
 
 
+def genai_reference(out):
+    """og.Generator's greedy tokens on the committed GenAI LLaMA."""
+    import subprocess
+    import sys
+    import onnxruntime_genai as og
+    from export_genai import save_hf_model
+    model_dir = os.path.join(out, "genai-llama-fp32")
+    prompts = os.path.join(out, "gen-llama")
+    with tempfile.TemporaryDirectory() as work:
+        hf_dir, built = os.path.join(work, "hf"), os.path.join(work, "built")
+        save_hf_model("llama", hf_dir, tied=False)
+        subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder",
+                        "-i", hf_dir, "-o", built, "-p", "fp32", "-e", "cpu",
+                        "-c", os.path.join(work, "cache")], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for file in ["model.onnx", "model.onnx.data"]:
+            shutil.copyfile(os.path.join(model_dir, file), os.path.join(built, file))
+        model = og.Model(built)
+
+        def generate(prompt):
+            params = og.GeneratorParams(model)
+            length = len(prompt) + NEW_TOKENS
+            params.set_search_options(max_length=length, min_length=length,
+                                      do_sample=False)
+            generator = og.Generator(model, params)
+            # append_tokens runs the prompt; each generate_next_token then
+            # chooses a token (and runs the model on it).
+            generator.append_tokens(np.array([prompt], dtype=np.int64))
+            tokens = []
+            while len(tokens) < NEW_TOKENS:
+                generator.generate_next_token()
+                tokens.append(int(generator.get_next_tokens()[0]))
+            return tokens
+
+        one = np.load(os.path.join(prompts, "prompt1.npy"))[0]
+        np.save(os.path.join(model_dir, "gen-tokens1.npy"),
+                np.array([generate(list(one))], dtype=np.int64))
+        ids = np.load(os.path.join(prompts, "prompt3.npy"))
+        mask = np.load(os.path.join(prompts, "mask3.npy"))
+        rows = [generate([int(t) for t, m in zip(row, keep) if m])
+                for row, keep in zip(ids, mask)]
+        np.save(os.path.join(model_dir, "gen-tokens3.npy"),
+                np.array(rows, dtype=np.int64))
+    print(f"wrote {model_dir}/gen-tokens1.npy, gen-tokens3.npy")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--names", default="llama,gpt2,qwen2")
+    parser.add_argument("--genai", action="store_true")
     args = parser.parse_args()
+    if args.genai:
+        genai_reference(args.out)
+        return
     import torch
     import transformers
     # Optimum 1.23 predates torch.onnx.export's switch to the dynamo

@@ -54,21 +54,22 @@ std::vector<Dim> dimsOf(const onnx::ValueInfoProto &value) {
 } // namespace
 
 llvm::Expected<DecoderGraph>
-cleave::describeDecoder(const onnx::GraphProto &graph) {
-  for (const auto &node : graph.node())
-    if (node.op_type() == "GroupQueryAttention")
-      return refuse(
-          "node '" + node.name() +
-          "' (com.microsoft GroupQueryAttention) writes the new keys and "
-          "values where the mask's count of tokens says, not after the "
-          "past: ONNX Runtime GenAI's graphs are not supported by "
-          "--generate yet");
+cleave::describeDecoder(const onnx::GraphProto &graph,
+                        const std::map<std::string, int64_t> &namedDims) {
+  // GroupQueryAttention (ONNX Runtime GenAI's graphs) writes the new keys
+  // and values after the mask's count of tokens and counts positions from
+  // it, where a decoder with past appends them after the whole past.
+  bool counted = llvm::any_of(graph.node(), [](const onnx::NodeProto &node) {
+    return node.op_type() == "GroupQueryAttention";
+  });
   llvm::StringSet<> initializers;
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
 
   DecoderGraph decoder;
   GenerationSignature &g = decoder.signature;
+  if (counted)
+    g.cacheWrite = "count";
   std::vector<const onnx::ValueInfoProto *> pasts;
   std::vector<std::string> others;
   const onnx::ValueInfoProto *ids = nullptr;
@@ -94,7 +95,11 @@ cleave::describeDecoder(const onnx::GraphProto &graph) {
     return refuse("--generate needs a graph input 'attention_mask' over the "
                   "past and new tokens: the decode program masks the cache "
                   "positions not yet filled");
-  if (g.positions.empty())
+  if (counted && !g.positions.empty())
+    return refuse("the graph's GroupQueryAttention counts positions from "
+                  "the mask, yet the graph also takes 'position_ids'; "
+                  "--generate does not know which to follow");
+  if (g.positions.empty() && !counted)
     return refuse(
         "--generate needs the new tokens' positions as a graph input "
         "'position_ids': the decode program's past has a fixed length, so a "
@@ -133,18 +138,23 @@ cleave::describeDecoder(const onnx::GraphProto &graph) {
     cache.batchDim = cache.seqDim = -1;
     llvm::SmallVector<int64_t> shape;
     for (auto [d, dim] : llvm::enumerate(dims)) {
-      bool isBatch = idDims[0].named() ? dim.name == idDims[0].name : false;
+      bool isBatch = idDims[0].named() && dim.name == idDims[0].name;
+      int64_t size = dim.size;
       if (isBatch && cache.batchDim < 0) {
+        size = -1;
         cache.batchDim = d;
+      } else if (dim.named() && namedDims.count(dim.name)) {
+        size = namedDims.at(dim.name);
       } else if (dim.named() && cache.seqDim < 0) {
+        size = -1;
         cache.seqDim = d;
       } else if (dim.named() || dim.size <= 0) {
-        return refuse("past input '" + past->name() +
-                      "' has more than one dimension besides the batch "
-                      "that is not a fixed size; --generate needs the "
-                      "heads and head size fixed");
+        return refuse("past input '" + past->name() + "' names dimension " +
+                      llvm::Twine(d) + " '" + dim.name +
+                      "' besides its batch and sequence; size it with --dim " +
+                      dim.name + "=N (the heads and head size must be fixed)");
       }
-      shape.push_back(dim.named() ? -1 : dim.size);
+      shape.push_back(size);
     }
     if (!idDims[0].named()) {
       // A fixed batch: the past's batch is the dimension of that size
@@ -208,6 +218,39 @@ static FailureOr<int64_t> vocabularyOf(const ModelSignature &signature,
   return emitError(loc) << "--generate: no output '" << g.logits << "'";
 }
 
+/// Whether each past input and its present output of `signature` have one
+/// shape on a rank but along the sequence (the loop copies one into the
+/// other); with `report`, an error names the pair that does not.
+static LogicalResult checkCacheLayout(const ModelSignature &signature,
+                                      const GenerationSignature &g, bool report,
+                                      Location loc) {
+  auto find = [&](StringRef name, BufferSignature::Kind kind) {
+    return llvm::find_if(signature.buffers, [&](const BufferSignature &b) {
+      return b.kind == kind && b.name == name;
+    });
+  };
+  for (const GenerationSignature::Cache &c : g.caches) {
+    auto past = find(c.past, BufferSignature::Kind::Input);
+    auto present = find(c.present, BufferSignature::Kind::Output);
+    bool alike = past != signature.buffers.end() &&
+                 present != signature.buffers.end() &&
+                 past->dtype == present->dtype &&
+                 past->shape.size() == present->shape.size();
+    for (size_t d = 0; alike && d < past->shape.size(); ++d)
+      alike = int64_t(d) == c.seqDim || past->shape[d] == present->shape[d];
+    if (!alike) {
+      if (report)
+        return emitError(loc)
+               << "--generate: past input '" << c.past
+               << "' and present output '" << c.present
+               << "' are not held alike on a rank; the loop cannot copy one "
+                  "into the other";
+      return failure();
+    }
+  }
+  return success();
+}
+
 LogicalResult cleave::compileForGeneration(
     MLIRContext &context, const CompilationOptions &options,
     const GenerationOptions &generation,
@@ -217,7 +260,7 @@ LogicalResult cleave::compileForGeneration(
   auto model = loadOnnxModelFile(options.modelPath);
   if (!model)
     return emitError(loc) << llvm::toString(model.takeError());
-  auto decoder = describeDecoder(model->graph());
+  auto decoder = describeDecoder(model->graph(), options.import.namedDims);
   if (!decoder)
     return emitError(loc) << options.modelPath << ": "
                           << llvm::toString(decoder.takeError());
@@ -277,14 +320,18 @@ LogicalResult cleave::compileForGeneration(
     ImportOptions &import = each.import;
     int64_t batch = g.maxBatch;
     import.inputShapes[g.ids] = {batch, tokens};
-    import.inputShapes[g.positions] = {batch, tokens};
+    if (!g.positions.empty())
+      import.inputShapes[g.positions] = {batch, tokens};
     import.inputShapes[g.mask] = {batch, past + tokens};
     for (auto [cache, declared] : llvm::zip(g.caches, decoder->pastShapes)) {
       llvm::SmallVector<int64_t> shape = declared;
       shape[cache.batchDim] = batch;
       shape[cache.seqDim] = past;
       import.inputShapes[cache.past] = shape;
-      import.lastPositions[cache.present] = {cache.seqDim, tokens};
+      // Appended after the past: only the new positions are returned.
+      // Placed by the mask's count: the whole present, new rows inside.
+      if (g.cacheWrite == "end")
+        import.lastPositions[cache.present] = {cache.seqDim, tokens};
       if (splitCache)
         import.splitIO.insert({cache.past, cache.present});
     }
@@ -313,8 +360,29 @@ LogicalResult cleave::compileForGeneration(
   std::unique_ptr<Compilation> decode = compile("decode", 1, g.maxSeq - 1);
   if (!decode)
     return failure();
-  std::unique_ptr<Compilation> prefill = compile("prefill", g.promptLength, 1);
+  // The loop copies each present's new rows into its past: both must be
+  // held alike on a rank, but along the sequence. Propagation may split a
+  // present by heads and leave its past whole (GroupQueryAttention's past
+  // is read whole): then the cache is kept whole, compiled again.
+  bool pastReadWhole = false;
+  if (splitCache && failed(checkCacheLayout(decode->getSignature(), g,
+                                            /*report=*/false, loc))) {
+    splitCache = false;
+    pastReadWhole = true;
+    decode = compile("decode", 1, g.maxSeq - 1);
+    if (!decode)
+      return failure();
+  }
+  // The prefill's past: one masked position where the new keys follow the
+  // whole past; none where the mask's count places them (a first prompt).
+  std::unique_ptr<Compilation> prefill =
+      compile("prefill", g.promptLength, g.cacheWrite == "end" ? 1 : 0);
   if (!prefill)
+    return failure();
+  if (failed(
+          checkCacheLayout(decode->getSignature(), g, /*report=*/true, loc)) ||
+      failed(
+          checkCacheLayout(prefill->getSignature(), g, /*report=*/true, loc)))
     return failure();
 
   const ModelSignature &decodeSig = decode->getSignature();
@@ -367,6 +435,10 @@ LogicalResult cleave::compileForGeneration(
   else if (splitCache)
     g.cacheLayout = "whole on every rank: tp exceeds the key/value heads, "
                     "which every rank computes whole";
+  else if (pastReadWhole)
+    g.cacheLayout = "whole on every rank: the attention reads its past "
+                    "whole (split, the present outputs would not match the "
+                    "past inputs), each rank's new keys and values gathered";
   else
     g.cacheLayout = "whole on every rank: with dp the cache is kept whole";
   if (double limit = options.pipeline.deviceMemory; limit > 0)

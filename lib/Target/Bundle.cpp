@@ -455,12 +455,13 @@ static std::string generationText(const GenerationSignature &g) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << CLEAVE_GEN_GENERATE " " << g.maxSeq << " " << g.maxBatch << " "
-     << g.promptLength << " " << g.vocabulary << "\n";
+     << g.promptLength << " " << g.vocabulary << " " << g.cacheWrite << "\n";
   for (auto [role, name] : {std::pair<StringRef, StringRef>{"ids", g.ids},
                             {"mask", g.mask},
                             {"positions", g.positions},
                             {"logits", g.logits}})
-    os << CLEAVE_GEN_ROLE " " << role << " " << encodeName(name) << "\n";
+    if (!name.empty())
+      os << CLEAVE_GEN_ROLE " " << role << " " << encodeName(name) << "\n";
   for (const GenerationSignature::Cache &c : g.caches) {
     os << CLEAVE_GEN_CACHE " " << encodeName(c.past) << " "
        << encodeName(c.present) << " " << c.batchDim << " " << c.seqDim;
@@ -478,8 +479,12 @@ static std::string generationReport(const GenerationSignature &g,
   llvm::raw_string_ostream os(text);
   os << "\nGeneration (--generate)\n"
      << "  programs: prefill of " << g.promptLength
-     << " tokens (a prompt left-padded to it), decode of 1 token a step; "
-        "one set of weights\n"
+     << (g.cacheWrite == "end"
+             ? " tokens (a prompt left-padded to it, after one masked past "
+               "position)"
+             : " tokens (a prompt right-padded to it, no past: the graph "
+               "places new keys and values after the mask's count)")
+     << ", decode of 1 token a step; one set of weights\n"
      << "  up to " << g.maxSeq << " tokens a sequence (prompt and new), "
      << g.maxBatch << " sequence" << (g.maxBatch == 1 ? "" : "s")
      << " at once\n"
@@ -784,6 +789,7 @@ static LogicalResult writePrograms(BundleProgram &main, BundleProgram *prefill,
         {"max_batch", generation->maxBatch},
         {"prompt_length", generation->promptLength},
         {"vocabulary", generation->vocabulary},
+        {"cache_write", generation->cacheWrite},
         {"input_ids", generation->ids},
         {"attention_mask", generation->mask},
         {"position_ids", generation->positions},

@@ -172,7 +172,8 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
       continue;
     if (kind == CLEAVE_GEN_GENERATE) {
       if (!(fields >> desc.maxSeq >> desc.maxBatch >> desc.promptLength >>
-            desc.vocabulary))
+            desc.vocabulary >> desc.cacheWrite) ||
+          (desc.cacheWrite != "end" && desc.cacheWrite != "count"))
         throw malformed();
     } else if (kind == CLEAVE_GEN_ROLE) {
       std::string role, name;
@@ -205,7 +206,8 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
   }
   if (desc.maxSeq < 2 || desc.maxBatch < 1 || desc.promptLength < 1 ||
       desc.vocabulary < 1 || desc.ids.empty() || desc.mask.empty() ||
-      desc.positions.empty() || desc.logits.empty() || desc.caches.empty())
+      (desc.positions.empty() && desc.cacheWrite == "end") ||
+      desc.logits.empty() || desc.caches.empty())
     throw RuntimeError("the generation descriptor is incomplete");
   return desc;
 }

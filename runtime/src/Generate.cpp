@@ -445,10 +445,14 @@ void setUp(Session &s) {
     for (const Program *p : {&s.prefill, &s.decode}) {
       const BufferDesc &past = p->buffer(c.past, BufferKind::Input);
       const BufferDesc &present = p->buffer(c.present, BufferKind::Output);
-      if (past.dtype != "f32" || present.dtype != "f32" ||
-          past.shape.size() != present.shape.size())
+      bool alike = past.dtype == "f32" && present.dtype == "f32" &&
+                   past.shape.size() == present.shape.size();
+      for (size_t d = 0; alike && d < past.shape.size(); ++d)
+        alike = int(d) == c.seqDim || past.shape[d] == present.shape[d];
+      if (!alike)
         throw RuntimeError("cache '" + c.past + "' and '" + c.present +
-                           "' are not float32 tensors of one rank");
+                           "' are not float32 tensors of one shape but "
+                           "along the sequence");
     }
   }
   int64_t idLimit = s.gen.vocabulary;
@@ -475,8 +479,9 @@ void warmUp(Session &s) {
   const GenerationDesc &gen = s.gen;
   const BufferDesc &mask = p.buffer(gen.mask, BufferKind::Input);
   void *maskData = p.data(gen.mask, BufferKind::Input);
+  bool appended = gen.cacheWrite == "end";
   for (int64_t r = 0; r < gen.maxBatch; ++r)
-    store(mask, maskData, r * gen.maxSeq + gen.maxSeq - 1, 1);
+    store(mask, maskData, r * gen.maxSeq + (appended ? gen.maxSeq - 1 : 0), 1);
   for (int i = 0; i < 2; ++i)
     runProgram(p);
   // And the prefill once (every position masked but the last of each row):
@@ -484,17 +489,19 @@ void warmUp(Session &s) {
   Program &q = s.prefill;
   const BufferDesc &prefillMask = q.buffer(gen.mask, BufferKind::Input);
   void *prefillMaskData = q.data(gen.mask, BufferKind::Input);
+  int64_t width = prefillMask.shape[1];
   for (int64_t r = 0; r < gen.maxBatch; ++r)
-    store(prefillMask, prefillMaskData,
-          r * (gen.promptLength + 1) + gen.promptLength, 1);
+    store(prefillMask, prefillMaskData, r * width + (appended ? width - 1 : 0),
+          1);
   runProgram(q);
 }
 
 /// Chooses each sequence's next token on the writer rank from `logits`
-/// [batch, tokens, vocabulary] at token `at`, and gives every rank the
-/// choice.
+/// [batch, tokens, vocabulary] at sequence r's token `at(r)`, and gives
+/// every rank the choice.
+template <typename At>
 std::vector<int64_t> chooseTokens(Session &s, Sampler &sampler,
-                                  const Program &p, int64_t at) {
+                                  const Program &p, At at) {
   const BufferDesc &b = p.buffer(s.gen.logits, BufferKind::Output);
   const float *logits =
       static_cast<const float *>(p.data(s.gen.logits, BufferKind::Output));
@@ -503,7 +510,7 @@ std::vector<int64_t> chooseTokens(Session &s, Sampler &sampler,
   if (comm::rank() == p.desc.writer)
     for (int64_t r = 0; r < s.prompt.batch; ++r)
       chosen[r] =
-          sampler.next(logits + (r * tokens + at) * vocabulary, vocabulary);
+          sampler.next(logits + (r * tokens + at(r)) * vocabulary, vocabulary);
   comm::broadcast(p.desc.writer, chosen.data(), chosen.size() * 8);
   return chosen;
 }
@@ -560,28 +567,37 @@ void generate(Session &s) {
   };
   auto start = Clock::now();
 
-  // The prompt: sequence r's tokens at the end of its row, after one masked
-  // past position; rows past the prompt's batch hold one token.
+  // The prompt. Where the new keys follow the whole past, sequence r's
+  // tokens end its row, after one masked past position; where the mask's
+  // count places them, they begin it (no past). Rows past the prompt's
+  // batch hold one token.
+  bool appended = gen.cacheWrite == "end";
+  auto length = [&](int64_t r) {
+    return r < prompt.batch ? int64_t(prompt.tokens[r].size()) : 1;
+  };
   {
     Program &p = s.prefill;
     const BufferDesc &ids = p.buffer(gen.ids, BufferKind::Input);
     const BufferDesc &mask = p.buffer(gen.mask, BufferKind::Input);
-    const BufferDesc &pos = p.buffer(gen.positions, BufferKind::Input);
     void *idData = p.data(gen.ids, BufferKind::Input);
     void *maskData = p.data(gen.mask, BufferKind::Input);
-    void *posData = p.data(gen.positions, BufferKind::Input);
+    int64_t maskWidth = mask.shape[1], past = maskWidth - P;
     for (int64_t r = 0; r < batch; ++r) {
       const std::vector<int64_t> *row =
           r < prompt.batch ? &prompt.tokens[r] : nullptr;
-      int64_t length = row ? int64_t(row->size()) : 1;
+      int64_t first = appended ? P - length(r) : 0;
       for (int64_t c = 0; c < P; ++c) {
-        int64_t k = c - (P - length); // the token's index in the sequence
-        bool real = k >= 0;
+        int64_t k = c - first; // the token's index in the sequence
+        bool real = k >= 0 && k < length(r);
         store(ids, idData, r * P + c, real && row ? (*row)[k] : 0);
-        store(pos, posData, r * P + c, real ? k : 1);
-        store(mask, maskData, r * (P + 1) + 1 + c, real ? 1 : 0);
+        store(mask, maskData, r * maskWidth + past + c, real ? 1 : 0);
+        if (!gen.positions.empty())
+          store(p.buffer(gen.positions, BufferKind::Input),
+                p.data(gen.positions, BufferKind::Input), r * P + c,
+                real ? k : 1);
       }
-      store(mask, maskData, r * (P + 1), 0);
+      for (int64_t j = 0; j < past; ++j)
+        store(mask, maskData, r * maskWidth + j, 0);
     }
   }
   runProgram(s.prefill);
@@ -602,24 +618,24 @@ void generate(Session &s) {
       std::fflush(stdout);
     }
   };
-  std::vector<int64_t> tokens = chooseTokens(s, sampler, s.prefill, P - 1);
+  std::vector<int64_t> tokens =
+      chooseTokens(s, sampler, s.prefill,
+                   [&](int64_t r) { return appended ? P - 1 : length(r) - 1; });
   storeNewKeys(
-      s, s.prefill,
-      [&](int64_t r) { return P - int64_t(prompt.tokens[r].size()); },
-      [](int64_t) { return 0; },
-      [&](int64_t r) { return int64_t(prompt.tokens[r].size()); });
+      s, s.prefill, [&](int64_t r) { return appended ? P - length(r) : 0; },
+      [](int64_t) { return 0; }, length);
   accept(tokens);
   double firstMs = ms(Clock::now() - start);
 
   // One token a step: sequence r's t-th new token at position L_r + t, its
-  // keys and values into slot L_r + t.
+  // keys and values into slot L_r + t. The mask shows the filled slots and
+  // the new token: at the mask's end where the new keys follow the whole
+  // past, as the count of slots where the mask's count places them.
   Program &p = s.decode;
   const BufferDesc &ids = p.buffer(gen.ids, BufferKind::Input);
   const BufferDesc &mask = p.buffer(gen.mask, BufferKind::Input);
-  const BufferDesc &pos = p.buffer(gen.positions, BufferKind::Input);
   void *idData = p.data(gen.ids, BufferKind::Input);
   void *maskData = p.data(gen.mask, BufferKind::Input);
-  void *posData = p.data(gen.positions, BufferKind::Input);
   int64_t M = gen.maxSeq;
   std::vector<double> stepMs;
   auto decodeStart = Clock::now();
@@ -629,19 +645,20 @@ void generate(Session &s) {
     auto stepStart = Clock::now();
     for (int64_t r = 0; r < batch; ++r) {
       bool real = r < prompt.batch;
-      int64_t filled = real ? int64_t(prompt.tokens[r].size()) + t : 0;
+      int64_t filled = real ? length(r) + t : 0;
       store(ids, idData, r, real ? out[r].back() : 0);
-      store(pos, posData, r, filled);
+      if (!gen.positions.empty())
+        store(p.buffer(gen.positions, BufferKind::Input),
+              p.data(gen.positions, BufferKind::Input), r, filled);
       for (int64_t j = 0; j + 1 < M; ++j)
         store(mask, maskData, r * M + j, j < filled ? 1 : 0);
-      store(mask, maskData, r * M + M - 1, 1);
+      store(mask, maskData, r * M + (appended ? M - 1 : filled), 1);
     }
     runProgram(p);
-    tokens = chooseTokens(s, sampler, p, 0);
+    tokens = chooseTokens(s, sampler, p, [](int64_t) { return 0; });
     storeNewKeys(
-        s, p, [](int64_t) { return 0; },
-        [&](int64_t r) { return int64_t(prompt.tokens[r].size()) + t; },
-        [](int64_t) { return 1; });
+        s, p, [&](int64_t r) { return appended ? 0 : length(r) + t; },
+        [&](int64_t r) { return length(r) + t; }, [](int64_t) { return 1; });
     accept(tokens);
     stepMs.push_back(ms(Clock::now() - stepStart));
   }

@@ -444,9 +444,10 @@ int main(int argc, char **argv) {
       return fail("--generate writes a bundle; it cannot stop at --compile-to "
                   "'" +
                   compileTo + "'");
-    if (!inputShapes.empty() || !namedDims.empty())
+    if (!inputShapes.empty())
       return fail("--generate sizes the inputs itself (--max-seq, --max-batch, "
-                  "--prompt-length); drop --input-shape and --dim");
+                  "--prompt-length); drop --input-shape (--dim sizes the "
+                  "cache's other named dimensions, such as kv_cache_dim)");
     if (target != Target::CPU || gpuKernelsOnCpu)
       return fail("--generate builds CPU programs only so far");
     if (!tapNodes.empty() || tapAll)

@@ -37,6 +37,11 @@ static const char *kUsage =
     R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
                   [--bench N] [--profile] [--threads N] [--ranks N]
                   [--timeout SECONDS]
+       cleave-run BUNDLE --generate --prompt IDS.npy
+                  [--attention-mask MASK.npy] --max-new-tokens N
+                  [--greedy | --temperature T [--top-k K] [--top-p P]
+                   [--seed S]] [--eos ID]... --output-dir DIR
+                  [--threads N] [--ranks N] [--timeout SECONDS]
 
 Runs a bundle written by cleave-compile.
   --input NAME=FILE.npy  one per model input (dtype and shape as compiled)
@@ -59,6 +64,15 @@ Runs a bundle written by cleave-compile.
                          the bundle was compiled for another
   --timeout SECONDS      a collective that waits longer ends the job, naming
                          the ranks that did not reach it (default 600)
+With --generate (a bundle from cleave-compile --generate): generates up to
+N tokens after each prompt (int64 ids [batch, tokens] or [tokens]; prompts
+of different lengths left-padded, with a 0/1 mask, zeros first), greedily
+(the default) or by a draw seeded with --seed after --temperature, --top-k
+and --top-p; a sequence that produces an --eos id stops, its remaining
+tokens that id. Rank 0 prints each step's tokens, then the set-up, the
+time to first token, decode tokens/s, per-token p50/p90 and its cache;
+DIR/tokens.npy holds the tokens (int64, batch x N). The token is chosen on
+one rank and broadcast, so every rank count gives the same tokens.
 Bundles compiled for several ranks are started with MPICH's mpiexec, one
 process per rank; rank 0 writes the outputs (with pipeline stages, the
 first rank of the last stage). Each rank maps only its own weight file.

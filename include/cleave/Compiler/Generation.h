@@ -41,8 +41,11 @@ struct DecoderGraph {
 
 /// Finds the token ids, attention mask, position ids, logits and the
 /// past/present pairs of `graph`, or says why it is not a decoder the loop
-/// can drive.
-llvm::Expected<DecoderGraph> describeDecoder(const onnx::GraphProto &graph);
+/// can drive. `namedDims` sizes the past's named dimensions other than its
+/// batch and sequence (GenAI's kv_cache_dim).
+llvm::Expected<DecoderGraph>
+describeDecoder(const onnx::GraphProto &graph,
+                const std::map<std::string, int64_t> &namedDims = {});
 
 /// Compiles `options.modelPath` for generation and writes the bundle to
 /// `options.bundle.outDir`; `afterPhase` hears of each program's phases,

@@ -171,7 +171,14 @@ struct GenerationSignature {
   /// Prompt plus new tokens; sequences at once; the prefill program's
   /// tokens; the logits' last dimension.
   int64_t maxSeq = 0, maxBatch = 0, promptLength = 0, vocabulary = 0;
-  /// The graph inputs and output the loop fills and reads.
+  /// Where a step's new keys and values land in the present outputs:
+  /// "end" (after the whole past: the decoder with past's concatenation;
+  /// the presents are cut to them) or "count" (after the mask's count of
+  /// tokens, zeros after: GroupQueryAttention's; prompts are right-aligned
+  /// to their count and the graph takes no positions).
+  std::string cacheWrite = "end";
+  /// The graph inputs and output the loop fills and reads (no positions
+  /// where the graph counts them from the mask).
   std::string ids, mask, positions, logits;
   /// A past input and the present output that returns its new positions.
   struct Cache {

@@ -45,15 +45,19 @@
  *   cleave_generate_desc  how the loop drives the two programs, one line
  *                      each:
  *                        generate <max-seq> <max-batch> <prompt-length>
- *                                 <vocabulary>
+ *                                 <vocabulary> <end|count>
  *                        role <ids|mask|positions|logits> <name>
  *                        cache <past input> <present output> <batch dim>
  *                              <sequence dim> [<stage>...]
  *                      each program takes the past keys or values in the
- *                      `cache` input and returns only its new tokens' in
- *                      the output (the decode program: one, at the end of
- *                      its mask; the prefill: the prompt's, after one
- *                      masked past position); the stages listed are the
+ *                      `cache` input; with `end`, it returns only its new
+ *                      tokens' in the output (the decode program: one, at
+ *                      the end of its mask; the prefill: the prompt's,
+ *                      after one masked past position); with `count`
+ *                      (GroupQueryAttention), the whole present, the new
+ *                      rows after the mask's count of tokens (the prefill
+ *                      has no past, its prompts start their rows) and no
+ *                      positions role; the stages listed are the
  *                      decode program's that read the past (none: every
  *                      stage), and only their ranks keep that cache.
  *
