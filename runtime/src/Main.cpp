@@ -72,17 +72,10 @@ namespace {
 
 Options parseArgs(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos)
-        return arg.substr(eq + 1);
-      if (i + 1 >= argc)
-        throw RuntimeError("option '" + arg + "' needs a value");
-      return argv[++i];
-    };
-    std::string name = arg.substr(0, arg.find('='));
+  for (OptionReader options(argc, argv); options.next();) {
+    const std::string &arg = options.arg();
+    auto value = [&] { return options.value(); };
+    std::string name = options.name();
     if (name == "--bundle") {
       o.bundle = value();
     } else if (name == "--input") {

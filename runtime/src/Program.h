@@ -21,6 +21,37 @@
 
 namespace cleave::rt {
 
+/// Walks a command line's options, each `--name VALUE` or `--name=VALUE`.
+class OptionReader {
+public:
+  OptionReader(int argc, char **argv) : argc(argc), argv(argv) {}
+  /// Moves to the next option; false past the last.
+  bool next() {
+    if (++index >= argc)
+      return false;
+    current = argv[index];
+    return true;
+  }
+  /// The option as given, and its name (before any '=').
+  const std::string &arg() const { return current; }
+  std::string name() const { return current.substr(0, current.find('=')); }
+  /// Its value: after the '=', else the next argument (consumed).
+  std::string value() {
+    size_t eq = current.find('=');
+    if (eq != std::string::npos)
+      return current.substr(eq + 1);
+    if (index + 1 >= argc)
+      throw RuntimeError("option '" + current + "' needs a value");
+    return argv[++index];
+  }
+
+private:
+  int argc;
+  char **argv;
+  int index = 0;
+  std::string current;
+};
+
 /// A positive count from the value of `option`, or an error naming it.
 int parseCount(const std::string &option, const std::string &text);
 /// Creates `path` and the folders above it.
