@@ -3,13 +3,18 @@
 // The decode program takes one new token a sequence against a cache of
 // max-seq - 1 positions: the runtime's loop writes the prompt's and each new
 // token's keys and values into them and masks the positions not yet filled
-// (and the prompt's padding), so one static shape serves every step. As the
-// past length is fixed, the graph must take the new tokens' positions as an
-// input: a graph that derived them from the past length would place every
-// token at the cache's end. The prefill program takes the prompt,
-// left-padded to --prompt-length, after one masked past position (the
-// graph's past may not be empty: no tensor of Cleave's has a zero
-// dimension). Both return only their new tokens' keys and values.
+// (and the prompt's padding), so one static shape serves every step.
+//
+// Two ways of writing the cache are known. A decoder with past appends a
+// step's keys and values after the whole past ("end"): as the past length
+// is fixed, the graph must take the new tokens' positions as an input (a
+// graph that derived them from the past's length would place every token
+// at the cache's end); the prefill takes the prompt, left-padded to
+// --prompt-length, after one masked past position; both return only their
+// new tokens' keys and values. GroupQueryAttention (ONNX Runtime GenAI)
+// places them after the mask's count of tokens and counts positions from it
+// ("count"): the prefill has no past (a first prompt) and both return the
+// whole present, the loop taking the rows the count says.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +88,8 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
       g.mask = name;
     else if (name == "position_ids")
       g.positions = name;
+    else if (name == "cache_position")
+      g.cachePosition = name;
     else if (llvm::StringRef(name).contains("past"))
       pasts.push_back(&input);
     else
@@ -95,11 +102,22 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
     return refuse("--generate needs a graph input 'attention_mask' over the "
                   "past and new tokens: the decode program masks the cache "
                   "positions not yet filled");
+  // A static cache (transformers' StaticCache exported): the cache has a
+  // fixed length and a step's keys and values are written at
+  // cache_position, which is also the tokens' positions.
+  bool atPosition = !g.cachePosition.empty();
+  if (atPosition) {
+    if (counted || !g.positions.empty())
+      return refuse("the graph takes 'cache_position' and also counts or "
+                    "takes positions otherwise; --generate does not know "
+                    "which to follow");
+    g.cacheWrite = "position";
+  }
   if (counted && !g.positions.empty())
     return refuse("the graph's GroupQueryAttention counts positions from "
                   "the mask, yet the graph also takes 'position_ids'; "
                   "--generate does not know which to follow");
-  if (g.positions.empty() && !counted)
+  if (g.positions.empty() && !counted && !atPosition)
     return refuse(
         "--generate needs the new tokens' positions as a graph input "
         "'position_ids': the decode program's past has a fixed length, so a "
@@ -127,8 +145,68 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
   if (!idDims[0].named())
     decoder.fixedBatch = idDims[0].size;
 
+  // A static cache's length: the mask's, which covers the whole cache.
+  int64_t staticLength = 0;
+  if (atPosition) {
+    for (const auto &input : graph.input())
+      if (input.name() == g.mask) {
+        std::vector<Dim> maskDims = dimsOf(input);
+        if (maskDims.size() == 2 && !maskDims[1].named())
+          staticLength = maskDims[1].size;
+      }
+    if (staticLength <= 0)
+      return refuse("with 'cache_position', --generate needs the mask to "
+                    "cover the cache: attention_mask [batch, cache length] "
+                    "with the length fixed");
+    decoder.cacheLength = staticLength;
+  }
   for (const onnx::ValueInfoProto *past : pasts) {
     std::vector<Dim> dims = dimsOf(*past);
+    if (atPosition) {
+      // The sequence: the one dimension of the cache's length.
+      GenerationSignature::Cache cache;
+      cache.past = past->name();
+      cache.batchDim = cache.seqDim = -1;
+      llvm::SmallVector<int64_t> shape;
+      for (auto [d, dim] : llvm::enumerate(dims)) {
+        int64_t size = dim.named() && namedDims.count(dim.name)
+                           ? namedDims.at(dim.name)
+                           : dim.size;
+        if (dim.named() && idDims[0].named() && dim.name == idDims[0].name &&
+            cache.batchDim < 0) {
+          cache.batchDim = d;
+          size = -1;
+        } else if (!dim.named() && size == staticLength) {
+          if (cache.seqDim >= 0)
+            return refuse("past input '" + past->name() +
+                          "' has two dimensions of the cache's length " +
+                          llvm::Twine(staticLength) +
+                          "; --generate cannot tell its sequence");
+          cache.seqDim = d;
+          size = -1;
+        } else if (size <= 0) {
+          return refuse("past input '" + past->name() + "' names dimension " +
+                        llvm::Twine(d) + " '" + dim.name +
+                        "'; size it with --dim " + dim.name + "=N");
+        }
+        shape.push_back(size);
+      }
+      if (!idDims[0].named())
+        for (auto [d, size] : llvm::enumerate(shape))
+          if (size == decoder.fixedBatch && cache.batchDim < 0) {
+            cache.batchDim = d;
+            size = -1;
+            break;
+          }
+      if (cache.batchDim < 0 || cache.seqDim < 0)
+        return refuse("past input '" + past->name() +
+                      "' has no batch dimension and a sequence of the "
+                      "cache's length");
+      shape[cache.batchDim] = shape[cache.seqDim] = -1;
+      g.caches.push_back(cache);
+      decoder.pastShapes.push_back(shape);
+      continue;
+    }
     if (past->type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
       return refuse("past input '" + past->name() +
                     "' is not float32; --generate caches float32 keys and "
@@ -218,23 +296,26 @@ static FailureOr<int64_t> vocabularyOf(const ModelSignature &signature,
   return emitError(loc) << "--generate: no output '" << g.logits << "'";
 }
 
-/// Whether each past input and its present output of `signature` have one
-/// shape on a rank but along the sequence (the loop copies one into the
-/// other); with `report`, an error names the pair that does not.
-static LogicalResult checkCacheLayout(const ModelSignature &signature,
+/// Whether each present output of `program` and the past input of
+/// `decode` it is copied into have one shape on a rank but along the
+/// sequence; with `report`, an error names the pair that does not.
+static LogicalResult checkCacheLayout(const ModelSignature &decode,
+                                      const ModelSignature &program,
                                       const GenerationSignature &g, bool report,
                                       Location loc) {
-  auto find = [&](StringRef name, BufferSignature::Kind kind) {
-    return llvm::find_if(signature.buffers, [&](const BufferSignature &b) {
-      return b.kind == kind && b.name == name;
-    });
+  auto find = [&](const ModelSignature &signature, StringRef name,
+                  BufferSignature::Kind kind) -> const BufferSignature * {
+    for (const BufferSignature &b : signature.buffers)
+      if (b.kind == kind && b.name == name)
+        return &b;
+    return nullptr;
   };
   for (const GenerationSignature::Cache &c : g.caches) {
-    auto past = find(c.past, BufferSignature::Kind::Input);
-    auto present = find(c.present, BufferSignature::Kind::Output);
-    bool alike = past != signature.buffers.end() &&
-                 present != signature.buffers.end() &&
-                 past->dtype == present->dtype &&
+    const BufferSignature *past =
+        find(decode, c.past, BufferSignature::Kind::Input);
+    const BufferSignature *present =
+        find(program, c.present, BufferSignature::Kind::Output);
+    bool alike = past && present && past->dtype == present->dtype &&
                  past->shape.size() == present->shape.size();
     for (size_t d = 0; alike && d < past->shape.size(); ++d)
       alike = int64_t(d) == c.seqDim || past->shape[d] == present->shape[d];
@@ -265,10 +346,18 @@ LogicalResult cleave::compileForGeneration(
     return emitError(loc) << options.modelPath << ": "
                           << llvm::toString(decoder.takeError());
   GenerationSignature g = decoder->signature;
-  g.maxSeq = generation.maxSeq;
+  g.maxSeq = generation.maxSeq > 0 ? generation.maxSeq : 128;
+  if (int64_t length = decoder->cacheLength) {
+    // A static cache holds every position a sequence reaches.
+    if (generation.maxSeq > 0 && generation.maxSeq != length)
+      return emitError(loc)
+             << "the graph's static cache holds " << length
+             << " positions; --max-seq must be " << length << " (or left out)";
+    g.maxSeq = length;
+  }
   g.maxBatch = generation.maxBatch;
-  g.promptLength = generation.promptLength > 0 ? generation.promptLength
-                                               : generation.maxSeq / 2;
+  g.promptLength =
+      generation.promptLength > 0 ? generation.promptLength : g.maxSeq / 2;
   if (g.maxSeq < 2)
     return emitError(loc) << "--max-seq must be at least 2 (a prompt token "
                              "and a new one), not "
@@ -323,6 +412,12 @@ LogicalResult cleave::compileForGeneration(
     if (!g.positions.empty())
       import.inputShapes[g.positions] = {batch, tokens};
     import.inputShapes[g.mask] = {batch, past + tokens};
+    if (!g.cachePosition.empty()) {
+      // A static cache: the whole cache in and out, the mask over it.
+      import.inputShapes[g.cachePosition] = {tokens};
+      import.inputShapes[g.mask] = {batch, g.maxSeq};
+      past = g.maxSeq;
+    }
     for (auto [cache, declared] : llvm::zip(g.caches, decoder->pastShapes)) {
       llvm::SmallVector<int64_t> shape = declared;
       shape[cache.batchDim] = batch;
@@ -357,33 +452,39 @@ LogicalResult cleave::compileForGeneration(
     }
     return compilation;
   };
-  std::unique_ptr<Compilation> decode = compile("decode", 1, g.maxSeq - 1);
-  if (!decode)
-    return failure();
-  // The loop copies each present's new rows into its past: both must be
-  // held alike on a rank, but along the sequence. Propagation may split a
-  // present by heads and leave its past whole (GroupQueryAttention's past
-  // is read whole): then the cache is kept whole, compiled again.
+  // The loop copies each program's new keys and values into the decode
+  // program's past: both must be held alike on a rank, but along the
+  // sequence. Propagation may split a present by heads and leave its past
+  // whole (GroupQueryAttention reads its past whole): then both programs
+  // are compiled again with the cache whole.
+  std::unique_ptr<Compilation> decode, prefill;
   bool pastReadWhole = false;
-  if (splitCache && failed(checkCacheLayout(decode->getSignature(), g,
-                                            /*report=*/false, loc))) {
-    splitCache = false;
-    pastReadWhole = true;
+  while (true) {
     decode = compile("decode", 1, g.maxSeq - 1);
     if (!decode)
       return failure();
+    bool alike = succeeded(checkCacheLayout(decode->getSignature(),
+                                            decode->getSignature(), g,
+                                            /*report=*/!splitCache, loc));
+    if (alike) {
+      // The prefill's past: one masked position where the new keys follow
+      // the whole past; none where the mask's count places them (a first
+      // prompt).
+      prefill =
+          compile("prefill", g.promptLength, g.cacheWrite == "end" ? 1 : 0);
+      if (!prefill)
+        return failure();
+      alike = succeeded(checkCacheLayout(decode->getSignature(),
+                                         prefill->getSignature(), g,
+                                         /*report=*/!splitCache, loc));
+    }
+    if (alike)
+      break;
+    if (!splitCache)
+      return failure();
+    splitCache = false;
+    pastReadWhole = true;
   }
-  // The prefill's past: one masked position where the new keys follow the
-  // whole past; none where the mask's count places them (a first prompt).
-  std::unique_ptr<Compilation> prefill =
-      compile("prefill", g.promptLength, g.cacheWrite == "end" ? 1 : 0);
-  if (!prefill)
-    return failure();
-  if (failed(
-          checkCacheLayout(decode->getSignature(), g, /*report=*/true, loc)) ||
-      failed(
-          checkCacheLayout(prefill->getSignature(), g, /*report=*/true, loc)))
-    return failure();
 
   const ModelSignature &decodeSig = decode->getSignature();
   const ModelSignature &prefillSig = prefill->getSignature();
@@ -403,8 +504,9 @@ LogicalResult cleave::compileForGeneration(
         uint64_t whole = b.bytes / elements;
         for (auto [d, size] : llvm::enumerate(declared))
           whole *= int64_t(d) == cache.batchDim ? g.maxBatch
-                   : int64_t(d) == cache.seqDim ? g.maxSeq - 1
-                                                : size;
+                   : int64_t(d) == cache.seqDim
+                       ? (decoder->cacheLength ? g.maxSeq : g.maxSeq - 1)
+                       : size;
         cache.stages = b.stages;
         g.cacheBytes += whole;
       }

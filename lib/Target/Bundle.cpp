@@ -459,6 +459,7 @@ static std::string generationText(const GenerationSignature &g) {
   for (auto [role, name] : {std::pair<StringRef, StringRef>{"ids", g.ids},
                             {"mask", g.mask},
                             {"positions", g.positions},
+                            {"cache_position", g.cachePosition},
                             {"logits", g.logits}})
     if (!name.empty())
       os << CLEAVE_GEN_ROLE " " << role << " " << encodeName(name) << "\n";
@@ -482,8 +483,12 @@ static std::string generationReport(const GenerationSignature &g,
      << (g.cacheWrite == "end"
              ? " tokens (a prompt left-padded to it, after one masked past "
                "position)"
-             : " tokens (a prompt right-padded to it, no past: the graph "
-               "places new keys and values after the mask's count)")
+         : g.cacheWrite == "count"
+             ? " tokens (a prompt right-padded to it, no past: the graph "
+               "places new keys and values after the mask's count)"
+             : " tokens (a prompt right-padded to it, written at "
+               "cache_position 0..: a static cache, one position for the "
+               "whole batch)")
      << ", decode of 1 token a step; one set of weights\n"
      << "  up to " << g.maxSeq << " tokens a sequence (prompt and new), "
      << g.maxBatch << " sequence" << (g.maxBatch == 1 ? "" : "s")
@@ -793,6 +798,7 @@ static LogicalResult writePrograms(BundleProgram &main, BundleProgram *prefill,
         {"input_ids", generation->ids},
         {"attention_mask", generation->mask},
         {"position_ids", generation->positions},
+        {"cache_position", generation->cachePosition},
         {"logits", generation->logits},
         {"cache", std::move(caches)},
         {"cache_bytes_per_rank", int64_t(generation->cacheBytesPerRank)}};

@@ -173,7 +173,8 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
     if (kind == CLEAVE_GEN_GENERATE) {
       if (!(fields >> desc.maxSeq >> desc.maxBatch >> desc.promptLength >>
             desc.vocabulary >> desc.cacheWrite) ||
-          (desc.cacheWrite != "end" && desc.cacheWrite != "count"))
+          (desc.cacheWrite != "end" && desc.cacheWrite != "count" &&
+           desc.cacheWrite != "position"))
         throw malformed();
     } else if (kind == CLEAVE_GEN_ROLE) {
       std::string role, name;
@@ -186,6 +187,8 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
         desc.mask = name;
       else if (role == "positions")
         desc.positions = name;
+      else if (role == "cache_position")
+        desc.cachePosition = name;
       else if (role == "logits")
         desc.logits = name;
       else
@@ -207,6 +210,7 @@ GenerationDesc cleave::rt::parseGenerationDesc(const char *text) {
   if (desc.maxSeq < 2 || desc.maxBatch < 1 || desc.promptLength < 1 ||
       desc.vocabulary < 1 || desc.ids.empty() || desc.mask.empty() ||
       (desc.positions.empty() && desc.cacheWrite == "end") ||
+      (desc.cachePosition.empty() && desc.cacheWrite == "position") ||
       desc.logits.empty() || desc.caches.empty())
     throw RuntimeError("the generation descriptor is incomplete");
   return desc;

@@ -1,19 +1,24 @@
 //===- Generate.cpp - The program's token generation loop -----------------===//
 //
 // A generation bundle holds two programs over one set of weights: the
-// prefill (the prompt, left-padded to its length, after one masked past
-// position) and the decode step (one token against a cache of max-seq - 1
-// positions); each returns only its new tokens' keys and values
-// (cleave-compile --generate, Abi.h). The loop keeps the cache resident:
-// the decode program's past inputs are the cache itself. Sequence r's
-// prompt (its L_r unpadded tokens) fills slots [0, L_r) and its t-th new
-// token's keys and values slot L_r + t; the mask shows the filled slots and
-// the new token (the decode program's last mask position), and positions
-// count the sequence's tokens, as transformers' generate() counts them
-// under left padding. The writer rank (the last stage's first) chooses each
-// token, greedily or by a seeded draw, and broadcasts the tokens and the
-// new keys and values, so every rank count gives the same tokens and every
-// rank holds the whole cache.
+// prefill (the prompt, padded to its length) and the decode step (one token
+// against a cache of max-seq - 1 positions) (cleave-compile --generate,
+// Abi.h, docs/generation.md). The loop keeps the cache resident: the
+// decode program's past inputs are the cache itself. Sequence r's prompt
+// (its L_r unpadded tokens) fills slots [0, L_r) and its t-th new token's
+// keys and values slot L_r + t. Where the graph appends a step's keys after
+// the whole past ("end"), the programs return only the new ones, the mask
+// shows the filled slots and the new token (the mask's last position) and
+// positions count the sequence's tokens, as transformers' generate() counts
+// them under left padding. Where it places them after the mask's count
+// ("count": GroupQueryAttention), the prompt begins its row, the mask holds
+// L_r + t + 1 ones, and the loop takes row L_r + t of the whole present.
+// The writer rank (the last stage's first) chooses each token, greedily or
+// by a seeded draw, and broadcasts it, so every rank count gives the same
+// tokens. Each rank copies its own new keys and values into its cache (its
+// slice where tp splits the cache by heads); with pipeline stages the last
+// stage broadcasts them, and only the ranks of the stage that reads a cache
+// keep it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,17 +83,10 @@ int64_t parseInteger(const std::string &option, const std::string &text) {
 Options parseArgs(int argc, char **argv) {
   Options o;
   bool greedy = false, samplingGiven = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      size_t eq = arg.find('=');
-      if (eq != std::string::npos)
-        return arg.substr(eq + 1);
-      if (i + 1 >= argc)
-        throw RuntimeError("option '" + arg + "' needs a value");
-      return argv[++i];
-    };
-    std::string name = arg.substr(0, arg.find('='));
+  for (OptionReader options(argc, argv); options.next();) {
+    const std::string &arg = options.arg();
+    auto value = [&] { return options.value(); };
+    std::string name = options.name();
     if (name == "--generate") {
     } else if (name == "--bundle") {
       o.bundle = value();
@@ -407,6 +405,15 @@ Prompt readPrompt(const Options &options, const GenerationDesc &gen,
                          std::to_string(gen.maxSeq));
     prompt.tokens.push_back(std::move(row));
   }
+  if (gen.cacheWrite == "position")
+    for (const std::vector<int64_t> &row : prompt.tokens)
+      if (row.size() != prompt.tokens[0].size())
+        throw RuntimeError(
+            "the bundle's static cache writes the whole batch at one "
+            "cache_position, and its positions are those: its prompts must "
+            "be of one length (sequence 0 has " +
+            std::to_string(prompt.tokens[0].size()) + " tokens, another " +
+            std::to_string(row.size()) + ")");
   for (int64_t id : options.eos)
     if (id < 0 || id >= gen.vocabulary)
       throw RuntimeError("--eos " + std::to_string(id) +
@@ -441,9 +448,11 @@ void setUp(Session &s) {
         std::find(c.stages.begin(), c.stages.end(), stage) == c.stages.end())
       unread.push_back(c.past);
   s.decode.bind(base, unread);
+  // Each program's new keys and values are copied into the decode
+  // program's past: held alike on this rank, but along the sequence.
   for (const GenerationDesc::Cache &c : s.gen.caches) {
+    const BufferDesc &past = s.decode.buffer(c.past, BufferKind::Input);
     for (const Program *p : {&s.prefill, &s.decode}) {
-      const BufferDesc &past = p->buffer(c.past, BufferKind::Input);
       const BufferDesc &present = p->buffer(c.present, BufferKind::Output);
       bool alike = past.dtype == "f32" && present.dtype == "f32" &&
                    past.shape.size() == present.shape.size();
@@ -581,8 +590,17 @@ void generate(Session &s) {
     const BufferDesc &mask = p.buffer(gen.mask, BufferKind::Input);
     void *idData = p.data(gen.ids, BufferKind::Input);
     void *maskData = p.data(gen.mask, BufferKind::Input);
-    int64_t maskWidth = mask.shape[1], past = maskWidth - P;
+    // The prompt's first mask position: after the past where the new keys
+    // follow it; else the mask's first (a static cache's mask covers the
+    // whole cache).
+    int64_t maskWidth = mask.shape[1], past = appended ? maskWidth - P : 0;
+    if (!gen.cachePosition.empty())
+      for (int64_t c = 0; c < P; ++c)
+        store(p.buffer(gen.cachePosition, BufferKind::Input),
+              p.data(gen.cachePosition, BufferKind::Input), c, c);
     for (int64_t r = 0; r < batch; ++r) {
+      for (int64_t j = 0; j < maskWidth; ++j)
+        store(mask, maskData, r * maskWidth + j, 0);
       const std::vector<int64_t> *row =
           r < prompt.batch ? &prompt.tokens[r] : nullptr;
       int64_t first = appended ? P - length(r) : 0;
@@ -596,8 +614,6 @@ void generate(Session &s) {
                 p.data(gen.positions, BufferKind::Input), r * P + c,
                 real ? k : 1);
       }
-      for (int64_t j = 0; j < past; ++j)
-        store(mask, maskData, r * maskWidth + j, 0);
     }
   }
   runProgram(s.prefill);
@@ -643,9 +659,14 @@ void generate(Session &s) {
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
       break;
     auto stepStart = Clock::now();
+    // A static cache: the step's position, one for the batch (its
+    // prompts are of one length).
+    if (!gen.cachePosition.empty())
+      store(p.buffer(gen.cachePosition, BufferKind::Input),
+            p.data(gen.cachePosition, BufferKind::Input), 0, length(0) + t);
     for (int64_t r = 0; r < batch; ++r) {
       bool real = r < prompt.batch;
-      int64_t filled = real ? length(r) + t : 0;
+      int64_t filled = real ? length(r) + t : length(0) + t;
       store(ids, idData, r, real ? out[r].back() : 0);
       if (!gen.positions.empty())
         store(p.buffer(gen.positions, BufferKind::Input),

@@ -73,11 +73,13 @@ ModelDesc parseModelDesc(const char *text);
 /// A generation bundle's cleave_generate_desc (see Abi.h).
 struct GenerationDesc {
   int64_t maxSeq = 0, maxBatch = 0, promptLength = 0, vocabulary = 0;
-  /// "end" or "count" (Abi.h).
+  /// "end", "count" or "position" (Abi.h).
   std::string cacheWrite = "end";
   /// The loop's inputs and output; `positions` empty where the graph
   /// counts them from the mask.
   std::string ids, mask, positions, logits;
+  /// A static cache's write position ("position"; else empty).
+  std::string cachePosition;
   struct Cache {
     std::string past, present;
     int batchDim = 0, seqDim = 0;

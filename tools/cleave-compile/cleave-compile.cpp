@@ -195,7 +195,8 @@ cl::opt<bool> generate(
 cl::opt<int64_t> maxSeq(
     "max-seq",
     cl::desc("With --generate: the most tokens of a sequence, prompt and new "
-             "(default 128); sizes the key/value cache"),
+             "(default 128; a static cache's own length); sizes the "
+             "key/value cache"),
     cl::value_desc("N"), cl::init(128), cl::cat(generateCategory));
 cl::opt<int64_t> maxBatch(
     "max-batch",
@@ -453,7 +454,7 @@ int main(int argc, char **argv) {
     if (!tapNodes.empty() || tapAll)
       return fail("--tap and --tap-all are for cleave-verify, not --generate");
     GenerationOptions generation;
-    generation.maxSeq = maxSeq;
+    generation.maxSeq = maxSeq.getNumOccurrences() ? int64_t(maxSeq) : 0;
     generation.maxBatch = maxBatch;
     generation.promptLength = promptLength;
     auto progress = [&](StringRef label, const PhaseInfo &info,

@@ -20,7 +20,8 @@
 namespace cleave {
 
 struct GenerationOptions {
-  /// Tokens of a sequence, prompt and new (--max-seq).
+  /// Tokens of a sequence, prompt and new (--max-seq; 0: 128, or a static
+  /// cache's length).
   int64_t maxSeq = 0;
   /// Sequences generated at once (--max-batch).
   int64_t maxBatch = 1;
@@ -37,6 +38,8 @@ struct DecoderGraph {
   std::vector<llvm::SmallVector<int64_t>> pastShapes;
   /// The batch the graph fixes (0: a named dimension).
   int64_t fixedBatch = 0;
+  /// A static cache's length (the graph takes cache_position; 0: none).
+  int64_t cacheLength = 0;
 };
 
 /// Finds the token ids, attention mask, position ids, logits and the

@@ -175,11 +175,15 @@ struct GenerationSignature {
   /// "end" (after the whole past: the decoder with past's concatenation;
   /// the presents are cut to them) or "count" (after the mask's count of
   /// tokens, zeros after: GroupQueryAttention's; prompts are right-aligned
-  /// to their count and the graph takes no positions).
+  /// to their count and the graph takes no positions) or "position" (at
+  /// cache_position in a cache of fixed length: a static cache; the whole
+  /// batch at one position, so its prompts must be of one length).
   std::string cacheWrite = "end";
   /// The graph inputs and output the loop fills and reads (no positions
   /// where the graph counts them from the mask).
   std::string ids, mask, positions, logits;
+  /// A static cache's write position input ("position"; else empty).
+  std::string cachePosition;
   /// A past input and the present output that returns its new positions.
   struct Cache {
     std::string past, present;

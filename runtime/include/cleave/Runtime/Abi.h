@@ -45,8 +45,9 @@
  *   cleave_generate_desc  how the loop drives the two programs, one line
  *                      each:
  *                        generate <max-seq> <max-batch> <prompt-length>
- *                                 <vocabulary> <end|count>
- *                        role <ids|mask|positions|logits> <name>
+ *                                 <vocabulary> <end|count|position>
+ *                        role <ids|mask|positions|cache_position|logits>
+ *                             <name>
  *                        cache <past input> <present output> <batch dim>
  *                              <sequence dim> [<stage>...]
  *                      each program takes the past keys or values in the
@@ -57,7 +58,9 @@
  *                      (GroupQueryAttention), the whole present, the new
  *                      rows after the mask's count of tokens (the prefill
  *                      has no past, its prompts start their rows) and no
- *                      positions role; the stages listed are the
+ *                      positions role; with `position` (a static cache),
+ *                      the whole cache in and out, the step's rows written
+ *                      at cache_position, one for the whole batch; the stages listed are the
  *                      decode program's that read the past (none: every
  *                      stage), and only their ranks keep that cache.
  *
