@@ -160,53 +160,11 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
                     "with the length fixed");
     decoder.cacheLength = staticLength;
   }
+  // Each past's dimensions: its batch (named as input_ids' first, or of the
+  // batch the graph fixes), its sequence (a static cache's: the one of the
+  // cache's length; else the other named one) and the rest, fixed or sized
+  // by --dim.
   for (const onnx::ValueInfoProto *past : pasts) {
-    std::vector<Dim> dims = dimsOf(*past);
-    if (atPosition) {
-      // The sequence: the one dimension of the cache's length.
-      GenerationSignature::Cache cache;
-      cache.past = past->name();
-      cache.batchDim = cache.seqDim = -1;
-      llvm::SmallVector<int64_t> shape;
-      for (auto [d, dim] : llvm::enumerate(dims)) {
-        int64_t size = dim.named() && namedDims.count(dim.name)
-                           ? namedDims.at(dim.name)
-                           : dim.size;
-        if (dim.named() && idDims[0].named() && dim.name == idDims[0].name &&
-            cache.batchDim < 0) {
-          cache.batchDim = d;
-          size = -1;
-        } else if (!dim.named() && size == staticLength) {
-          if (cache.seqDim >= 0)
-            return refuse("past input '" + past->name() +
-                          "' has two dimensions of the cache's length " +
-                          llvm::Twine(staticLength) +
-                          "; --generate cannot tell its sequence");
-          cache.seqDim = d;
-          size = -1;
-        } else if (size <= 0) {
-          return refuse("past input '" + past->name() + "' names dimension " +
-                        llvm::Twine(d) + " '" + dim.name +
-                        "'; size it with --dim " + dim.name + "=N");
-        }
-        shape.push_back(size);
-      }
-      if (!idDims[0].named())
-        for (auto [d, size] : llvm::enumerate(shape))
-          if (size == decoder.fixedBatch && cache.batchDim < 0) {
-            cache.batchDim = d;
-            size = -1;
-            break;
-          }
-      if (cache.batchDim < 0 || cache.seqDim < 0)
-        return refuse("past input '" + past->name() +
-                      "' has no batch dimension and a sequence of the "
-                      "cache's length");
-      shape[cache.batchDim] = shape[cache.seqDim] = -1;
-      g.caches.push_back(cache);
-      decoder.pastShapes.push_back(shape);
-      continue;
-    }
     if (past->type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
       return refuse("past input '" + past->name() +
                     "' is not float32; --generate caches float32 keys and "
@@ -215,18 +173,22 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
     cache.past = past->name();
     cache.batchDim = cache.seqDim = -1;
     llvm::SmallVector<int64_t> shape;
-    for (auto [d, dim] : llvm::enumerate(dims)) {
+    for (auto [d, dim] : llvm::enumerate(dimsOf(*past))) {
       bool isBatch = idDims[0].named() && dim.name == idDims[0].name;
-      int64_t size = dim.size;
+      bool sized = dim.named() && namedDims.count(dim.name);
+      int64_t size = sized ? namedDims.at(dim.name) : dim.size;
+      bool isSeq = staticLength ? !dim.named() && size == staticLength
+                                : dim.named() && !sized;
       if (isBatch && cache.batchDim < 0) {
-        size = -1;
         cache.batchDim = d;
-      } else if (dim.named() && namedDims.count(dim.name)) {
-        size = namedDims.at(dim.name);
-      } else if (dim.named() && cache.seqDim < 0) {
-        size = -1;
+      } else if (isSeq && cache.seqDim < 0) {
         cache.seqDim = d;
-      } else if (dim.named() || dim.size <= 0) {
+      } else if (isSeq && staticLength) {
+        return refuse("past input '" + past->name() +
+                      "' has two dimensions of the cache's length " +
+                      llvm::Twine(staticLength) +
+                      "; --generate cannot tell its sequence");
+      } else if (size <= 0) {
         return refuse("past input '" + past->name() + "' names dimension " +
                       llvm::Twine(d) + " '" + dim.name +
                       "' besides its batch and sequence; size it with --dim " +
@@ -234,20 +196,19 @@ cleave::describeDecoder(const onnx::GraphProto &graph,
       }
       shape.push_back(size);
     }
-    if (!idDims[0].named()) {
-      // A fixed batch: the past's batch is the dimension of that size
-      // before its sequence.
+    if (!idDims[0].named())
+      // A fixed batch: the first dimension of that size, not the sequence.
       for (auto [d, size] : llvm::enumerate(shape))
         if (size == decoder.fixedBatch && cache.batchDim < 0 &&
             int64_t(d) != cache.seqDim) {
           cache.batchDim = d;
           break;
         }
-    }
     if (cache.batchDim < 0 || cache.seqDim < 0)
       return refuse("past input '" + past->name() +
-                    "' does not name a batch dimension (input_ids' first) "
-                    "and a past sequence dimension");
+                    "' does not have a batch dimension (input_ids' first) "
+                    "and a sequence dimension (" +
+                    (staticLength ? "of the cache's length" : "named") + ")");
     shape[cache.batchDim] = shape[cache.seqDim] = -1;
     g.caches.push_back(cache);
     decoder.pastShapes.push_back(shape);
