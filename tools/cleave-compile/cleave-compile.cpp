@@ -449,8 +449,10 @@ int main(int argc, char **argv) {
       return fail("--generate sizes the inputs itself (--max-seq, --max-batch, "
                   "--prompt-length); drop --input-shape (--dim sizes the "
                   "cache's other named dimensions, such as kv_cache_dim)");
-    if (target != Target::CPU || gpuKernelsOnCpu)
-      return fail("--generate builds CPU programs only so far");
+    if (target != Target::CPU)
+      return fail("--generate builds CPU programs only so far (the loop "
+                  "keeps its cache in host memory); --gpu-kernels-on-cpu "
+                  "checks the CUDA target's kernels in it");
     if (!tapNodes.empty() || tapAll)
       return fail("--tap and --tap-all are for cleave-verify, not --generate");
     GenerationOptions generation;
