@@ -188,9 +188,12 @@ cl::opt<bool> generate(
     cl::desc("Compile a decoder for token generation (cleave-run --generate): "
              "a prefill program for the prompt and a decode program for one "
              "token a step, over one set of weights; the graph takes "
-             "input_ids, attention_mask, position_ids and its key/value "
-             "cache as past inputs and returns logits and present outputs "
-             "(Optimum's text-generation-with-past, TorchScript exports)"),
+             "input_ids, attention_mask and its key/value cache as past "
+             "inputs and returns logits and present outputs, with "
+             "position_ids (Optimum's text-generation-with-past, TorchScript "
+             "exports), GroupQueryAttention (ONNX Runtime GenAI; --dim "
+             "kv_cache_dim=N) or cache_position (a static cache); "
+             "docs/generation.md"),
     cl::cat(generateCategory));
 cl::opt<int64_t> maxSeq(
     "max-seq",
@@ -206,7 +209,7 @@ cl::opt<int64_t> maxBatch(
 cl::opt<int64_t> promptLength(
     "prompt-length",
     cl::desc("With --generate: the prefill program's tokens (default half of "
-             "--max-seq); shorter prompts are left-padded to it, longer ones "
+             "--max-seq); shorter prompts are padded to it, longer ones "
              "refused"),
     cl::value_desc("N"), cl::init(0), cl::cat(generateCategory));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print per-phase progress"),
