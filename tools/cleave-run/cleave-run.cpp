@@ -28,6 +28,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -76,6 +77,10 @@ one rank and broadcast, so every rank count gives the same tokens.
 Bundles compiled for several ranks are started with MPICH's mpiexec, one
 process per rank; rank 0 writes the outputs (with pipeline stages, the
 first rank of the last stage). Each rank maps only its own weight file.
+The job ends with cleave-run: SIGTERM, SIGINT or SIGHUP is passed to
+mpiexec, which ends every rank (cleave-run then exits 128 + the signal);
+cleave-run killed outright takes mpiexec with it, and a rank whose
+launcher is gone ends too.
 Where ranks x threads exceed the cores, cleave-run sets
 CLEAVE_RANKS_SHARE_CORES=1: a rank waiting in a collective then sleeps
 between polls instead of MPICH's busy wait, so the peer it waits for can
@@ -111,6 +116,20 @@ static const char *betterOpenBlasCore() {
       cleave::rt::betterBlasCore(coreName ? coreName() : nullptr);
   dlclose(lib);
   return better;
+}
+
+/// The launcher (mpiexec) while it runs, for the signal handler.
+static volatile pid_t launcher = 0;
+/// The signal that stopped cleave-run, forwarded to the launcher.
+static volatile sig_atomic_t stoppedBy = 0;
+
+/// SIGTERM, SIGINT and SIGHUP (a scheduler's cancel, Ctrl-C, a closed
+/// terminal) are passed on to mpiexec, which ends every rank; cleave-run
+/// then waits for it and reports.
+static void forwardSignal(int signal) {
+  stoppedBy = signal;
+  if (launcher > 0)
+    kill(launcher, signal);
 }
 
 static int fail(const llvm::Twine &message) {
@@ -285,18 +304,39 @@ int main(int argc, char **argv) {
                 ec.message());
   setenv("CLEAVE_PROGRESS_DIR", progress.c_str(), 1);
   setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
+  struct sigaction forward = {};
+  forward.sa_handler = forwardSignal;
+  sigemptyset(&forward.sa_mask);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP})
+    sigaction(signal, &forward, nullptr);
+  pid_t self = getpid();
   pid_t child = fork();
   if (child == 0) {
+    // A cleave-run killed outright (SIGKILL: no handler runs) still takes
+    // its job with it: the kernel sends mpiexec SIGTERM when its parent
+    // dies. (Checked after asking: the parent may already be gone.)
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != self)
+      _exit(1);
     execv(argvOut[0], argvOut.data());
     std::fprintf(stderr, "cleave-run: error: cannot start '%s': %s\n",
                  argvOut[0], std::strerror(errno));
     _exit(127);
   }
+  launcher = child;
+  if (stoppedBy) // a signal that came before the launcher was known
+    kill(child, stoppedBy);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
+  launcher = 0;
   std::string ended = ranksThatEndedEarly(progress, *ranks);
   llvm::sys::fs::remove_directories(progress);
+  if (stoppedBy) {
+    fail("stopped by signal " + llvm::Twine(int(stoppedBy)) + " (" +
+         strsignal(stoppedBy) + "); every rank was ended");
+    return 128 + stoppedBy;
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
   std::string how = WIFSIGNALED(status)

@@ -24,8 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -567,6 +569,13 @@ void transfer(bool send, const Element &e, int64_t rank, void *desc,
 //===----------------------------------------------------------------------===//
 
 void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
+  // A rank whose launcher is gone (its host's MPI proxy killed, or the
+  // whole launch stopped) ends too, rather than computing or waiting on
+  // for no one. (Checked after asking: the parent may already be gone.)
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent)
+    std::_Exit(1);
   int provided = 0;
   check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
         "MPI_Init_thread");
