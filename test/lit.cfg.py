@@ -52,3 +52,12 @@ if os.path.exists(os.path.join(bin_dir, "cleave-gpu-gemm-check")):
 if shutil.which("nvidia-smi") and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0:
     config.available_features.add("gpu")
+
+# Hosts made of network namespaces (test/e2e/multi-host.test) need iproute2
+# and the right to make namespaces: probed by making and removing one. Where
+# it cannot, the test reports itself unsupported (lit names the feature).
+probe_ns = f"cleave-probe-{os.getpid()}"
+if shutil.which("ip") and shutil.which("unshare") and subprocess.run(
+        ["ip", "netns", "add", probe_ns], capture_output=True).returncode == 0:
+    subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
+    config.available_features.add("netns")

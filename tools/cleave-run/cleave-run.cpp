@@ -23,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,8 @@ static const char *kUsage =
     R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
                   [--bench N] [--profile] [--threads N] [--ranks N]
                   [--timeout SECONDS]
+       (either, on several hosts: [--hosts HOST[:SLOTS],... | --hostfile FILE]
+        [--launcher ssh|slurm|fork] [--launcher-exec CMD] [--iface IFACE])
        cleave-run BUNDLE --generate --prompt IDS.npy
                   [--attention-mask MASK.npy] --max-new-tokens N
                   [--greedy | --temperature T [--top-k K] [--top-p P]
@@ -77,6 +80,13 @@ one rank and broadcast, so every rank count gives the same tokens.
 Bundles compiled for several ranks are started with MPICH's mpiexec, one
 process per rank; rank 0 writes the outputs (with pipeline stages, the
 first rank of the last stage). Each rank maps only its own weight file.
+--hosts, --hostfile, --launcher, --launcher-exec and --iface go to MPICH's
+hydra (-hosts, -f, -launcher, -launcher-exec, -iface: the interface its
+proxies connect back on). Ranks fill each host's slots in rank order, the
+mesh's last axis (tp) fastest, so a tp group shares a host where the slots
+are a multiple of tp. Inside a Slurm allocation (SLURM_JOB_ID) without
+hosts, hydra starts the ranks with Slurm's launcher. Each host needs the
+bundle at the same path.
 The job ends with cleave-run: SIGTERM, SIGINT or SIGHUP is passed to
 mpiexec, which ends every rank (cleave-run then exits 128 + the signal);
 cleave-run killed outright takes mpiexec with it, and a rank whose
@@ -119,7 +129,7 @@ static const char *betterOpenBlasCore() {
 }
 
 /// The launcher (mpiexec) while it runs, for the signal handler.
-static volatile pid_t launcher = 0;
+static volatile pid_t launcherPid = 0;
 /// The signal that stopped cleave-run, forwarded to the launcher.
 static volatile sig_atomic_t stoppedBy = 0;
 
@@ -128,8 +138,8 @@ static volatile sig_atomic_t stoppedBy = 0;
 /// then waits for it and reports.
 static void forwardSignal(int signal) {
   stoppedBy = signal;
-  if (launcher > 0)
-    kill(launcher, signal);
+  if (launcherPid > 0)
+    kill(launcherPid, signal);
 }
 
 static int fail(const llvm::Twine &message) {
@@ -200,6 +210,9 @@ int main(int argc, char **argv) {
   std::string timeout = "600";
   bool threadsGiven = false;
   std::string threadsText; // --threads's value, forwarded to the program
+  // Hosts, a host file, hydra's launcher and its command, the interface
+  // the launcher's proxies connect back on.
+  std::string hosts, hostfile, launcher, launcherExec, iface;
   for (int i = 2; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     auto value = [&](llvm::StringRef name) -> std::optional<std::string> {
@@ -217,6 +230,29 @@ int main(int argc, char **argv) {
       if (!v || llvm::StringRef(*v).getAsInteger(10, n) || n <= 0)
         return fail("--ranks expects a positive number");
       expectedRanks = n;
+      continue;
+    }
+    // Where the ranks run: passed to MPICH's hydra (mpiexec).
+    bool placement = false;
+    for (auto [name, out] :
+         {std::pair<llvm::StringRef, std::string *>{"--hosts", &hosts},
+          {"--hostfile", &hostfile},
+          {"--launcher", &launcher},
+          {"--launcher-exec", &launcherExec},
+          {"--iface", &iface}})
+      if (arg == name || arg.starts_with((name + "=").str())) {
+        auto v = value(name);
+        if (!v || v->empty())
+          return fail(name + " needs a value");
+        *out = *v;
+        placement = true;
+        break;
+      }
+    if (placement) {
+      if (!launcher.empty() && launcher != "ssh" && launcher != "slurm" &&
+          launcher != "fork")
+        return fail("--launcher must be ssh, slurm or fork, not '" + launcher +
+                    "'");
       continue;
     }
     if (arg == "--timeout" || arg.starts_with("--timeout=")) {
@@ -269,6 +305,27 @@ int main(int argc, char **argv) {
                   " ranks, but MPICH's mpiexec is not installed (apt install "
                   "mpich)");
     args = {mpiexec, "-n", std::to_string(*ranks)};
+    if (!hosts.empty() && !hostfile.empty())
+      return fail("give --hosts or --hostfile, not both");
+    // Ranks fill each host's slots in turn, in rank order: the mesh's last
+    // axis (tp) varies fastest, so a tp group shares a host where each
+    // host's slots are a multiple of the tp size.
+    if (!hosts.empty())
+      llvm::append_range(args, std::vector<std::string>{"-hosts", hosts});
+    if (!hostfile.empty())
+      llvm::append_range(args, std::vector<std::string>{"-f", hostfile});
+    // Inside a Slurm allocation hydra asks Slurm for the hosts and starts
+    // its proxies with srun, unless told otherwise.
+    if (launcher.empty() && hosts.empty() && hostfile.empty() &&
+        std::getenv("SLURM_JOB_ID"))
+      launcher = "slurm";
+    if (!launcher.empty())
+      llvm::append_range(args, std::vector<std::string>{"-launcher", launcher});
+    if (!launcherExec.empty())
+      llvm::append_range(
+          args, std::vector<std::string>{"-launcher-exec", launcherExec});
+    if (!iface.empty())
+      llvm::append_range(args, std::vector<std::string>{"-iface", iface});
     // Ranks share the cores unless told otherwise.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     if (!threadsGiven && !std::getenv("CLEAVE_NUM_THREADS"))
@@ -323,13 +380,25 @@ int main(int argc, char **argv) {
                  argvOut[0], std::strerror(errno));
     _exit(127);
   }
-  launcher = child;
+  launcherPid = child;
   if (stoppedBy) // a signal that came before the launcher was known
     kill(child, stoppedBy);
+  // Once stopped by a signal, mpiexec has kSignalGraceSeconds to end its
+  // ranks (it may wait on a host it cannot reach), then is killed.
+  constexpr int kSignalGraceSeconds = 10;
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  for (auto stoppedAt = std::chrono::steady_clock::time_point();;) {
+    pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child || (done < 0 && errno != EINTR))
+      break;
+    if (stoppedBy && stoppedAt == std::chrono::steady_clock::time_point())
+      stoppedAt = std::chrono::steady_clock::now();
+    if (stoppedBy && std::chrono::steady_clock::now() - stoppedAt >
+                         std::chrono::seconds(kSignalGraceSeconds))
+      kill(child, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  launcher = 0;
+  launcherPid = 0;
   std::string ended = ranksThatEndedEarly(progress, *ranks);
   llvm::sys::fs::remove_directories(progress);
   if (stoppedBy) {

@@ -61,16 +61,28 @@ cleave_progress *published = &localProgress;
 uint64_t load(uint64_t &field) {
   return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
 }
+/// How long a rank waits for MPI_Abort before it ends itself.
+constexpr unsigned kAbortSeconds = 3;
 void store(uint64_t &field, uint64_t v) {
   __atomic_store_n(&field, v, __ATOMIC_RELEASE);
 }
+/// MPI_Abort, which asks the launcher to end every rank; where the launcher
+/// cannot be reached (its host's network down) it may never return, so
+/// the rank ends itself a few seconds later all the same (SIGALRM's
+/// default action ends the process).
+[[noreturn]] void abortWithin(int code) {
+  alarm(kAbortSeconds);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
 /// Publishes that this rank ends the job with `code`, then ends it.
 [[noreturn]] void endJob(int code, bool abortPeers) {
   store(published->status, static_cast<uint64_t>(code));
   store(published->exited, 1);
   std::fflush(stderr);
   if (abortPeers)
-    MPI_Abort(MPI_COMM_WORLD, code);
+    abortWithin(code);
   std::_Exit(code);
 }
 
@@ -145,8 +157,7 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
                late.empty() ? " unknown (a peer may have died or hung)"
                             : late.c_str());
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 124);
-  std::_Exit(124);
+  abortWithin(124);
 }
 
 void startWatchdog() {
