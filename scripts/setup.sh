@@ -9,6 +9,7 @@ APT_PACKAGES=(
   mpich libmpich-dev
   libopenblas-dev libomp-22-dev
   ninja-build ccache cmake
+  iproute2 util-linux
 )
 PIP_PACKAGES=(onnx onnxruntime numpy pyyaml)
 
