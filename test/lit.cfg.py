@@ -57,16 +57,12 @@ if shutil.which("nvidia-smi") and subprocess.run(
 # and the right to make namespaces: probed by making and removing one. Where
 # it cannot, the test reports itself unsupported (lit names the feature).
 probe_ns = f"cleave-probe-{os.getpid()}"
-probe_bridge = f"cbp{os.getpid() % 100000}"
-if shutil.which("ip") and shutil.which("unshare"):
-    made_ns = subprocess.run(["ip", "netns", "add", probe_ns],
-                             capture_output=True).returncode == 0
-    made_bridge = subprocess.run(
-        ["ip", "link", "add", probe_bridge, "type", "bridge"],
-        capture_output=True).returncode == 0
-    if made_ns:
-        subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
-    if made_bridge:
-        subprocess.run(["ip", "link", "del", probe_bridge], capture_output=True)
-    if made_ns and made_bridge:
+if shutil.which("ip") and shutil.which("unshare") and subprocess.run(
+        ["ip", "netns", "add", probe_ns], capture_output=True).returncode == 0:
+    # A bridge, made where the test makes its own: inside a namespace.
+    bridge = subprocess.run(
+        ["ip", "netns", "exec", probe_ns, "ip", "link", "add", "cbprobe",
+         "type", "bridge"], capture_output=True).returncode == 0
+    subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
+    if bridge:
         config.available_features.add("netns")

@@ -531,7 +531,7 @@ int main(int argc, char **argv) {
     return run(argc, argv);
   } catch (const std::exception &e) {
     if (comm::active()) {
-      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+      std::fprintf(stderr, "cleave-run: error: %s: %s\n", comm::label().c_str(),
                    e.what());
       comm::abortJob(1);
     }

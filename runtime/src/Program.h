@@ -87,7 +87,7 @@ template <typename Step> void together(Step step) {
     return;
   if (failed == comm::rank()) {
     if (comm::active())
-      std::fprintf(stderr, "cleave-run: error: rank %d: %s\n", comm::rank(),
+      std::fprintf(stderr, "cleave-run: error: %s: %s\n", comm::label().c_str(),
                    error.c_str());
     else
       std::fprintf(stderr, "cleave-run: error: %s\n", error.c_str());

@@ -3,8 +3,10 @@
 # namespaces joined by veth pairs to a bridge, each with its own address and
 # (through the launcher) its own hostname, so that MPICH sees two hosts; the
 # ranks talk over TCP (UCX_TLS=tcp,self: shared memory, which the namespaces
-# share, would bypass the network). Everything made is removed on exit,
-# whatever happens.
+# share, would bypass the network). The bridge and cleave-run live in a
+# namespace of their own (the launching host), so that nothing of this
+# machine's own network changes while other tests run beside it.
+# Everything made is removed on exit, whatever happens.
 #
 # Usage: multi_host.sh BIN BUNDLE INPUT WORK
 #   prints one line per check: a tp=2 run across the two hosts against the
@@ -15,25 +17,29 @@ bin=$1 bundle=$2 input=$3 work=$4
 tag=$(printf '%04x' $((RANDOM % 65536)))
 net=10.$((200 + RANDOM % 50)).$((RANDOM % 250)).
 bridge=cb$tag
+head=ch${tag}h
 hosts=() links=()
 cleanup() {
-  for ns in "${hosts[@]}"; do
+  for ns in "${hosts[@]}" "$head"; do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip netns del "$ns" 2>/dev/null
   done
-  ip link del "$bridge" 2>/dev/null
 }
 trap cleanup EXIT
-ip link add "$bridge" type bridge && ip addr add "${net}1/24" dev "$bridge" &&
-  ip link set "$bridge" up || { echo "cannot make a bridge"; exit 1; }
+in_head() { ip netns exec "$head" "$@"; }
+ip netns add "$head" || { echo "cannot make namespace $head"; exit 1; }
+in_head ip link set lo up
+in_head ip link add "$bridge" type bridge &&
+  in_head ip addr add "${net}1/24" dev "$bridge" &&
+  in_head ip link set "$bridge" up || { echo "cannot make a bridge"; exit 1; }
 : > "$work/hosts.map"
 for i in 1 2; do
   ns=ch$tag$i
   ip netns add "$ns" || { echo "cannot make namespace $ns"; exit 1; }
   hosts+=("$ns")
-  ip link add cv$tag$i type veth peer name eth0 netns "$ns"
+  in_head ip link add cv$tag$i type veth peer name eth0 netns "$ns"
   links+=(cv$tag$i)
-  ip link set cv$tag$i master "$bridge" up
+  in_head ip link set cv$tag$i master "$bridge" up
   ip netns exec "$ns" ip addr add "${net}1$i/24" dev eth0
   ip netns exec "$ns" ip link set eth0 up
   ip netns exec "$ns" ip link set lo up
@@ -51,7 +57,7 @@ SCRIPT
 chmod +x "$work/enter-host.sh"
 export UCX_TLS=tcp,self
 run() {
-  "$bin/cleave-run" "$bundle" --input "$input" \
+  in_head "$bin/cleave-run" "$bundle" --input "$input" \
     --hosts "${net}11:1,${net}12:1" --launcher ssh \
     --launcher-exec "$work/enter-host.sh" --iface "$bridge" "$@"
 }
@@ -102,6 +108,6 @@ fault() {
 }
 kill_rank() { ip netns pids "${hosts[1]}" | while read -r p; do
   case "$(tr '\0' ' ' < /proc/$p/cmdline)" in *"$bundle/program"*) kill -9 "$p";; esac; done; }
-link_down() { ip link set "${links[1]}" down; }
+link_down() { in_head ip link set "${links[1]}" down; }
 fault "rank killed on host 2" kill_rank
 fault "host 2's link down" link_down

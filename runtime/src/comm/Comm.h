@@ -32,6 +32,9 @@ void start(const ModelDesc &desc, int *argc, char ***argv);
 void finish();
 /// This process's rank (0 for single-rank programs).
 int rank();
+/// How messages name this rank: "rank R", and "on host H" where the job
+/// spans several hosts.
+const std::string &label();
 bool active();
 /// Agrees across ranks whether every one succeeded; returns the lowest rank
 /// that failed, or -1.

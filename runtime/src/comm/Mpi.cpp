@@ -26,6 +26,7 @@
 #include <cstring>
 #include <csignal>
 #include <fcntl.h>
+#include <functional>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <thread>
@@ -43,6 +44,9 @@ struct State {
   std::vector<int64_t> meshSizes;
   std::vector<int64_t> coords;
   std::vector<MPI_Comm> groups;
+  /// How messages name this rank: "rank R", and its host where the job
+  /// spans several.
+  std::string label = "rank 0";
   /// The communicator each group id of the running program stands for
   /// (setGroupTable); empty: the identity.
   std::vector<int64_t> table;
@@ -151,9 +155,9 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
     what += " #" + std::to_string(mine + 1) + " on group " +
             std::to_string(currentGroup);
   std::fprintf(stderr,
-               "cleave-run: error: rank %d: %s did not complete within %.0f s; "
+               "cleave-run: error: %s: %s did not complete within %.0f s; "
                "ranks that have not reached it:%s\n",
-               state.rank, what.c_str(), timeout,
+               state.label.c_str(), what.c_str(), timeout,
                late.empty() ? " unknown (a peer may have died or hung)"
                             : late.c_str());
   std::fflush(stderr);
@@ -242,8 +246,8 @@ void check(int code, const char *call) {
   char message[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, message, &length);
-  std::fprintf(stderr, "cleave-run: error: rank %d: %s failed: %s\n",
-               state.rank, call, message);
+  std::fprintf(stderr, "cleave-run: error: %s: %s failed: %s\n",
+               state.label.c_str(), call, message);
   comm::abortJob(71);
 }
 
@@ -599,6 +603,15 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
                        std::to_string(state.size) +
                        "; start it with cleave-run, which launches the right "
                        "number");
+  // Whether the ranks run on several hosts (told apart by hostname): then
+  // every message names the host too.
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  uint64_t hash = std::hash<std::string>()(host), lowest = hash, highest = hash;
+  MPI_Allreduce(&hash, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&hash, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  state.label = "rank " + std::to_string(state.rank) +
+                (lowest != highest ? std::string(" on host ") + host : "");
   state.meshSizes = desc.meshSizes;
   state.coords.assign(desc.meshSizes.size(), 0);
   int64_t rest = state.rank;
@@ -697,6 +710,8 @@ void comm::broadcast(int root, void *data, size_t bytes) {
 void comm::setGroupTable(std::vector<int64_t> table) {
   state.table = std::move(table);
 }
+
+const std::string &comm::label() { return state.label; }
 
 int64_t comm::groupCount() { return state.groups.size(); }
 
