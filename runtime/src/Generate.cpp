@@ -671,9 +671,15 @@ void generate(Session &s) {
       if (!gen.positions.empty())
         store(p.buffer(gen.positions, BufferKind::Input),
               p.data(gen.positions, BufferKind::Input), r, filled);
-      for (int64_t j = 0; j + 1 < M; ++j)
-        store(mask, maskData, r * M + j, j < filled ? 1 : 0);
-      store(mask, maskData, r * M + (appended ? M - 1 : filled), 1);
+      if (t == 0) {
+        for (int64_t j = 0; j + 1 < M; ++j)
+          store(mask, maskData, r * M + j, j < filled ? 1 : 0);
+        store(mask, maskData, r * M + (appended ? M - 1 : filled), 1);
+      } else {
+        // One more slot filled, the last step's token's: where the new
+        // token sits at the mask's end, its slot; else the count's next.
+        store(mask, maskData, r * M + (appended ? filled - 1 : filled), 1);
+      }
     }
     runProgram(p);
     tokens = chooseTokens(s, sampler, p, [](int64_t) { return 0; });
