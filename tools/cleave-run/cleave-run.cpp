@@ -388,9 +388,13 @@ int main(int argc, char **argv) {
   constexpr int kSignalGraceSeconds = 10;
   int status = 0;
   for (auto stoppedAt = std::chrono::steady_clock::time_point();;) {
-    pid_t done = waitpid(child, &status, WNOHANG);
+    // Blocks until the job ends or a signal interrupts (the handler is
+    // installed without SA_RESTART); once stopped, polls for the grace.
+    pid_t done = waitpid(child, &status, stoppedBy ? WNOHANG : 0);
     if (done == child || (done < 0 && errno != EINTR))
       break;
+    if (done < 0)
+      continue;
     if (stoppedBy && stoppedAt == std::chrono::steady_clock::time_point())
       stoppedAt = std::chrono::steady_clock::now();
     if (stoppedBy && std::chrono::steady_clock::now() - stoppedAt >
