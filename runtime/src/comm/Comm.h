@@ -9,7 +9,9 @@
 // reports which collective it waits in and which ranks have not reached it
 // (read from the progress files cleave-run provides in CLEAVE_PROGRESS_DIR),
 // then aborts the whole job, so that a dead or hung rank never leaves the
-// others waiting forever.
+// others waiting forever. Ranks also send heartbeats around a ring, so that a
+// stopped rank, or a host the network no longer reaches, ends the job within
+// the heartbeat timeout (CLEAVE_HEARTBEAT_TIMEOUT, default 10 s).
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +71,9 @@ void allGatherInGroup(int64_t group, const void *mine, void *all, size_t bytes);
 /// Ends every rank of the job with `code`.
 [[noreturn]] void abortJob(int code);
 
+/// How long a peer may be silent (no heartbeat) before the job is ended:
+/// CLEAVE_HEARTBEAT_TIMEOUT seconds, default 10; 0 keeps no heartbeat.
+double heartbeatTimeout();
 /// How long a collective may take before the job is ended:
 /// CLEAVE_COLLECTIVE_TIMEOUT seconds, default 600.
 double collectiveTimeout();

@@ -164,21 +164,120 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
   abortWithin(124);
 }
 
+//===----------------------------------------------------------------------===//
+// Heartbeats
+//===----------------------------------------------------------------------===//
+//
+// A rank that is stopped, or whose host the network no longer reaches, has
+// not died: the launcher sees nothing, and its peers would wait in their
+// next collective until the collective timeout. So the ranks form a ring,
+// each sending its successor a message every second from the watchdog's
+// thread (whatever the rank's own thread is doing) and expecting one from
+// its predecessor; a predecessor silent for the heartbeat timeout
+// (CLEAVE_HEARTBEAT_TIMEOUT seconds, default 10) ends the job, naming it
+// and its host. Every rank is some rank's predecessor, so any one silent
+// rank, or a host cut off, is noticed.
+
+/// How often a rank tells its successor it is alive.
+constexpr int64_t kHeartbeatMs = 1000;
+/// What a heartbeat carries (every pending send reads it).
+const uint64_t kAlive = 1;
+
+struct Heartbeat {
+  MPI_Comm comm = MPI_COMM_NULL; // its own, so as never to meet the model's
+  int successor = 0, predecessor = 0;
+  MPI_Request receive = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> sends; // not yet complete
+  uint64_t received = 0; // what a heartbeat says: nothing but that it came
+  int64_t lastHeard = 0, lastSent = 0;
+  double timeout = 10;
+  /// Every rank's host, to name a silent one.
+  std::vector<std::string> hosts;
+
+  bool on() const { return comm != MPI_COMM_NULL; }
+
+  void start() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    successor = (state.rank + 1) % state.size;
+    predecessor = (state.rank + state.size - 1) % state.size;
+    lastHeard = lastSent = nowMs();
+    MPI_Irecv(&received, 1, MPI_UINT64_T, predecessor, 0, comm, &receive);
+  }
+
+  /// One turn of the watchdog: listens, sends when due, and ends the job
+  /// when the predecessor has been silent too long.
+  void beat() {
+    int64_t now = nowMs();
+    int heard = 0;
+    MPI_Test(&receive, &heard, MPI_STATUS_IGNORE);
+    if (heard) {
+      lastHeard = now;
+      MPI_Irecv(&received, 1, MPI_UINT64_T, predecessor, 0, comm, &receive);
+    }
+    // Sends to a peer that no longer answers stay incomplete; a few in
+    // flight are enough to be heard.
+    sends.erase(std::remove_if(sends.begin(), sends.end(),
+                               [](MPI_Request &r) {
+                                 int done = 0;
+                                 MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+                                 return done != 0;
+                               }),
+                sends.end());
+    if (now - lastSent >= kHeartbeatMs && sends.size() < 8) {
+      sends.emplace_back();
+      MPI_Isend(&kAlive, 1, MPI_UINT64_T, successor, 0, comm, &sends.back());
+      lastSent = now;
+    }
+    if (now - lastHeard > timeout * 1000) {
+      std::string peer = "rank " + std::to_string(predecessor);
+      if (hosts.size() > size_t(predecessor) && !hosts[predecessor].empty())
+        peer += " on host " + hosts[predecessor];
+      std::fprintf(stderr,
+                   "cleave-run: error: %s: no heartbeat from %s for %.0f s: "
+                   "it is stopped, or its host cannot be reached\n",
+                   state.label.c_str(), peer.c_str(), timeout);
+      std::fflush(stderr);
+      abortWithin(125);
+    }
+  }
+
+  /// Stops listening; what is in flight completes (the peers are alive:
+  /// every rank stops only on its way out of a job that succeeded).
+  void stop() {
+    MPI_Cancel(&receive);
+    MPI_Wait(&receive, MPI_STATUS_IGNORE);
+    for (MPI_Request &r : sends)
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    sends.clear();
+  }
+};
+Heartbeat heartbeat;
+
+/// The watchdog's thread: ends the job when a collective waits past the
+/// timeout, and keeps the heartbeats.
+std::thread watchdog;
+std::atomic<bool> stopWatchdog{false};
+
 void startWatchdog() {
   double timeout = comm::collectiveTimeout();
-  std::thread([timeout] {
-    while (true) {
+  watchdog = std::thread([timeout] {
+    while (!stopWatchdog.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       int64_t since = enteredAt.load();
       if (since != 0 && nowMs() - since > timeout * 1000)
         reportHang(timeout);
+      if (heartbeat.on())
+        heartbeat.beat();
     }
-  }).detach();
+    if (heartbeat.on())
+      heartbeat.stop();
+  });
 }
 
-/// Test hook (CLEAVE_RT_FAULT=RANK:exit|hang:N): this rank exits or hangs
-/// before its Nth collective (N = 0: before the check after setup), to
-/// exercise the failure handling. `point` is where the caller stands.
+/// Test hook (CLEAVE_RT_FAULT=RANK:exit|hang|stop:N): this rank exits, hangs
+/// (its heartbeat going on) or stops (SIGSTOP) before its Nth collective (N =
+/// 0: before the check after setup), to exercise the failure handling. `point`
+/// is where the caller stands.
 void maybeInjectFault(int64_t point) {
   static const char *spec = std::getenv("CLEAVE_RT_FAULT");
   if (!spec)
@@ -190,6 +289,8 @@ void maybeInjectFault(int64_t point) {
     return;
   if (std::strcmp(what, "exit") == 0)
     endJob(3, /*abortPeers=*/false);
+  if (std::strcmp(what, "stop") == 0)
+    raise(SIGSTOP); // the whole process, as a debugger or ^Z would
   while (true)
     std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -591,8 +692,10 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent)
     std::_Exit(1);
+  // The watchdog's thread sends and receives the heartbeats while the
+  // rank's own thread runs collectives.
   int provided = 0;
-  check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
         "MPI_Init_thread");
   state.active = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &state.rank);
@@ -603,15 +706,22 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
                        std::to_string(state.size) +
                        "; start it with cleave-run, which launches the right "
                        "number");
-  // Whether the ranks run on several hosts (told apart by hostname): then
-  // every message names the host too.
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  uint64_t hash = std::hash<std::string>()(host), lowest = hash, highest = hash;
-  MPI_Allreduce(&hash, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&hash, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  // Every rank's host: where they differ, every message names the host too.
+  constexpr int kHostBytes = 256;
+  char host[kHostBytes] = {};
+  gethostname(host, kHostBytes - 1);
+  std::vector<char> hosts(size_t(state.size) * kHostBytes);
+  MPI_Allgather(host, kHostBytes, MPI_CHAR, hosts.data(), kHostBytes, MPI_CHAR,
+                MPI_COMM_WORLD);
+  for (int r = 0; r < state.size; ++r)
+    heartbeat.hosts.emplace_back(&hosts[size_t(r) * kHostBytes]);
+  bool spansHosts =
+      std::any_of(heartbeat.hosts.begin(), heartbeat.hosts.end(),
+                  [](const std::string &h) { return h != heartbeat.hosts[0]; });
+  if (!spansHosts)
+    heartbeat.hosts.clear(); // messages name ranks alone
   state.label = "rank " + std::to_string(state.rank) +
-                (lowest != highest ? std::string(" on host ") + host : "");
+                (spansHosts ? std::string(" on host ") + host : "");
   state.meshSizes = desc.meshSizes;
   state.coords.assign(desc.meshSizes.size(), 0);
   int64_t rest = state.rank;
@@ -635,12 +745,29 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
     state.groups.push_back(c);
   }
   publishProgress();
+  heartbeat.timeout = heartbeatTimeout();
+  if (provided == MPI_THREAD_MULTIPLE && heartbeat.timeout > 0)
+    heartbeat.start();
+  else if (state.rank == 0 && heartbeat.timeout > 0)
+    std::fprintf(stderr,
+                 "cleave-run: warning: this MPI library cannot be called from "
+                 "two threads, so the ranks keep no heartbeat: a stopped "
+                 "rank or a host cut off is found only at the collective "
+                 "timeout\n");
   startWatchdog();
 }
 
 void comm::finish() {
   if (!state.active)
     return;
+  // The watchdog's thread stops listening, then every rank waits until all
+  // have stopped sending before the communicators go.
+  stopWatchdog.store(true);
+  if (watchdog.joinable())
+    watchdog.join();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (heartbeat.on())
+    MPI_Comm_free(&heartbeat.comm);
   for (MPI_Comm &c : state.groups)
     MPI_Comm_free(&c);
   MPI_Finalize();
@@ -737,6 +864,11 @@ void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
   check(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE,
                       groupComm(group)),
         "MPI_Allgather");
+}
+
+double comm::heartbeatTimeout() {
+  const char *env = std::getenv("CLEAVE_HEARTBEAT_TIMEOUT");
+  return env && *env ? std::atof(env) : 10;
 }
 
 double comm::collectiveTimeout() {
