@@ -185,6 +185,10 @@ int run(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--generate") == 0)
       return runGeneration(argc, argv);
+  // --bundle DIR --preflight CHECKSUM, as cleave-run starts it.
+  if (argc == 5 && std::strcmp(argv[1], "--bundle") == 0 &&
+      std::strcmp(argv[3], "--preflight") == 0)
+    return runPreflight(argv[2], argv[4]);
   Options options = parseArgs(argc, argv);
   // The model allocates and frees the same intermediates on every run: keep
   // them in the heap instead of fresh zeroed pages from mmap each time.

@@ -92,12 +92,18 @@ template <typename Step> void together(Step step) {
     else
       std::fprintf(stderr, "cleave-run: error: %s\n", error.c_str());
   }
-  comm::finish();
+  comm::finish(/*succeeded=*/false);
   std::exit(1);
 }
 
 /// The program's --generate mode (Generate.cpp): the whole run.
 int runGeneration(int argc, char **argv);
+
+/// The program's --preflight mode (Preflight.cpp): reports on stdout
+/// whether this rank's files under `bundle` are there and intact, the
+/// program's own against `programChecksum`; the rank from the launcher's
+/// environment, no MPI job joined.
+int runPreflight(const std::string &bundle, const std::string &programChecksum);
 
 } // namespace cleave::rt
 

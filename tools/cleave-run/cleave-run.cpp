@@ -9,8 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Hosts.h"
+
 #include "cleave/Runtime/BlasCore.h"
 #include "cleave/Runtime/Progress.h"
+#include "cleave/Runtime/WeightFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -27,7 +30,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <mutex>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -39,8 +45,10 @@ static const char *kUsage =
     R"(usage: cleave-run BUNDLE --input NAME=FILE.npy ... --output-dir DIR
                   [--bench N] [--profile] [--threads N] [--ranks N]
                   [--timeout SECONDS]
+                  [--heartbeat-timeout SECONDS]
        (either, on several hosts: [--hosts HOST[:SLOTS],... | --hostfile FILE]
-        [--launcher ssh|slurm|fork] [--launcher-exec CMD] [--iface IFACE])
+        [--launcher ssh|slurm|fork] [--launcher-exec CMD] [--iface IFACE]
+        [--stage-weights DIR] [--no-preflight])
        cleave-run BUNDLE --generate --prompt IDS.npy
                   [--attention-mask MASK.npy] --max-new-tokens N
                   [--greedy | --temperature T [--top-k K] [--top-p P]
@@ -68,6 +76,10 @@ Runs a bundle written by cleave-compile.
                          the bundle was compiled for another
   --timeout SECONDS      a collective that waits longer ends the job, naming
                          the ranks that did not reach it (default 600)
+  --heartbeat-timeout SECONDS
+                         a rank that hears nothing from its neighbour this
+                         long (a stopped process, a host cut off) ends the
+                         job, naming it (default 10; 0: no heartbeat)
 With --generate (a bundle from cleave-compile --generate): generates up to
 N tokens after each prompt (int64 ids [batch, tokens] or [tokens]; prompts
 of different lengths left-padded, with a 0/1 mask, zeros first), greedily
@@ -85,8 +97,15 @@ hydra (-hosts, -f, -launcher, -launcher-exec, -iface: the interface its
 proxies connect back on). Ranks fill each host's slots in rank order, the
 mesh's last axis (tp) fastest, so a tp group shares a host where the slots
 are a multiple of tp. Inside a Slurm allocation (SLURM_JOB_ID) without
-hosts, hydra starts the ranks with Slurm's launcher. Each host needs the
-bundle at the same path.
+hosts, hydra starts the ranks with Slurm's launcher. cleave-run says which
+ranks run where. Each host needs the bundle at the same path: before a job
+across hosts, each rank's program and weight file are checked on its host
+(sizes, checksums) and the job is not started while any is missing or
+differs, the report listing them by host (--no-preflight skips the check).
+--stage-weights DIR (an absolute path) copies what each host lacks of its
+ranks' files, and the inputs, into DIR there first, the way hydra reaches
+the host (ssh or the --launcher-exec command, srun, fork); the outputs are
+then written on the writer rank's host and copied back to --output-dir.
 The job ends with cleave-run: SIGTERM, SIGINT or SIGHUP is passed to
 mpiexec, which ends every rank (cleave-run then exits 128 + the signal);
 cleave-run killed outright takes mpiexec with it, and a rank whose
@@ -150,7 +169,8 @@ static int fail(const llvm::Twine &message) {
 /// After a failed job: the ranks that left it outside any collective without
 /// finishing (they died or exited early), from their progress files; if
 /// every unfinished rank was waiting in a collective, those ranks.
-static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks) {
+static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks,
+                                       bool acrossHosts) {
   std::vector<std::string> early, waiting;
   for (int64_t r = 0; r < ranks; ++r) {
     std::string path = (dir + "/rank" + llvm::Twine(r)).str();
@@ -160,7 +180,9 @@ static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks) {
     if (f)
       std::fclose(f);
     if (!read) {
-      early.push_back(std::to_string(r) + " (never started)");
+      // A rank on another host keeps its progress there.
+      if (!acrossHosts)
+        early.push_back(std::to_string(r) + " (never started)");
       continue;
     }
     if (p.finished)
@@ -180,6 +202,256 @@ static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks) {
   return std::string(early.empty() ? "ranks left waiting: "
                                    : "ranks that ended early: ") +
          llvm::join(named, ", ");
+}
+
+/// Passes the job's stderr on, line by line, keeping back the lines by which
+/// each rank says its work is done (`cleave-rank-done R`, printed before
+/// MPI_Finalize), on a thread of its own.
+class DoneRanks {
+public:
+  DoneRanks(int fd, int64_t ranks) : fd(fd), done(ranks, false) {
+    reader = std::thread([this] { read(); });
+  }
+  ~DoneRanks() {
+    if (reader.joinable())
+      reader.join();
+  }
+  /// After the launcher has ended: whether every rank said it was done.
+  /// Waits a moment for the rest of the stream (a host's proxy may still
+  /// hold the pipe open).
+  bool wait() {
+    for (int i = 0; i < 100 && !ended.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!ended.load()) {
+      reader.detach(); // ends with this process
+    } else {
+      reader.join();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    return llvm::all_of(done, [](bool d) { return d; });
+  }
+
+private:
+  void read() {
+    std::string pending;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buffer, sizeof buffer)) > 0 ||
+           (n < 0 && errno == EINTR)) {
+      if (n < 0)
+        continue;
+      pending.append(buffer, n);
+      for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
+        llvm::StringRef line(pending.data(), eol);
+        int64_t rank = -1;
+        if (line.consume_front("cleave-rank-done ") &&
+            !line.getAsInteger(10, rank) && rank >= 0 &&
+            rank < int64_t(done.size())) {
+          std::lock_guard<std::mutex> lock(mutex);
+          done[rank] = true;
+        } else {
+          ::write(STDERR_FILENO, pending.data(), eol + 1);
+        }
+        pending.erase(0, eol + 1);
+      }
+    }
+    if (!pending.empty())
+      ::write(STDERR_FILENO, pending.data(), pending.size());
+    ended.store(true);
+  }
+
+  int fd;
+  std::vector<bool> done;
+  std::mutex mutex;
+  std::atomic<bool> ended{false};
+  std::thread reader;
+};
+
+/// A job across hosts: the bundle as its ranks read it and, when staged,
+/// where the outputs are written and where they come back to.
+struct HostJob {
+  std::string dir;
+  std::string writerHost, remoteOutputs, localOutputs;
+};
+
+/// The value of each of the program's options that name files (--input
+/// NAME=FILE, --prompt, --attention-mask, --output-dir) in `options`, for
+/// `visit` to read or change.
+template <typename Visit>
+static void forEachFileOption(std::vector<std::string> &options, Visit visit) {
+  for (size_t i = 0; i < options.size(); ++i)
+    for (llvm::StringRef name :
+         {"--input", "--prompt", "--attention-mask", "--output-dir"}) {
+      llvm::StringRef arg = options[i];
+      if (arg == name && i + 1 < options.size()) {
+        visit(name, options[++i]);
+        break;
+      }
+      if (arg.consume_front(name) && arg.consume_front("=")) {
+        std::string value = arg.str();
+        visit(name, value);
+        options[i] = (name + "=" + value).str();
+        break;
+      }
+    }
+}
+
+/// "0-1 on node1, 2-3 on node2": which ranks each host runs.
+static std::string describePlacement(const std::vector<std::string> &hostOf) {
+  std::vector<std::string> parts;
+  for (size_t first = 0; first < hostOf.size();) {
+    size_t last = first;
+    while (last + 1 < hostOf.size() && hostOf[last + 1] == hostOf[first])
+      ++last;
+    parts.push_back((first == last
+                         ? std::to_string(first)
+                         : std::to_string(first) + "-" + std::to_string(last)) +
+                    " on " + hostOf[first]);
+    first = last + 1;
+  }
+  return llvm::join(parts, ", ");
+}
+
+/// Before a job across hosts: says where each rank runs (warning where a
+/// tp group is split between hosts), with --stage-weights copies what the
+/// hosts lack into that folder and points the inputs and outputs there,
+/// then checks that every rank's files are in place. Returns 0, or the
+/// exit status after reporting what is wrong (nothing started).
+static int prepareHosts(const std::string &mpiexec,
+                        const cleave::run::Placement &where,
+                        const llvm::json::Object &manifest,
+                        const std::string &bundle, const std::string &stageDir,
+                        bool check, std::vector<std::string> &forwarded,
+                        HostJob &job) {
+  namespace fs = llvm::sys::fs;
+  cleave::run::BundleFiles files;
+  files.dir = bundle;
+  files.ranks = manifest.getInteger("ranks").value_or(1);
+  files.writerRank = manifest.getInteger("writer_rank").value_or(0);
+  std::string program = bundle + "/program";
+  auto text = llvm::MemoryBuffer::getFile(program, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!text)
+    return fail("cannot read '" + program + "': " + text.getError().message());
+  cleave_checksum_state sum;
+  cleave_checksum_init(&sum);
+  cleave_checksum_update(&sum, (*text)->getBufferStart(),
+                         (*text)->getBufferSize());
+  files.programBytes = (*text)->getBufferSize();
+  files.programChecksum = cleave_checksum_finish(&sum);
+  for (int64_t r = 0; r < files.ranks; ++r) {
+    uint64_t size = 0;
+    fs::file_size(bundle + "/weights/rank" + std::to_string(r) + ".bin", size);
+    files.largestWeightFile = std::max(files.largestWeightFile, size);
+  }
+
+  // Each rank's host: from the list, else (Slurm) as the ranks report it.
+  std::vector<std::string> hostOf;
+  if (auto placed = where.hostOfEachRank(files.ranks))
+    hostOf = std::move(*placed);
+  else
+    llvm::consumeError(placed.takeError());
+  auto checkAt = [&](const std::string &dir)
+      -> std::optional<std::vector<cleave::run::RankFindings>> {
+    auto found = cleave::run::checkFiles(mpiexec, where, files, dir);
+    if (!found) {
+      fail("the check of the hosts' files " +
+           llvm::toString(found.takeError()));
+      return std::nullopt;
+    }
+    if (hostOf.empty() &&
+        llvm::all_of(*found, [](const auto &f) { return f.reported; }))
+      for (const cleave::run::RankFindings &f : *found)
+        hostOf.push_back(f.host);
+    return std::move(*found);
+  };
+
+  job.dir = bundle;
+  if (!stageDir.empty()) {
+    if (!llvm::sys::path::is_absolute(stageDir))
+      return fail("--stage-weights needs an absolute folder (it is made on "
+                  "each host), not '" +
+                  stageDir + "'");
+    std::vector<cleave::run::RankFindings> found(files.ranks);
+    if (check) {
+      auto atStage = checkAt(stageDir);
+      if (!atStage)
+        return 1;
+      found = std::move(*atStage);
+    }
+    if (hostOf.empty())
+      return fail("--stage-weights: not every rank's host could be found (the "
+                  "check reached only some)");
+    // The inputs go to every host (every rank reads them), the outputs come
+    // back from the writer's.
+    std::vector<std::string> inputs, staged;
+    int64_t job_id = getpid();
+    forEachFileOption(forwarded, [&](llvm::StringRef name, std::string &value) {
+      if (name == "--output-dir") {
+        job.localOutputs = value;
+        job.remoteOutputs = stageDir + "/outputs-" + std::to_string(job_id);
+        job.writerHost = hostOf[files.writerRank];
+        value = job.remoteOutputs;
+        return;
+      }
+      std::string prefix;
+      std::string path = value;
+      if (name == "--input") {
+        size_t eq = value.find('=');
+        if (eq == std::string::npos)
+          return; // the program says what is wrong
+        prefix = value.substr(0, eq + 1);
+        path = value.substr(eq + 1);
+      }
+      std::string as = "inputs/" + std::to_string(inputs.size()) + "-" +
+                       llvm::sys::path::filename(path).str();
+      inputs.push_back(path);
+      staged.push_back(as);
+      value = prefix + stageDir + "/" + as;
+    });
+    if (llvm::Error e = cleave::run::stage(where, files, hostOf, found,
+                                           stageDir, inputs, staged))
+      return fail("--stage-weights: " + llvm::toString(std::move(e)));
+    job.dir = stageDir;
+  }
+  if (!hostOf.empty()) {
+    llvm::errs() << "cleave-run: ranks " << describePlacement(hostOf) << "\n";
+    // The mesh's last axis varies fastest: its groups are consecutive ranks.
+    int64_t inner = 1;
+    std::string innerName;
+    if (const llvm::json::Object *mesh = manifest.getObject("mesh"))
+      if (const llvm::json::Array *axes = mesh->getArray("axes"))
+        if (!axes->empty())
+          if (const llvm::json::Object *last = axes->back().getAsObject()) {
+            inner = last->getInteger("size").value_or(1);
+            innerName = last->getString("name").value_or("").str();
+          }
+    for (int64_t first = 0; inner > 1 && first + inner <= files.ranks;
+         first += inner)
+      if (hostOf[first] != hostOf[first + inner - 1]) {
+        llvm::WithColor::warning(llvm::errs(), "cleave-run")
+            << "the " << innerName << " group of ranks " << first << "-"
+            << first + inner - 1
+            << " spans hosts, so its collectives cross the network; give "
+               "each host a multiple of "
+            << inner << " slots\n";
+        break;
+      }
+  }
+  if (check) {
+    auto found = checkAt(job.dir);
+    if (!found)
+      return 1;
+    std::string problems = cleave::run::describeProblems(*found);
+    if (!problems.empty())
+      return fail("the bundle's files are not all in place on the hosts "
+                  "(nothing was started" +
+                  std::string(stageDir.empty()
+                                  ? "; --stage-weights DIR copies them"
+                                  : "") +
+                  "):\n" + problems);
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -212,7 +484,12 @@ int main(int argc, char **argv) {
   std::string threadsText; // --threads's value, forwarded to the program
   // Hosts, a host file, hydra's launcher and its command, the interface
   // the launcher's proxies connect back on.
-  std::string hosts, hostfile, launcher, launcherExec, iface;
+  cleave::run::Placement where;
+  std::string &hosts = where.hosts, &hostfile = where.hostfile,
+              &launcher = where.launcher;
+  std::string heartbeat = "10";
+  std::string stageDir; // --stage-weights
+  bool preflight = true;
   for (int i = 2; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     auto value = [&](llvm::StringRef name) -> std::optional<std::string> {
@@ -238,8 +515,9 @@ int main(int argc, char **argv) {
          {std::pair<llvm::StringRef, std::string *>{"--hosts", &hosts},
           {"--hostfile", &hostfile},
           {"--launcher", &launcher},
-          {"--launcher-exec", &launcherExec},
-          {"--iface", &iface}})
+          {"--launcher-exec", &where.launcherExec},
+          {"--iface", &where.iface},
+          {"--stage-weights", &stageDir}})
       if (arg == name || arg.starts_with((name + "=").str())) {
         auto v = value(name);
         if (!v || v->empty())
@@ -261,6 +539,20 @@ int main(int argc, char **argv) {
       if (!v || llvm::StringRef(*v).getAsDouble(seconds) || seconds <= 0)
         return fail("--timeout expects a positive number of seconds");
       timeout = *v;
+      continue;
+    }
+    if (arg == "--heartbeat-timeout" ||
+        arg.starts_with("--heartbeat-timeout=")) {
+      auto v = value("--heartbeat-timeout");
+      double seconds = 0;
+      if (!v || llvm::StringRef(*v).getAsDouble(seconds) || seconds < 0)
+        return fail("--heartbeat-timeout expects a number of seconds (0: "
+                    "no heartbeat)");
+      heartbeat = *v;
+      continue;
+    }
+    if (arg == "--no-preflight") {
+      preflight = false;
       continue;
     }
     if (arg == "--threads" || arg.starts_with("--threads=")) {
@@ -285,6 +577,14 @@ int main(int argc, char **argv) {
   llvm::sys::path::append(program, "program");
   if (!llvm::sys::fs::can_execute(program))
     return fail("the bundle's program '" + program + "' is missing");
+  if (!stageDir.empty() && (*ranks == 1 || !where.acrossHosts()))
+    return fail("--stage-weights copies the bundle to the job's hosts: it "
+                "needs a bundle for several ranks and --hosts, --hostfile or "
+                "a Slurm allocation");
+  // The bundle where the ranks read it (another folder once staged), and,
+  // when staged, where the outputs come back from.
+  std::string runDir = bundle;
+  std::optional<HostJob> outputs;
 
   // OpenBLAS reads this when it loads: its threads should sleep soon after a
   // GEMM instead of spinning while the model's own loops run.
@@ -307,25 +607,23 @@ int main(int argc, char **argv) {
     args = {mpiexec, "-n", std::to_string(*ranks)};
     if (!hosts.empty() && !hostfile.empty())
       return fail("give --hosts or --hostfile, not both");
-    // Ranks fill each host's slots in turn, in rank order: the mesh's last
-    // axis (tp) varies fastest, so a tp group shares a host where each
-    // host's slots are a multiple of the tp size.
-    if (!hosts.empty())
-      llvm::append_range(args, std::vector<std::string>{"-hosts", hosts});
-    if (!hostfile.empty())
-      llvm::append_range(args, std::vector<std::string>{"-f", hostfile});
     // Inside a Slurm allocation hydra asks Slurm for the hosts and starts
     // its proxies with srun, unless told otherwise.
     if (launcher.empty() && hosts.empty() && hostfile.empty() &&
         std::getenv("SLURM_JOB_ID"))
       launcher = "slurm";
-    if (!launcher.empty())
-      llvm::append_range(args, std::vector<std::string>{"-launcher", launcher});
-    if (!launcherExec.empty())
-      llvm::append_range(
-          args, std::vector<std::string>{"-launcher-exec", launcherExec});
-    if (!iface.empty())
-      llvm::append_range(args, std::vector<std::string>{"-iface", iface});
+    // Ranks fill each host's slots in turn, in rank order: the mesh's last
+    // axis (tp) varies fastest, so a tp group shares a host where each
+    // host's slots are a multiple of the tp size.
+    llvm::append_range(args, where.hydraOptions());
+    if (where.acrossHosts()) {
+      HostJob job;
+      if (int code = prepareHosts(args.front(), where, *root, bundle, stageDir,
+                                  preflight, forwarded, job))
+        return code;
+      runDir = job.dir;
+      outputs = job;
+    }
     // Ranks share the cores unless told otherwise.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     if (!threadsGiven && !std::getenv("CLEAVE_NUM_THREADS"))
@@ -340,9 +638,9 @@ int main(int argc, char **argv) {
     if (*ranks * std::max<int64_t>(1, threads) > int64_t(cores))
       setenv("CLEAVE_RANKS_SHARE_CORES", "1", /*overwrite=*/0);
   }
-  args.push_back(program.str().str());
+  args.push_back(runDir == bundle ? program.str().str() : runDir + "/program");
   args.push_back("--bundle");
-  args.push_back(bundle);
+  args.push_back(runDir);
   llvm::append_range(args, forwarded);
   std::vector<char *> argvOut;
   for (std::string &a : args)
@@ -361,14 +659,22 @@ int main(int argc, char **argv) {
                 ec.message());
   setenv("CLEAVE_PROGRESS_DIR", progress.c_str(), 1);
   setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
+  setenv("CLEAVE_HEARTBEAT_TIMEOUT", heartbeat.c_str(), 1);
   struct sigaction forward = {};
   forward.sa_handler = forwardSignal;
   sigemptyset(&forward.sa_mask);
   for (int signal : {SIGTERM, SIGINT, SIGHUP})
     sigaction(signal, &forward, nullptr);
+  // The ranks' stderr comes through a pipe: each rank says there when its
+  // work is done and agreed, before MPI_Finalize (CLEAVE_REPORT_DONE).
+  setenv("CLEAVE_REPORT_DONE", "1", 1);
+  int errPipe[2];
+  if (pipe2(errPipe, O_CLOEXEC) != 0)
+    return fail(llvm::Twine("cannot make a pipe: ") + std::strerror(errno));
   pid_t self = getpid();
   pid_t child = fork();
   if (child == 0) {
+    dup2(errPipe[1], STDERR_FILENO);
     // A cleave-run killed outright (SIGKILL: no handler runs) still takes
     // its job with it: the kernel sends mpiexec SIGTERM when its parent
     // dies. (Checked after asking: the parent may already be gone.)
@@ -381,6 +687,8 @@ int main(int argc, char **argv) {
     _exit(127);
   }
   launcherPid = child;
+  ::close(errPipe[1]);
+  DoneRanks doneRanks(errPipe[0], *ranks);
   if (stoppedBy) // a signal that came before the launcher was known
     kill(child, stoppedBy);
   // Once stopped by a signal, mpiexec has kSignalGraceSeconds to end its
@@ -403,15 +711,40 @@ int main(int argc, char **argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   launcherPid = 0;
-  std::string ended = ranksThatEndedEarly(progress, *ranks);
+  bool allDone = doneRanks.wait();
+  std::string ended =
+      ranksThatEndedEarly(progress, *ranks, where.acrossHosts());
   llvm::sys::fs::remove_directories(progress);
   if (stoppedBy) {
     fail("stopped by signal " + llvm::Twine(int(stoppedBy)) + " (" +
          strsignal(stoppedBy) + "); every rank was ended");
     return 128 + stoppedBy;
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+  bool launcherFailed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (launcherFailed && allDone) {
+    // mpiexec reports a failure that came after every rank had finished
+    // and agreed on success: a rank stuck in MPI_Finalize left it (see
+    // comm::finish) and the launcher killed the others at their closing.
+    llvm::WithColor::warning(llvm::errs(), "cleave-run")
+        << "every rank finished its work, but MPI_Finalize did not complete "
+           "on all of them (UCX over TCP: openucx/ucx#8738), so they left it; "
+           "the outputs are complete\n";
+    launcherFailed = false;
+  }
+  if (!launcherFailed) {
+    // Staged: the outputs are on the writer's host.
+    if (outputs && !outputs->remoteOutputs.empty())
+      if (llvm::Error e = cleave::run::fetchFolder(where, outputs->writerHost,
+                                                   outputs->remoteOutputs,
+                                                   outputs->localOutputs))
+        return fail("the job succeeded, but its outputs could not be "
+                    "fetched: " +
+                    llvm::toString(std::move(e)));
     return 0;
+  }
+  if (outputs && !outputs->remoteOutputs.empty())
+    cleave::run::removeRemote(where, outputs->writerHost,
+                              outputs->remoteOutputs);
   std::string how = WIFSIGNALED(status)
                         ? "killed by signal " + std::to_string(WTERMSIG(status))
                         : "exit status " + std::to_string(WEXITSTATUS(status));

@@ -30,8 +30,9 @@ namespace cleave::rt::comm {
 /// Joins the job and creates the descriptor's communicator groups. Throws if
 /// the job's size is not the mesh's rank count.
 void start(const ModelDesc &desc, int *argc, char ***argv);
-/// Leaves the job.
-void finish();
+/// Leaves the job, saying to cleave-run whether this rank `succeeded` (its
+/// work done and agreed by every rank).
+void finish(bool succeeded = true);
 /// This process's rank (0 for single-rank programs).
 int rank();
 /// How messages name this rank: "rank R", and "on host H" where the job

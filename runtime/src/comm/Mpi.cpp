@@ -10,6 +10,7 @@
 
 #include "Buffer.h"
 #include "Comm.h"
+#include "Heartbeat.h"
 #include "../Profile.h"
 
 #include "cleave/Runtime/Abi.h"
@@ -65,6 +66,8 @@ cleave_progress *published = &localProgress;
 uint64_t load(uint64_t &field) {
   return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
 }
+/// How long a rank of a job that succeeded waits for MPI_Finalize.
+constexpr unsigned kFinalizeSeconds = 5;
 /// How long a rank waits for MPI_Abort before it ends itself.
 constexpr unsigned kAbortSeconds = 3;
 void store(uint64_t &field, uint64_t v) {
@@ -164,94 +167,37 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
   abortWithin(124);
 }
 
-//===----------------------------------------------------------------------===//
-// Heartbeats
-//===----------------------------------------------------------------------===//
-//
-// A rank that is stopped, or whose host the network no longer reaches, has
-// not died: the launcher sees nothing, and its peers would wait in their
-// next collective until the collective timeout. So the ranks form a ring,
-// each sending its successor a message every second from the watchdog's
-// thread (whatever the rank's own thread is doing) and expecting one from
-// its predecessor; a predecessor silent for the heartbeat timeout
-// (CLEAVE_HEARTBEAT_TIMEOUT seconds, default 10) ends the job, naming it
-// and its host. Every rank is some rank's predecessor, so any one silent
-// rank, or a host cut off, is noticed.
+/// This rank's heartbeats to its successor (Heartbeat.h), sent and watched
+/// by the watchdog's thread.
+comm::Heartbeat heartbeat;
+/// Every rank's host, to name one; empty where they all share one.
+std::vector<std::string> hostOfRank;
 
-/// How often a rank tells its successor it is alive.
-constexpr int64_t kHeartbeatMs = 1000;
-/// What a heartbeat carries (every pending send reads it).
-const uint64_t kAlive = 1;
-
-struct Heartbeat {
-  MPI_Comm comm = MPI_COMM_NULL; // its own, so as never to meet the model's
-  int successor = 0, predecessor = 0;
-  MPI_Request receive = MPI_REQUEST_NULL;
-  std::vector<MPI_Request> sends; // not yet complete
-  uint64_t received = 0; // what a heartbeat says: nothing but that it came
-  int64_t lastHeard = 0, lastSent = 0;
-  double timeout = 10;
-  /// Every rank's host, to name a silent one.
-  std::vector<std::string> hosts;
-
-  bool on() const { return comm != MPI_COMM_NULL; }
-
-  void start() {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    successor = (state.rank + 1) % state.size;
-    predecessor = (state.rank + state.size - 1) % state.size;
-    lastHeard = lastSent = nowMs();
-    MPI_Irecv(&received, 1, MPI_UINT64_T, predecessor, 0, comm, &receive);
+/// The heartbeat's turn of the watchdog: ends the job when the predecessor
+/// has fallen silent.
+void listenForHeartbeats() {
+  comm::Heartbeat::Finding found = heartbeat.beat(nowMs());
+  if (found == comm::Heartbeat::Finding::Nothing)
+    return;
+  int peer = heartbeat.predecessorRank();
+  std::string name = "rank " + std::to_string(peer);
+  if (!hostOfRank.empty())
+    name += " on host " + hostOfRank[peer];
+  if (found == comm::Heartbeat::Finding::Unheard) {
+    std::fprintf(stderr,
+                 "cleave-run: warning: %s: no heartbeat has come from %s (UDP "
+                 "between their hosts blocked?): a stop or a network fault "
+                 "there is found only at the collective timeout\n",
+                 state.label.c_str(), name.c_str());
+    return;
   }
-
-  /// One turn of the watchdog: listens, sends when due, and ends the job
-  /// when the predecessor has been silent too long.
-  void beat() {
-    int64_t now = nowMs();
-    int heard = 0;
-    MPI_Test(&receive, &heard, MPI_STATUS_IGNORE);
-    if (heard) {
-      lastHeard = now;
-      MPI_Irecv(&received, 1, MPI_UINT64_T, predecessor, 0, comm, &receive);
-    }
-    // Sends to a peer that no longer answers stay incomplete; a few in
-    // flight are enough to be heard.
-    sends.erase(std::remove_if(sends.begin(), sends.end(),
-                               [](MPI_Request &r) {
-                                 int done = 0;
-                                 MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-                                 return done != 0;
-                               }),
-                sends.end());
-    if (now - lastSent >= kHeartbeatMs && sends.size() < 8) {
-      sends.emplace_back();
-      MPI_Isend(&kAlive, 1, MPI_UINT64_T, successor, 0, comm, &sends.back());
-      lastSent = now;
-    }
-    if (now - lastHeard > timeout * 1000) {
-      std::string peer = "rank " + std::to_string(predecessor);
-      if (hosts.size() > size_t(predecessor) && !hosts[predecessor].empty())
-        peer += " on host " + hosts[predecessor];
-      std::fprintf(stderr,
-                   "cleave-run: error: %s: no heartbeat from %s for %.0f s: "
-                   "it is stopped, or its host cannot be reached\n",
-                   state.label.c_str(), peer.c_str(), timeout);
-      std::fflush(stderr);
-      abortWithin(125);
-    }
-  }
-
-  /// Stops listening; what is in flight completes (the peers are alive:
-  /// every rank stops only on its way out of a job that succeeded).
-  void stop() {
-    MPI_Cancel(&receive);
-    MPI_Wait(&receive, MPI_STATUS_IGNORE);
-    for (MPI_Request &r : sends)
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    sends.clear();
-  }
-};
-Heartbeat heartbeat;
+  std::fprintf(stderr,
+               "cleave-run: error: %s: no heartbeat from %s for %.0f s: it is "
+               "stopped, or its host cannot be reached\n",
+               state.label.c_str(), name.c_str(), heartbeat.timeout());
+  std::fflush(stderr);
+  abortWithin(125);
+}
 
 /// The watchdog's thread: ends the job when a collective waits past the
 /// timeout, and keeps the heartbeats.
@@ -266,11 +212,8 @@ void startWatchdog() {
       int64_t since = enteredAt.load();
       if (since != 0 && nowMs() - since > timeout * 1000)
         reportHang(timeout);
-      if (heartbeat.on())
-        heartbeat.beat();
+      listenForHeartbeats();
     }
-    if (heartbeat.on())
-      heartbeat.stop();
   });
 }
 
@@ -692,10 +635,8 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent)
     std::_Exit(1);
-  // The watchdog's thread sends and receives the heartbeats while the
-  // rank's own thread runs collectives.
   int provided = 0;
-  check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
         "MPI_Init_thread");
   state.active = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &state.rank);
@@ -706,22 +647,34 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
                        std::to_string(state.size) +
                        "; start it with cleave-run, which launches the right "
                        "number");
-  // Every rank's host: where they differ, every message names the host too.
-  constexpr int kHostBytes = 256;
-  char host[kHostBytes] = {};
-  gethostname(host, kHostBytes - 1);
-  std::vector<char> hosts(size_t(state.size) * kHostBytes);
-  MPI_Allgather(host, kHostBytes, MPI_CHAR, hosts.data(), kHostBytes, MPI_CHAR,
-                MPI_COMM_WORLD);
-  for (int r = 0; r < state.size; ++r)
-    heartbeat.hosts.emplace_back(&hosts[size_t(r) * kHostBytes]);
+  // Every rank's host and where its heartbeats reach it. Where the hosts
+  // differ, every message names the host too.
+  double beatTimeout = heartbeatTimeout();
+  std::string noSocket;
+  if (beatTimeout > 0 && !heartbeat.open(noSocket) && state.rank == 0)
+    std::fprintf(stderr, "cleave-run: warning: no heartbeats: %s\n",
+                 noSocket.c_str());
+  comm::HeartbeatAddress mine = heartbeat.address();
+  mine.token = uint64_t(getpid()) << 32 ^ uint64_t(nowMs());
+  std::vector<comm::HeartbeatAddress> everyone(state.size);
+  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, everyone.data(), sizeof mine,
+                MPI_BYTE, MPI_COMM_WORLD);
+  for (const comm::HeartbeatAddress &a : everyone)
+    hostOfRank.emplace_back(a.host);
   bool spansHosts =
-      std::any_of(heartbeat.hosts.begin(), heartbeat.hosts.end(),
-                  [](const std::string &h) { return h != heartbeat.hosts[0]; });
-  if (!spansHosts)
-    heartbeat.hosts.clear(); // messages name ranks alone
+      std::any_of(hostOfRank.begin(), hostOfRank.end(),
+                  [](const std::string &h) { return h != hostOfRank.front(); });
   state.label = "rank " + std::to_string(state.rank) +
-                (spansHosts ? std::string(" on host ") + host : "");
+                (spansHosts ? " on host " + hostOfRank[state.rank] : "");
+  if (!spansHosts)
+    hostOfRank.clear(); // messages name ranks alone
+  // The first heartbeat now, before any collective: a rank stopped in its
+  // first moments has then been heard, and is watched.
+  if (beatTimeout > 0) {
+    heartbeat.start(state.rank, everyone, everyone.front().token, beatTimeout,
+                    nowMs());
+    heartbeat.beat(nowMs());
+  }
   state.meshSizes = desc.meshSizes;
   state.coords.assign(desc.meshSizes.size(), 0);
   int64_t rest = state.rank;
@@ -745,31 +698,35 @@ void comm::start(const ModelDesc &desc, int *argc, char ***argv) {
     state.groups.push_back(c);
   }
   publishProgress();
-  heartbeat.timeout = heartbeatTimeout();
-  if (provided == MPI_THREAD_MULTIPLE && heartbeat.timeout > 0)
-    heartbeat.start();
-  else if (state.rank == 0 && heartbeat.timeout > 0)
-    std::fprintf(stderr,
-                 "cleave-run: warning: this MPI library cannot be called from "
-                 "two threads, so the ranks keep no heartbeat: a stopped "
-                 "rank or a host cut off is found only at the collective "
-                 "timeout\n");
   startWatchdog();
 }
 
-void comm::finish() {
+void comm::finish(bool succeeded) {
   if (!state.active)
     return;
-  // The watchdog's thread stops listening, then every rank waits until all
-  // have stopped sending before the communicators go.
   stopWatchdog.store(true);
   if (watchdog.joinable())
     watchdog.join();
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (heartbeat.on())
-    MPI_Comm_free(&heartbeat.comm);
+  heartbeat.leave();
+  // cleave-run counts these (its DoneRanks): a job whose every rank got
+  // here succeeded, whatever MPI_Finalize does next.
+  if (const char *report = std::getenv("CLEAVE_REPORT_DONE");
+      succeeded && report && *report == '1') {
+    std::fprintf(stderr, "cleave-rank-done %d\n", state.rank);
+    std::fflush(stderr);
+  }
   for (MPI_Comm &c : state.groups)
     MPI_Comm_free(&c);
+  // MPI_Finalize with UCX over TCP (Ethernet between hosts) can wait forever:
+  // a rank still flushing a connection whose peer has already gone on to
+  // the launcher's closing barrier, which makes no more progress on it
+  // (openucx/ucx#8738). The job's work is done and agreed by then, so a
+  // rank still in MPI_Finalize after kFinalizeSeconds leaves without it.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(kFinalizeSeconds));
+    store(published->finished, 1);
+    std::_Exit(0);
+  }).detach();
   MPI_Finalize();
   state.active = false;
   store(published->finished, 1);
