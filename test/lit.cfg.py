@@ -1,6 +1,7 @@
 # Cleave's lit suite: importer, driver, conformance and (later) pass tests.
 import os
 import shutil
+import tempfile
 import subprocess
 
 import lit.formats
@@ -54,15 +55,21 @@ if shutil.which("nvidia-smi") and subprocess.run(
     config.available_features.add("gpu")
 
 # Hosts made of network namespaces (test/e2e/multi-host.test) need iproute2
-# and the right to make namespaces: probed by making and removing one. Where
-# it cannot, the test reports itself unsupported (lit names the feature).
+# and the right to make namespaces, network and mount (each host gets a
+# folder of its own): probed by making and removing them. Where it cannot,
+# the test reports itself unsupported (lit names the feature).
 probe_ns = f"cleave-probe-{os.getpid()}"
-if shutil.which("ip") and shutil.which("unshare") and subprocess.run(
+if shutil.which("ip") and shutil.which("unshare") and shutil.which(
+        "nsenter") and subprocess.run(
         ["ip", "netns", "add", probe_ns], capture_output=True).returncode == 0:
     # A bridge, made where the test makes its own: inside a namespace.
     bridge = subprocess.run(
         ["ip", "netns", "exec", probe_ns, "ip", "link", "add", "cbprobe",
          "type", "bridge"], capture_output=True).returncode == 0
     subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
-    if bridge:
+    with tempfile.TemporaryDirectory() as private:
+        tmpfs = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "mount", "-t",
+             "tmpfs", "none", private], capture_output=True).returncode == 0
+    if bridge and tmpfs:
         config.available_features.add("netns")

@@ -92,7 +92,25 @@ std::string cleave::planReport(const ModelSignature &sig,
   if (options.precision != Precision::F32)
     os << ", GEMM operands " << precisionName(options.precision)
        << " (float32 results)";
-  os << "\n\n";
+  os << "\n";
+  // Ranks are numbered in mesh order, the last axis fastest, and
+  // cleave-run fills each host's slots in rank order.
+  if (ranks > 1 && sig.mesh.axisNames.size() > 1) {
+    llvm::StringRef inner = sig.mesh.axisNames.back();
+    int64_t innerSize = sig.mesh.axisSizes.back();
+    os << "placement: ranks in mesh order, " << inner
+       << " fastest: each " << inner << " group is " << innerSize
+       << " consecutive ranks; across hosts, slots a multiple of "
+       << innerSize << " keep each " << inner
+       << " group on one host, the other axes ("
+       << llvm::join(llvm::ArrayRef(sig.mesh.axisNames).drop_back(), ", ")
+       << ") across hosts\n";
+  } else if (ranks > 1) {
+    os << "placement: ranks in mesh order; across hosts, the "
+       << sig.mesh.axisNames.front()
+       << " group spans them (its collectives cross the network)\n";
+  }
+  os << "\n";
 
   const PipelineSignature &pipe = sig.pipeline;
   bool pipelined = pipe.stages > 1 || pipe.microbatches > 1;

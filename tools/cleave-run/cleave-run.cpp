@@ -30,10 +30,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <atomic>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <mutex>
+#include <poll.h>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -204,64 +206,125 @@ static std::string ranksThatEndedEarly(llvm::StringRef dir, int64_t ranks,
          llvm::join(named, ", ");
 }
 
-/// Passes the job's stderr on, line by line, keeping back the lines by which
-/// each rank says its work is done (`cleave-rank-done R`, printed before
-/// MPI_Finalize), on a thread of its own.
-class DoneRanks {
+/// Passes the job's stdout and stderr on as they come, on a thread of its
+/// own, keeping back the lines by which each rank says on stderr that its
+/// work is done (`cleave-rank-done R`, printed before MPI_Finalize) and
+/// noting the host and code hydra gives on stdout for a process that ended
+/// badly.
+class JobOutput {
 public:
-  DoneRanks(int fd, int64_t ranks) : fd(fd), done(ranks, false) {
+  JobOutput(int out, int err, int64_t ranks)
+      : streams{{{out, STDOUT_FILENO, {}}, {err, STDERR_FILENO, {}}}},
+        done(ranks, false) {
     reader = std::thread([this] { read(); });
   }
-  ~DoneRanks() {
+  ~JobOutput() {
     if (reader.joinable())
       reader.join();
   }
   /// After the launcher has ended: whether every rank said it was done.
-  /// Waits a moment for the rest of the stream (a host's proxy may still
-  /// hold the pipe open).
+  /// Waits a moment for the rest of the streams (a host's proxy may still
+  /// hold them open).
   bool wait() {
     for (int i = 0; i < 100 && !ended.load(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!ended.load()) {
-      reader.detach(); // ends with this process
-    } else {
+    if (ended.load())
       reader.join();
-    }
+    else
+      reader.detach(); // ends with this process
     std::lock_guard<std::mutex> lock(mutex);
     return llvm::all_of(done, [](bool d) { return d; });
   }
+  /// Where hydra says a process ended badly, and its code ("9": by signal
+  /// 9); empty if it did not say.
+  std::pair<std::string, std::string> badEnd() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return {badHost, badCode};
+  }
 
 private:
+  struct Stream {
+    int from, to;
+    std::string line; // the unfinished line
+  };
+
   void read() {
-    std::string pending;
+    std::array<pollfd, 2> fds;
+    for (size_t i = 0; i < streams.size(); ++i)
+      fds[i] = {streams[i].from, POLLIN, 0};
     char buffer[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buffer, sizeof buffer)) > 0 ||
-           (n < 0 && errno == EINTR)) {
-      if (n < 0)
-        continue;
-      pending.append(buffer, n);
-      for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
-        llvm::StringRef line(pending.data(), eol);
-        int64_t rank = -1;
-        if (line.consume_front("cleave-rank-done ") &&
-            !line.getAsInteger(10, rank) && rank >= 0 &&
-            rank < int64_t(done.size())) {
-          std::lock_guard<std::mutex> lock(mutex);
-          done[rank] = true;
-        } else {
-          ::write(STDERR_FILENO, pending.data(), eol + 1);
+    for (int open = 2; open > 0;) {
+      if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
+        break;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+          continue;
+        ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0) {
+          take(streams[i], /*atEnd=*/true);
+          fds[i].fd = -1;
+          --open;
+          continue;
         }
-        pending.erase(0, eol + 1);
+        streams[i].line.append(buffer, n);
+        take(streams[i], /*atEnd=*/false);
       }
     }
-    if (!pending.empty())
-      ::write(STDERR_FILENO, pending.data(), pending.size());
     ended.store(true);
   }
 
-  int fd;
+  /// Passes on what `s` holds: whole lines (each looked at), and, on
+  /// stdout, a partial one at once (a generation's tokens come so).
+  void take(Stream &s, bool atEnd) {
+    for (size_t eol; (eol = s.line.find('\n')) != std::string::npos;) {
+      if (!keepBack(llvm::StringRef(s.line.data(), eol)))
+        writeAll(s.to, s.line.data(), eol + 1);
+      s.line.erase(0, eol + 1);
+    }
+    if (!s.line.empty() && (atEnd || s.to == STDOUT_FILENO)) {
+      writeAll(s.to, s.line.data(), s.line.size());
+      s.line.clear();
+    }
+  }
+
+  /// Whether `line` is a rank's done line; notes hydra's report of a
+  /// process that ended badly ("=   PID N RUNNING AT HOST", "=   EXIT
+  /// CODE: C").
+  bool keepBack(llvm::StringRef line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    int64_t rank = -1;
+    llvm::StringRef rest = line;
+    if (rest.consume_front("cleave-rank-done ") &&
+        !rest.getAsInteger(10, rank) && rank >= 0 &&
+        rank < int64_t(done.size())) {
+      done[rank] = true;
+      return true;
+    }
+    llvm::StringRef text = line.ltrim("= ");
+    if (text.consume_front("PID ") && text.contains(" RUNNING AT "))
+      badHost = text.split(" RUNNING AT ").second.trim().str();
+    else if (text.consume_front("EXIT CODE: "))
+      badCode = text.trim().str();
+    return false;
+  }
+
+  static void writeAll(int fd, const char *data, size_t size) {
+    while (size > 0) {
+      ssize_t n = ::write(fd, data, size);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return;
+      data += n;
+      size -= n;
+    }
+  }
+
+  std::array<Stream, 2> streams;
   std::vector<bool> done;
+  std::string badHost, badCode;
   std::mutex mutex;
   std::atomic<bool> ended{false};
   std::thread reader;
@@ -665,15 +728,17 @@ int main(int argc, char **argv) {
   sigemptyset(&forward.sa_mask);
   for (int signal : {SIGTERM, SIGINT, SIGHUP})
     sigaction(signal, &forward, nullptr);
-  // The ranks' stderr comes through a pipe: each rank says there when its
-  // work is done and agreed, before MPI_Finalize (CLEAVE_REPORT_DONE).
+  // The job's output comes through pipes: each rank says on stderr when its
+  // work is done and agreed, before MPI_Finalize (CLEAVE_REPORT_DONE), and
+  // hydra on stdout which host a process that ended badly ran on.
   setenv("CLEAVE_REPORT_DONE", "1", 1);
-  int errPipe[2];
-  if (pipe2(errPipe, O_CLOEXEC) != 0)
+  int outPipe[2], errPipe[2];
+  if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0)
     return fail(llvm::Twine("cannot make a pipe: ") + std::strerror(errno));
   pid_t self = getpid();
   pid_t child = fork();
   if (child == 0) {
+    dup2(outPipe[1], STDOUT_FILENO);
     dup2(errPipe[1], STDERR_FILENO);
     // A cleave-run killed outright (SIGKILL: no handler runs) still takes
     // its job with it: the kernel sends mpiexec SIGTERM when its parent
@@ -687,8 +752,9 @@ int main(int argc, char **argv) {
     _exit(127);
   }
   launcherPid = child;
+  ::close(outPipe[1]);
   ::close(errPipe[1]);
-  DoneRanks doneRanks(errPipe[0], *ranks);
+  JobOutput jobOutput(outPipe[0], errPipe[0], *ranks);
   if (stoppedBy) // a signal that came before the launcher was known
     kill(child, stoppedBy);
   // Once stopped by a signal, mpiexec has kSignalGraceSeconds to end its
@@ -711,7 +777,7 @@ int main(int argc, char **argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   launcherPid = 0;
-  bool allDone = doneRanks.wait();
+  bool allDone = jobOutput.wait();
   std::string ended =
       ranksThatEndedEarly(progress, *ranks, where.acrossHosts());
   llvm::sys::fs::remove_directories(progress);
@@ -748,7 +814,28 @@ int main(int argc, char **argv) {
   std::string how = WIFSIGNALED(status)
                         ? "killed by signal " + std::to_string(WTERMSIG(status))
                         : "exit status " + std::to_string(WEXITSTATUS(status));
-  fail("the job failed (" + how + ")" + (ended.empty() ? "" : "; " + ended));
+  // hydra names the host of a process that ended badly, not its rank: the
+  // ranks placed there.
+  auto [badHost, badCode] = jobOutput.badEnd();
+  std::string badProcess;
+  if (!badHost.empty()) {
+    std::vector<std::string> there;
+    if (auto placed = where.hostOfEachRank(*ranks)) {
+      for (int64_t r = 0; r < *ranks; ++r)
+        if ((*placed)[r] == badHost)
+          there.push_back(std::to_string(r));
+    } else {
+      llvm::consumeError(placed.takeError());
+    }
+    badProcess = "; a process of " +
+                 (there.empty() ? std::string("the job")
+                                : (there.size() > 1 ? "ranks " : "rank ") +
+                                      llvm::join(there, ", ")) +
+                 " on host " + badHost + " ended badly (hydra: exit code " +
+                 badCode + "; a signal's number where it was killed)";
+  }
+  fail("the job failed (" + how + ")" + badProcess +
+       (ended.empty() ? "" : "; " + ended));
   return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status)
                                                        : 1;
 }

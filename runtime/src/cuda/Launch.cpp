@@ -49,8 +49,11 @@ void ensureContext() {
                          "is available (") +
              (status != cudaSuccess ? cudaGetErrorName(status) : "no device") +
              ")";
-    // One device per rank on a node: the local rank picks it.
+    // One device per rank on a node: the local rank picks it (hydra's
+    // MPI_LOCALRANKID; Slurm's SLURM_LOCALID when started by srun alone).
     const char *local = std::getenv("MPI_LOCALRANKID");
+    if (!local)
+      local = std::getenv("SLURM_LOCALID");
     int device = local ? std::atoi(local) % devices : 0;
     try {
       check(cudaSetDevice(device), "cudaSetDevice");
