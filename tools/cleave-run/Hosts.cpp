@@ -39,16 +39,19 @@ static std::string shellLine(const std::vector<std::string> &argv) {
   return llvm::join(quoted, " ");
 }
 
-/// Runs the shell command line `line`; its exit status, -1 where it could not
-/// be run or ran past `seconds` (0: no limit). Output as `redirects` say.
-static int
-runShell(const std::string &line, unsigned seconds = 0,
-         llvm::ArrayRef<std::optional<llvm::StringRef>> redirects = {}) {
-  std::string error;
+/// Runs the shell command line `line` with nothing on its stdin (hydra would
+/// pass this terminal's on to a rank) and its stdout to `output` (empty:
+/// this one's); its exit status, -1 where it could not be run, -2 where it
+/// ran past `seconds` (0: no limit).
+static int runShell(const std::string &line, unsigned seconds = 0,
+                    llvm::StringRef output = "") {
   llvm::StringRef argv[] = {"/bin/sh", "-c", line};
-  int status = llvm::sys::ExecuteAndWait("/bin/sh", argv, std::nullopt,
-                                         redirects, seconds, 0, &error);
-  return status;
+  std::optional<llvm::StringRef> redirects[] = {
+      llvm::StringRef(""),
+      output.empty() ? std::nullopt : std::optional<llvm::StringRef>(output),
+      std::nullopt};
+  return llvm::sys::ExecuteAndWait("/bin/sh", argv, std::nullopt, redirects,
+                                   seconds);
 }
 
 std::vector<std::string> Placement::hydraOptions() const {
@@ -164,9 +167,7 @@ cleave::run::checkFiles(const std::string &mpiexec, const Placement &where,
                      ec.message());
   // Time to reach the hosts and read a weight file at 50 MB/s.
   unsigned seconds = 60 + unsigned(bundle.largestWeightFile / 50'000'000);
-  int status = runShell(
-      shellLine(argv) + " 2>&1", seconds,
-      {std::nullopt, llvm::StringRef(output), llvm::StringRef(output)});
+  int status = runShell(shellLine(argv) + " 2>&1", seconds, output);
   auto text = llvm::MemoryBuffer::getFile(output);
   fs::remove(output);
   std::string log = text ? (*text)->getBuffer().str() : "";
@@ -196,7 +197,7 @@ cleave::run::checkFiles(const std::string &mpiexec, const Placement &where,
     std::string tail = llvm::join(
         llvm::ArrayRef(other).take_back(std::min<size_t>(other.size(), 8)),
         "\n  ");
-    return makeError(llvm::Twine(status == -1
+    return makeError(llvm::Twine(status == -2
                                      ? "did not finish within " +
                                            std::to_string(seconds) + " s"
                                      : "reached no host (exit status " +
@@ -343,8 +344,7 @@ llvm::Error cleave::run::fetchFolder(const Placement &where,
   auto removeArchive = llvm::scope_exit([&] { fs::remove(archive); });
   std::string pack = "cd " + shellQuote(remoteDir) + " && tar -cf - .";
   if (int status =
-          runShell(shellLine(where.remoteCommand(host, pack)), 0,
-                   {std::nullopt, llvm::StringRef(archive), std::nullopt}))
+          runShell(shellLine(where.remoteCommand(host, pack)), 0, archive))
     return makeError("cannot read the outputs in " + host + ":" + remoteDir +
                      " (exit status " + std::to_string(status) + ")");
   if (std::error_code ec = fs::create_directories(localDir))
