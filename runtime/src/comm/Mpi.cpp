@@ -720,12 +720,13 @@ void comm::finish(bool succeeded) {
   // MPI_Finalize with UCX over TCP (Ethernet between hosts) can wait forever:
   // a rank still flushing a connection whose peer has already gone on to
   // the launcher's closing barrier, which makes no more progress on it
-  // (openucx/ucx#8738). The job's work is done and agreed by then, so a
-  // rank still in MPI_Finalize after kFinalizeSeconds leaves without it.
-  std::thread([] {
+  // (openucx/ucx#8738). The job's outcome is agreed by then, so a rank
+  // still in MPI_Finalize after kFinalizeSeconds leaves without it.
+  std::thread([succeeded] {
     std::this_thread::sleep_for(std::chrono::seconds(kFinalizeSeconds));
-    store(published->finished, 1);
-    std::_Exit(0);
+    if (succeeded)
+      store(published->finished, 1);
+    std::_Exit(succeeded ? 0 : 1);
   }).detach();
   MPI_Finalize();
   state.active = false;
