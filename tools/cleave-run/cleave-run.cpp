@@ -752,6 +752,9 @@ int main(int argc, char **argv) {
     _exit(127);
   }
   launcherPid = child;
+  // A reader of this output that goes away (`| head`) must not end
+  // cleave-run, which holds the job; the output is then dropped.
+  signal(SIGPIPE, SIG_IGN);
   ::close(outPipe[1]);
   ::close(errPipe[1]);
   JobOutput jobOutput(outPipe[0], errPipe[0], *ranks);
