@@ -89,10 +89,11 @@ Placement::hostOfEachRank(int64_t ranks) const {
                        "': " + text.getError().message());
     llvm::SmallVector<llvm::StringRef> lines;
     (*text)->getBuffer().split(lines, '\n');
+    // Only the first word: hydra allows settings after it (ifhn=...).
     for (llvm::StringRef line : lines) {
       line = line.split('#').first.trim();
       if (!line.empty())
-        entries.push_back(line.str());
+        entries.push_back(line.split(' ').first.split('\t').first.str());
     }
     source = "host file '" + hostfile + "'";
   } else {
@@ -102,7 +103,7 @@ Placement::hostOfEachRank(int64_t ranks) const {
   for (const std::string &entry : entries) {
     auto [name, count] = llvm::StringRef(entry).split(':');
     int64_t n = 1;
-    if (name.empty() || name.contains(' ') ||
+    if (name.empty() ||
         (!count.empty() && (count.getAsInteger(10, n) || n <= 0)))
       return makeError(source + ": '" + entry + "' is not HOST or HOST:SLOTS");
     slots.push_back({name.str(), n});

@@ -412,6 +412,8 @@ static int prepareHosts(const std::string &mpiexec,
   std::vector<std::string> hostOf;
   if (auto placed = where.hostOfEachRank(files.ranks))
     hostOf = std::move(*placed);
+  else if (!where.hosts.empty() || !where.hostfile.empty())
+    return fail(llvm::toString(placed.takeError()));
   else
     llvm::consumeError(placed.takeError());
   auto checkAt = [&](const std::string &dir)
