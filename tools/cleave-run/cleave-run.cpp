@@ -25,13 +25,13 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <array>
-#include <atomic>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <mutex>
