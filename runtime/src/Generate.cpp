@@ -475,6 +475,7 @@ void setUp(Session &s) {
 void runProgram(const Program &p) {
   comm::setGroupTable(p.groupTable);
   p.run(const_cast<void **>(p.pointers.data()));
+  comm::runCompleted();
 }
 
 /// Runs the decode program twice and the prefill once, on one token a row,

@@ -161,6 +161,7 @@ void runModel(std::vector<void *> &pointers, bool reported = true) {
   cleave_model_run(pointers.data());
   if (onDevice())
     cleave_rt_device_wait();
+  comm::runCompleted();
   if (reported)
     profile::runFinished(std::chrono::duration<double, std::milli>(
                              std::chrono::steady_clock::now() - start)

@@ -77,7 +77,9 @@ Runs a bundle written by cleave-compile.
   --ranks N              the rank count you expect; refused before start if
                          the bundle was compiled for another
   --timeout SECONDS      a collective that waits longer ends the job, naming
-                         the ranks that did not reach it (default 600)
+                         the ranks that did not reach it (default: 600 s,
+                         and once a run has completed, 20 times the longest
+                         wait so far, at least 20 s)
   --heartbeat-timeout SECONDS
                          a rank that hears nothing from its neighbour this
                          long (a stopped process, a host cut off) ends the
@@ -544,7 +546,7 @@ int main(int argc, char **argv) {
   // Options for this launcher; the rest go to the program.
   std::vector<std::string> forwarded;
   std::optional<int64_t> expectedRanks;
-  std::string timeout = "600";
+  std::string timeout; // --timeout's value; none: the runtime's own limits
   bool threadsGiven = false;
   std::string threadsText; // --threads's value, forwarded to the program
   // Hosts, a host file, hydra's launcher and its command, the interface
@@ -723,7 +725,8 @@ int main(int argc, char **argv) {
     return fail("cannot create a folder for the ranks' progress: " +
                 ec.message());
   setenv("CLEAVE_PROGRESS_DIR", progress.c_str(), 1);
-  setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
+  if (!timeout.empty())
+    setenv("CLEAVE_COLLECTIVE_TIMEOUT", timeout.c_str(), 1);
   setenv("CLEAVE_HEARTBEAT_TIMEOUT", heartbeat.c_str(), 1);
   struct sigaction forward = {};
   forward.sa_handler = forwardSignal;

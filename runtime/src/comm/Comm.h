@@ -78,6 +78,13 @@ double heartbeatTimeout();
 /// How long a collective may take before the job is ended:
 /// CLEAVE_COLLECTIVE_TIMEOUT seconds, default 600.
 double collectiveTimeout();
+/// Says that a run of the model (a generation step) has completed. Without
+/// CLEAVE_COLLECTIVE_TIMEOUT, a collective may then wait 20 times the
+/// longest any has waited so far, at least 20 s, before the job is ended:
+/// a rank that hangs while its heartbeat goes on ends a job that has shown
+/// how long its waits are within half a minute, and the first run (weights
+/// read from disk, packed) keeps the default's room.
+void runCompleted();
 
 /// Calls `done` until it returns true, without holding a core: a rank
 /// waits for its peers for as long as they compute, and on a machine with

@@ -66,6 +66,11 @@ cleave_progress *published = &localProgress;
 uint64_t load(uint64_t &field) {
   return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
 }
+/// Once a run has completed, a collective may wait kLearnedLimitFactor
+/// times the longest any has waited so far, and at least
+/// kLearnedLimitFloorMs (comm::runCompleted).
+constexpr int64_t kLearnedLimitFactor = 20;
+constexpr int64_t kLearnedLimitFloorMs = 20000;
 /// How long a rank of a job that succeeded waits for MPI_Finalize.
 constexpr unsigned kFinalizeSeconds = 5;
 /// How long a rank waits for MPI_Abort before it ends itself.
@@ -95,6 +100,10 @@ void store(uint64_t &field, uint64_t v) {
 
 std::string progressDir;
 std::atomic<int64_t> enteredAt{0}; // steady-clock ms, 0 outside collectives
+/// The longest any collective of this rank has waited, and the limit it
+/// sets once a run has completed (0: none yet): see comm::runCompleted.
+std::atomic<int64_t> longestWaitMs{0};
+std::atomic<int64_t> learnedLimitMs{0};
 const char *currentKind = "";
 bool currentCounted = true;
 int64_t currentGroup = -1;
@@ -136,7 +145,7 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
   return ok;
 }
 
-[[noreturn]] void reportHang(double timeout) {
+[[noreturn]] void reportHang(double timeout, bool learned = false) {
   uint64_t mine = load(published->completed);
   std::string late;
   if (!progressDir.empty())
@@ -158,9 +167,12 @@ bool readProgress(int peer, uint64_t &completed, uint64_t &inside) {
     what += " #" + std::to_string(mine + 1) + " on group " +
             std::to_string(currentGroup);
   std::fprintf(stderr,
-               "cleave-run: error: %s: %s did not complete within %.0f s; "
+               "cleave-run: error: %s: %s did not complete within %.0f s%s; "
                "ranks that have not reached it:%s\n",
                state.label.c_str(), what.c_str(), timeout,
+               learned ? " (the limit the job's completed runs set: "
+                         "--timeout sets one)"
+                       : "",
                late.empty() ? " unknown (a peer may have died or hung)"
                             : late.c_str());
   std::fflush(stderr);
@@ -210,6 +222,10 @@ void startWatchdog() {
     while (!stopWatchdog.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       int64_t since = enteredAt.load();
+      int64_t learned = learnedLimitMs.load();
+      if (since != 0 && learned > 0 && learned < timeout * 1000 &&
+          nowMs() - since > learned)
+        reportHang(learned / 1000.0, /*learned=*/true);
       if (since != 0 && nowMs() - since > timeout * 1000)
         reportHang(timeout);
       listenForHeartbeats();
@@ -256,6 +272,9 @@ struct CollectiveScope {
     enteredAt.store(nowMs());
   }
   ~CollectiveScope() {
+    int64_t waited = nowMs() - enteredAt.load();
+    if (waited > longestWaitMs.load())
+      longestWaitMs.store(waited);
     enteredAt.store(0);
     store(published->inside, 0);
     if (counted)
@@ -822,6 +841,13 @@ void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
   check(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE,
                       groupComm(group)),
         "MPI_Allgather");
+}
+
+void comm::runCompleted() {
+  if (!state.active || std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
+    return;
+  learnedLimitMs.store(std::max<int64_t>(
+      kLearnedLimitFloorMs, kLearnedLimitFactor * longestWaitMs.load()));
 }
 
 double comm::heartbeatTimeout() {
