@@ -5,13 +5,15 @@
 // backend (Mpi.cpp) implements both. A single-rank program never touches MPI.
 //
 // Every collective runs under a watchdog: if one does not complete within
-// the timeout (CLEAVE_COLLECTIVE_TIMEOUT seconds, default 600), the rank
+// the timeout (CLEAVE_COLLECTIVE_TIMEOUT seconds; without it 600, and once a
+// run has completed, what runCompleted learned), the rank
 // reports which collective it waits in and which ranks have not reached it
 // (read from the progress files cleave-run provides in CLEAVE_PROGRESS_DIR),
 // then aborts the whole job, so that a dead or hung rank never leaves the
-// others waiting forever. Ranks also send heartbeats around a ring, so that a
-// stopped rank, or a host the network no longer reaches, ends the job within
-// the heartbeat timeout (CLEAVE_HEARTBEAT_TIMEOUT, default 10 s).
+// others waiting forever. Ranks also send heartbeats around a ring
+// (Heartbeat.h), so that a stopped rank, or a host the network no longer
+// reaches, ends the job within the heartbeat timeout
+// (CLEAVE_HEARTBEAT_TIMEOUT, default 10 s).
 //
 //===----------------------------------------------------------------------===//
 
