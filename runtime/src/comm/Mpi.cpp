@@ -81,9 +81,13 @@ void store(uint64_t &field, uint64_t v) {
 /// MPI_Abort, which asks the launcher to end every rank; where the launcher
 /// cannot be reached (its host's network down) it may never return, so
 /// the rank ends itself a few seconds later all the same (SIGALRM's
-/// default action ends the process).
+/// default action ends the process). First a pause: hydra's proxy passes a
+/// rank's stderr on, and on a loaded machine it could end the ranks on the
+/// abort before it has passed on the message that says why.
 [[noreturn]] void abortWithin(int code) {
   alarm(kAbortSeconds);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
