@@ -499,6 +499,20 @@ int cleave::rt::setUpThreads(int requested) {
 }
 
 std::unique_ptr<WeightFile>
+cleave::rt::openWeightFile(const std::string &bundle, const ModelDesc &desc,
+                           int rank) {
+  if (rank < 0 || rank >= static_cast<int>(desc.weightChecksums.size()) ||
+      rank >= static_cast<int>(desc.weightBytes.size()))
+    throw RuntimeError("the model descriptor has no weight file for rank " +
+                       std::to_string(rank));
+  std::string path = desc.ranks == 1 ? bundle + "/weights.bin"
+                                     : bundle + "/weights/rank" +
+                                           std::to_string(rank) + ".bin";
+  return std::make_unique<WeightFile>(path, desc.weightBytes[rank],
+                                      desc.weightChecksums[rank]);
+}
+
+std::unique_ptr<WeightFile>
 cleave::rt::mapWeights(const std::string &bundle,
                        std::initializer_list<const ModelDesc *> descs) {
   // This rank's weights: only the parameters its pipeline stage reads.
@@ -517,14 +531,7 @@ cleave::rt::mapWeights(const std::string &bundle,
   if (!hasParams)
     return nullptr;
   const ModelDesc &desc = **descs.begin();
-  std::string path = desc.ranks == 1 ? bundle + "/weights.bin"
-                                     : bundle + "/weights/rank" +
-                                           std::to_string(rank) + ".bin";
-  if (rank >= static_cast<int>(desc.weightChecksums.size()))
-    throw RuntimeError("the model descriptor has no weight checksum for rank " +
-                       std::to_string(rank));
-  auto weights = std::make_unique<WeightFile>(path, desc.weightBytes[rank],
-                                              desc.weightChecksums[rank]);
+  std::unique_ptr<WeightFile> weights = openWeightFile(bundle, desc, rank);
   if (!onDevice())
     setWeightMemory(weights->data(), desc.weightBytes[rank]);
   return weights;

@@ -70,17 +70,13 @@ int cleave::rt::runPreflight(const std::string &bundle,
                        " differs from the launching host's (its checksum)");
 
   ModelDesc desc = parseModelDesc(cleave_model_desc);
-  if (rank < 0 || rank >= desc.ranks || rank >= int(desc.weightBytes.size()) ||
-      rank >= int(desc.weightChecksums.size())) {
+  if (rank < 0 || rank >= desc.ranks) {
     problems.push_back("rank " + std::to_string(rank) + " of a job for " +
                        std::to_string(desc.ranks) + " ranks");
   } else {
     // Every rank of a bundle has its weight file, held parameters or not.
-    std::string path = desc.ranks == 1 ? bundle + "/weights.bin"
-                                       : bundle + "/weights/rank" +
-                                             std::to_string(rank) + ".bin";
     try {
-      WeightFile file(path, desc.weightBytes[rank], desc.weightChecksums[rank]);
+      openWeightFile(bundle, desc, rank);
     } catch (const std::exception &e) {
       problems.push_back(e.what());
     }

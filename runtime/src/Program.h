@@ -66,6 +66,12 @@ int64_t stageOf(const ModelDesc &desc, int rank);
 /// CLEAVE_NUM_THREADS, else the cores, at most the cores. Returns the count.
 int setUpThreads(int requested);
 
+/// Opens rank `rank`'s weight file of `bundle` (weights.bin for one rank,
+/// weights/rank<r>.bin for several), checked against `desc`'s size and
+/// checksum; throws, naming the file, where it is missing or differs.
+std::unique_ptr<WeightFile> openWeightFile(const std::string &bundle,
+                                           const ModelDesc &desc, int rank);
+
 /// Maps this rank's weight file (checked against the first descriptor's
 /// checksum), or returns null where no parameter of any of `descs` is held
 /// on this rank.
