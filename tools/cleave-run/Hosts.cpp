@@ -276,7 +276,7 @@ llvm::Error cleave::run::stage(const Placement &where,
       if (hostOfRank[r] == host &&
           (!findings[r].reported || !findings[r].problems.empty())) {
         ranks.push_back(r);
-        files.push_back("weights/rank" + std::to_string(r) + ".bin");
+        files.push_back(bundle.weightFiles[r]);
       }
     if (!ranks.empty())
       files.insert(files.begin(), {"program", "manifest.json"});

@@ -58,6 +58,8 @@ struct BundleFiles {
   int64_t ranks = 1;
   int64_t writerRank = 0;
   uint64_t programBytes = 0, programChecksum = 0;
+  /// Each rank's weight file, relative to `dir` (the manifest's list).
+  std::vector<std::string> weightFiles;
   /// The largest weight file, to size how long a check may take.
   uint64_t largestWeightFile = 0;
 };

@@ -337,6 +337,8 @@ private:
 struct HostJob {
   std::string dir;
   std::string writerHost, remoteOutputs, localOutputs;
+  /// Each rank's host, where known (a list or the ranks' own reports).
+  std::vector<std::string> hostOf;
 };
 
 /// The value of each of the program's options that name files (--input
@@ -404,9 +406,18 @@ static int prepareHosts(const std::string &mpiexec,
                          (*text)->getBufferSize());
   files.programBytes = (*text)->getBufferSize();
   files.programChecksum = cleave_checksum_finish(&sum);
-  for (int64_t r = 0; r < files.ranks; ++r) {
+  // Each rank's weight file, as the manifest lists them.
+  if (const llvm::json::Array *weights = manifest.getArray("weights"))
+    for (const llvm::json::Value &w : *weights)
+      if (auto path = w.getAsString())
+        files.weightFiles.push_back(path->str());
+  if (int64_t(files.weightFiles.size()) != files.ranks)
+    return fail("the bundle's manifest lists " +
+                llvm::Twine(files.weightFiles.size()) + " weight files for " +
+                llvm::Twine(files.ranks) + " ranks");
+  for (const std::string &w : files.weightFiles) {
     uint64_t size = 0;
-    fs::file_size(bundle + "/weights/rank" + std::to_string(r) + ".bin", size);
+    fs::file_size(bundle + "/" + w, size);
     files.largestWeightFile = std::max(files.largestWeightFile, size);
   }
 
@@ -518,6 +529,7 @@ static int prepareHosts(const std::string &mpiexec,
                                   : "") +
                   "):\n" + problems);
   }
+  job.hostOf = std::move(hostOf);
   return 0;
 }
 
@@ -648,10 +660,10 @@ int main(int argc, char **argv) {
     return fail("--stage-weights copies the bundle to the job's hosts: it "
                 "needs a bundle for several ranks and --hosts, --hostfile or "
                 "a Slurm allocation");
-  // The bundle where the ranks read it (another folder once staged), and,
-  // when staged, where the outputs come back from.
+  // The bundle where the ranks read it (another folder once staged), and
+  // for a job across hosts, where its ranks run and its outputs come from.
   std::string runDir = bundle;
-  std::optional<HostJob> outputs;
+  std::optional<HostJob> hostJob;
 
   // OpenBLAS reads this when it loads: its threads should sleep soon after a
   // GEMM instead of spinning while the model's own loops run.
@@ -689,7 +701,7 @@ int main(int argc, char **argv) {
                                   preflight, forwarded, job))
         return code;
       runDir = job.dir;
-      outputs = job;
+      hostJob = job;
     }
     // Ranks share the cores unless told otherwise.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -807,18 +819,18 @@ int main(int argc, char **argv) {
   }
   if (!launcherFailed) {
     // Staged: the outputs are on the writer's host.
-    if (outputs && !outputs->remoteOutputs.empty())
-      if (llvm::Error e = cleave::run::fetchFolder(where, outputs->writerHost,
-                                                   outputs->remoteOutputs,
-                                                   outputs->localOutputs))
+    if (hostJob && !hostJob->remoteOutputs.empty())
+      if (llvm::Error e = cleave::run::fetchFolder(where, hostJob->writerHost,
+                                                   hostJob->remoteOutputs,
+                                                   hostJob->localOutputs))
         return fail("the job succeeded, but its outputs could not be "
                     "fetched: " +
                     llvm::toString(std::move(e)));
     return 0;
   }
-  if (outputs && !outputs->remoteOutputs.empty())
-    cleave::run::removeRemote(where, outputs->writerHost,
-                              outputs->remoteOutputs);
+  if (hostJob && !hostJob->remoteOutputs.empty())
+    cleave::run::removeRemote(where, hostJob->writerHost,
+                              hostJob->remoteOutputs);
   std::string how = WIFSIGNALED(status)
                         ? "killed by signal " + std::to_string(WTERMSIG(status))
                         : "exit status " + std::to_string(WEXITSTATUS(status));
@@ -828,13 +840,10 @@ int main(int argc, char **argv) {
   std::string badProcess;
   if (!badHost.empty()) {
     std::vector<std::string> there;
-    if (auto placed = where.hostOfEachRank(*ranks)) {
-      for (int64_t r = 0; r < *ranks; ++r)
-        if ((*placed)[r] == badHost)
+    if (hostJob)
+      for (auto [r, host] : llvm::enumerate(hostJob->hostOf))
+        if (host == badHost)
           there.push_back(std::to_string(r));
-    } else {
-      llvm::consumeError(placed.takeError());
-    }
     badProcess = "; a process of " +
                  (there.empty() ? std::string("the job")
                                 : (there.size() > 1 ? "ranks " : "rank ") +
