@@ -848,7 +848,10 @@ void comm::allGatherInGroup(int64_t group, const void *mine, void *all,
 }
 
 void comm::runCompleted() {
-  if (!state.active || std::getenv("CLEAVE_COLLECTIVE_TIMEOUT"))
+  // Only without a limit given (CLEAVE_COLLECTIVE_TIMEOUT), read once: this
+  // runs after every generation step.
+  static const bool learns = !std::getenv("CLEAVE_COLLECTIVE_TIMEOUT");
+  if (!state.active || !learns)
     return;
   learnedLimitMs.store(std::max<int64_t>(
       kLearnedLimitFloorMs, kLearnedLimitFactor * longestWaitMs.load()));
