@@ -148,9 +148,15 @@ FailureOr<HostTarget> hostTarget(bool portable) {
 /// contexts. Returns an error message, empty on success.
 std::string optimizeAndEmit(const HostTarget &host, llvm::Module &module,
                             llvm::StringRef path, std::string *ir) {
+  // Constructors (a GPU program's cubin loads) in .init_array, which the C
+  // library runs: TargetOptions' default is the old .ctors, which nothing
+  // on a modern x86-64 system runs, so every CUDA program crashed at its
+  // first kernel lookup (the first GPU session, 2026-12-04).
+  llvm::TargetOptions options;
+  options.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> machine(host.target->createTargetMachine(
-      host.triple, host.cpu, host.features, llvm::TargetOptions(),
-      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      host.triple, host.cpu, host.features, options, llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   module.setTargetTriple(host.triple);
   module.setDataLayout(machine->createDataLayout());
   // Written on every function too, so that the IR says what it is for.
