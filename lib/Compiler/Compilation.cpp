@@ -146,6 +146,7 @@ LogicalResult Compilation::runPhase(Phase phase) {
     if (failed(decision))
       return failure();
     pipeline.sharded = decision->sharded;
+    pipeline.propagateForward = decision->splitsInputs;
     pipeline.stages = decision->stages;
     pipeline.stageAxis = decision->stageAxis;
     return success();

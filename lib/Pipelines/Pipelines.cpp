@@ -56,7 +56,16 @@ void cleave::buildPartitionPipeline(OpPassManager &pm,
     // A fused QKV is stored head by head before propagation decides that
     // its columns split.
     fpm.addPass(createCleaveSplitFusedProjections());
-    fpm.addPass(shard::createShardingPropagation());
+    // Backward first (upstream's default) lets the split weights decide
+    // from the outputs back; with a split graph input (data parallelism)
+    // that would meet the outputs' whole annotation first and replicate
+    // everything up to the input: there, forward first carries the split
+    // down the graph.
+    shard::ShardingPropagationOptions propagation;
+    propagation.traversal = options.propagateForward
+                                ? shard::TraversalOrder::ForwardBackward
+                                : shard::TraversalOrder::BackwardForward;
+    fpm.addPass(shard::createShardingPropagation(propagation));
     // Partition crashes on values without a sharding and on arguments with
     // two: both fixed between propagation and partition.
     fpm.addPass(createCleaveReplicateUnreached());
@@ -90,7 +99,7 @@ void cleave::buildPartitionPipeline(OpPassManager &pm,
     addCleanup(pm.nest<func::FuncOp>());
   }
   // Last: the stage lowering adds sends and receives of its own.
-  if (options.sharded) {
+  if (options.sharded && options.lowerCollectives) {
     CleaveLowerCollectivesOptions collectives;
     collectives.target = targetName(options.target).str();
     pm.addPass(createCleaveLowerCollectives(collectives));

@@ -10,6 +10,7 @@
 #include "cleave/Sharding/OnnxSharding.h"
 #include "cleave/Sharding/Plan.h"
 #include "cleave/Sharding/StageCuts.h"
+#include "cleave/Support/Attributes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -84,6 +85,15 @@ cleave::applySharding(ModuleOp module, const ImportExtras &extras,
           << (decision.stages > 1 ? "stage" : "model")
           << "; pass --shard-hints or --shard-preset megatron";
     decision.sharded = true;
+    decision.splitsInputs =
+        llvm::any_of(*shardings, [&](const ValueSharding &s) {
+          auto arg = dyn_cast<BlockArgument>(s.value);
+          auto main = module.lookupSymbol<func::FuncOp>("main");
+          return arg && main &&
+                 main.getArgAttr(arg.getArgNumber(), kInputAttrName) &&
+                 llvm::any_of(s.axes,
+                              [](const auto &axes) { return !axes.empty(); });
+        });
     if (failed(annotateShardings(module, *mesh, *shardings)))
       return failure();
   }

@@ -47,6 +47,12 @@ struct PipelineOptions {
   /// stage's parameters may take (0: the machine's).
   std::string machine;
   double deviceMemory = 0;
+  /// Whether sharding propagation goes forward first (a split graph input:
+  /// data parallelism) rather than backward first (from the outputs).
+  bool propagateForward = false;
+  /// Whether the partition phase ends by lowering collectives to runtime
+  /// calls (off for the plan search, which prices the `shard` ops).
+  bool lowerCollectives = true;
 };
 
 /// 16-bit GEMM operands; with a mesh, sharding propagation and partition

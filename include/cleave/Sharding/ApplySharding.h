@@ -39,6 +39,9 @@ struct ShardingDecision {
   /// Pipeline stages and the mesh axis they run on (-1: one stage).
   unsigned stages = 1;
   int stageAxis = -1;
+  /// Whether a graph input is split (data parallelism: its batch): the
+  /// split must then be propagated forward first.
+  bool splitsInputs = false;
 };
 
 /// Annotates `module` (just imported, with `extras`) with the mesh and every
