@@ -17,7 +17,12 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace cleave;
@@ -31,13 +36,121 @@ OpCost &OpCost::operator+=(const OpCost &other) {
   return *this;
 }
 
-double MachineModel::seconds(const OpCost &cost) const {
-  return std::max(cost.flops / peakFlops,
-                  (cost.bytesRead + cost.bytesWritten) / memoryBandwidth);
+OpCost OpCost::scaledBatch(double factor) const {
+  OpCost scaled = *this;
+  scaled.flops *= factor;
+  scaled.bytesRead = paramBytes + (bytesRead - paramBytes) * factor;
+  scaled.bytesWritten *= factor;
+  scaled.activationBytes *= factor;
+  // A batched GEMM's batch holds the sequences (times heads); a plain
+  // one's rows.
+  if (scaled.gemm) {
+    if (scaled.gemm->batch > 1)
+      scaled.gemm->batch *= factor;
+    else
+      scaled.gemm->m *= factor;
+  }
+  if (scaled.collective)
+    scaled.collective->bytes *= factor;
+  return scaled;
 }
 
-double MachineModel::transferSeconds(double bytes) const {
-  return bytes <= 0 ? 0 : linkLatency + bytes / linkBandwidth;
+double MachineModel::gemmFlops(const GemmShape &shape) const {
+  const GemmRate *nearest = nullptr;
+  double best = 0;
+  bool anyOfKind = llvm::any_of(gemmRates, [&](const GemmRate &rate) {
+    return rate.bits == shape.bits && rate.batched == shape.batched;
+  });
+  for (const GemmRate &rate : gemmRates) {
+    if (rate.bits != shape.bits || (anyOfKind && rate.batched != shape.batched))
+      continue;
+    auto away = [](double a, double b) {
+      return std::abs(std::log(std::max(a, 1.0) / std::max(b, 1.0)));
+    };
+    double distance = away(rate.m, shape.m * shape.batch) +
+                      away(rate.n, shape.n) + away(rate.k, shape.k);
+    if (!nearest || distance < best) {
+      nearest = &rate;
+      best = distance;
+    }
+  }
+  return nearest ? nearest->flopsPerSecond : peakFlops;
+}
+
+double MachineModel::collectiveSeconds(llvm::StringRef kind, int64_t ranks,
+                                       double bytes) const {
+  if (ranks <= 1 || bytes <= 0)
+    return 0;
+  const LinkFit *nearest = nullptr;
+  for (const LinkFit &fit : links)
+    if (fit.kind == kind &&
+        (!nearest || std::abs(double(fit.ranks - ranks)) <
+                         std::abs(double(nearest->ranks - ranks))))
+      nearest = &fit;
+  if (nearest)
+    return nearest->latency + bytes / nearest->bandwidth;
+  // A ring: n - 1 steps, each moving 1/n of the bytes (twice for a sum).
+  bool net = nodeDevices > 0 && ranks > nodeDevices;
+  double latency = net && netLatency > 0 ? netLatency : linkLatency;
+  double bandwidth = net && netBandwidth > 0 ? netBandwidth : linkBandwidth;
+  double steps = double(ranks - 1), share = steps / double(ranks);
+  if (kind == "all_reduce")
+    return 2 * (steps * latency + share * bytes / bandwidth);
+  if (kind == "all_slice")
+    return 0;
+  return steps * latency + share * bytes / bandwidth;
+}
+
+double MachineModel::seconds(const OpCost &cost) const {
+  double memory = (cost.bytesRead + cost.bytesWritten) / memoryBandwidth;
+  if (cost.collective)
+    return collectiveSeconds(cost.collective->kind, cost.collective->ranks,
+                             cost.collective->bytes);
+  double rate = cost.gemm ? gemmFlops(*cost.gemm) : peakFlops;
+  return std::max(cost.flops / rate, memory);
+}
+
+double MachineModel::transferSeconds(double bytes, bool acrossNodes) const {
+  if (bytes <= 0)
+    return 0;
+  for (const LinkFit &fit : links)
+    if (fit.kind == "send_recv" && !acrossNodes)
+      return fit.latency + bytes / fit.bandwidth;
+  if (acrossNodes && netBandwidth > 0)
+    return (netLatency > 0 ? netLatency : linkLatency) + bytes / netBandwidth;
+  return linkLatency + bytes / linkBandwidth;
+}
+
+MachineModel MachineModel::forRanks(int64_t ranks) const {
+  MachineModel m = *this;
+  if (memoryShared && ranks > 1)
+    m.deviceMemory /= double(ranks);
+  // The entry measured with the most ranks at or below `ranks` (else the
+  // fewest measured): more ranks than measured share no more than that.
+  auto pick = [&](int64_t measured, int64_t chosen) {
+    if (chosen < 0)
+      return true;
+    if (measured <= ranks)
+      return chosen > ranks || measured > chosen;
+    return chosen > ranks && measured < chosen;
+  };
+  int64_t chosen = -1;
+  for (const SharedFigures &f : shared)
+    if (pick(f.ranks, chosen))
+      chosen = f.ranks;
+  for (const SharedFigures &f : shared)
+    if (f.ranks == chosen) {
+      m.peakFlops = f.peakFlops;
+      m.memoryBandwidth = f.memoryBandwidth;
+    }
+  int64_t gemmRanks = -1;
+  for (const GemmRate &r : gemmRates)
+    if (r.ranks > 0 && pick(r.ranks, gemmRanks))
+      gemmRanks = r.ranks;
+  if (gemmRanks > 0)
+    llvm::erase_if(m.gemmRates,
+                   [&](const GemmRate &r) { return r.ranks != gemmRanks; });
+  return m;
 }
 
 static llvm::Error machineError(const llvm::Twine &message) {
@@ -80,9 +193,16 @@ static llvm::Error setKey(MachineModel &m, llvm::StringRef key,
     m.linkLatency = *value;
   else if (key == "memory")
     m.deviceMemory = *value;
+  else if (key == "node-devices")
+    m.nodeDevices = int64_t(*value);
+  else if (key == "net-bw")
+    m.netBandwidth = *value;
+  else if (key == "net-latency")
+    m.netLatency = *value;
   else
     return machineError(where + ": unknown key '" + key +
-                        "' (keys: peak, mem-bw, link-bw, latency, memory)");
+                        "' (keys: peak, mem-bw, link-bw, latency, memory, "
+                        "node-devices, net-bw, net-latency)");
   return llvm::Error::success();
 }
 
@@ -101,11 +221,125 @@ llvm::Expected<MachineModel> MachineModel::parse(llvm::StringRef spec) {
   return m;
 }
 
+/// A machine file in JSON: the scalar keys of `parse` (numbers, or strings
+/// with suffixes), `name`, and the tables `gemm`, `links`, `shared`.
+static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
+                                             llvm::StringRef path) {
+  auto parsed = llvm::json::parse(text);
+  if (!parsed)
+    return machineError("machine file '" + path +
+                        "': " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return machineError("machine file '" + path + "': not a JSON object");
+  MachineModel m;
+  auto number = [&](const llvm::json::Object &o, llvm::StringRef key,
+                    llvm::StringRef where) -> llvm::Expected<double> {
+    const llvm::json::Value *v = o.get(key);
+    std::optional<double> value = v ? v->getAsNumber() : std::nullopt;
+    if (!value || !(*value >= 0))
+      return machineError("machine file '" + path + "': " + where +
+                          " needs a number '" + key + "'");
+    return *value;
+  };
+  for (const auto &[key, value] : *root) {
+    if (key == "name") {
+      m.name = value.getAsString().value_or("").str();
+      continue;
+    }
+    if (key == "memory-shared") {
+      m.memoryShared = value.getAsBoolean().value_or(false);
+      continue;
+    }
+    if (key == "gemm" || key == "links" || key == "shared" || key == "note")
+      continue;
+    std::string text;
+    if (std::optional<double> n = value.getAsNumber())
+      text = llvm::formatv("{0:e}", *n).str();
+    else
+      text = value.getAsString().value_or("").str();
+    if (auto err =
+            setKey(m, key.str(), text, ("machine file '" + path + "'").str()))
+      return std::move(err);
+  }
+  auto table = [&](llvm::StringRef key) -> const llvm::json::Array * {
+    const llvm::json::Array *a = root->getArray(key);
+    static const llvm::json::Array empty;
+    return a ? a : &empty;
+  };
+  for (const llvm::json::Value &entry : *table("gemm")) {
+    const llvm::json::Object *o = entry.getAsObject();
+    if (!o)
+      return machineError("machine file '" + path +
+                          "': a 'gemm' entry is "
+                          "not an object");
+    GemmRate rate;
+    auto bits = number(*o, "bits", "a 'gemm' entry");
+    auto gm = number(*o, "m", "a 'gemm' entry");
+    auto gn = number(*o, "n", "a 'gemm' entry");
+    auto gk = number(*o, "k", "a 'gemm' entry");
+    auto flops = number(*o, "flops", "a 'gemm' entry");
+    if (!bits || !gm || !gn || !gk || !flops)
+      return llvm::joinErrors(
+          llvm::joinErrors(llvm::joinErrors(bits.takeError(), gm.takeError()),
+                           llvm::joinErrors(gn.takeError(), gk.takeError())),
+          flops.takeError());
+    rate.bits = unsigned(*bits);
+    rate.m = *gm, rate.n = *gn, rate.k = *gk, rate.flopsPerSecond = *flops;
+    rate.ranks = o->getInteger("ranks").value_or(0);
+    rate.batched = o->getBoolean("batched").value_or(false);
+    if (rate.flopsPerSecond <= 0)
+      return machineError("machine file '" + path +
+                          "': a 'gemm' entry's flops must be positive");
+    m.gemmRates.push_back(rate);
+  }
+  for (const llvm::json::Value &entry : *table("links")) {
+    const llvm::json::Object *o = entry.getAsObject();
+    std::optional<llvm::StringRef> kind =
+        o ? o->getString("kind") : std::nullopt;
+    if (!kind)
+      return machineError("machine file '" + path +
+                          "': a 'links' entry needs a 'kind'");
+    LinkFit fit;
+    fit.kind = kind->str();
+    fit.ranks = o->getInteger("ranks").value_or(2);
+    auto latency = number(*o, "latency", "a 'links' entry");
+    auto bandwidth = number(*o, "bandwidth", "a 'links' entry");
+    if (!latency || !bandwidth)
+      return llvm::joinErrors(latency.takeError(), bandwidth.takeError());
+    if (*bandwidth <= 0)
+      return machineError("machine file '" + path +
+                          "': a 'links' entry's bandwidth must be positive");
+    fit.latency = *latency, fit.bandwidth = *bandwidth;
+    m.links.push_back(fit);
+  }
+  for (const llvm::json::Value &entry : *table("shared")) {
+    const llvm::json::Object *o = entry.getAsObject();
+    if (!o)
+      return machineError("machine file '" + path +
+                          "': a 'shared' entry is not an object");
+    SharedFigures f;
+    f.ranks = o->getInteger("ranks").value_or(1);
+    auto peak = number(*o, "peak", "a 'shared' entry");
+    auto bw = number(*o, "mem-bw", "a 'shared' entry");
+    if (!peak || !bw)
+      return llvm::joinErrors(peak.takeError(), bw.takeError());
+    if (*peak <= 0 || *bw <= 0)
+      return machineError("machine file '" + path +
+                          "': a 'shared' entry's figures must be positive");
+    f.peakFlops = *peak, f.memoryBandwidth = *bw;
+    m.shared.push_back(f);
+  }
+  return m;
+}
+
 llvm::Expected<MachineModel> MachineModel::load(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return machineError("cannot read machine file '" + path +
                         "': " + buffer.getError().message());
+  if ((*buffer)->getBuffer().ltrim().starts_with("{"))
+    return loadJson((*buffer)->getBuffer(), path);
   MachineModel m;
   llvm::SmallVector<llvm::StringRef> lines;
   (*buffer)->getBuffer().split(lines, '\n');
@@ -125,12 +359,22 @@ llvm::Expected<MachineModel> MachineModel::load(llvm::StringRef path) {
   return m;
 }
 
+llvm::Expected<MachineModel> MachineModel::fromOption(llvm::StringRef text) {
+  if (!text.empty() && llvm::sys::fs::exists(text))
+    return load(text);
+  return parse(text);
+}
+
 std::string MachineModel::spec() const {
-  return llvm::formatv("peak={0:e},mem-bw={1:e},link-bw={2:e},latency={3:e},"
-                       "memory={4:e}",
-                       peakFlops, memoryBandwidth, linkBandwidth, linkLatency,
-                       deviceMemory)
-      .str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("peak=%g,mem-bw=%g,link-bw=%g,latency=%g,memory=%g",
+                     peakFlops, memoryBandwidth, linkBandwidth, linkLatency,
+                     deviceMemory);
+  if (nodeDevices > 0)
+    os << llvm::format(",node-devices=%lld,net-bw=%g,net-latency=%g",
+                       (long long)nodeDevices, netBandwidth, netLatency);
+  return text;
 }
 
 /// Bytes of a tensor value, 0 for anything else.
@@ -218,6 +462,25 @@ OpCost cleave::estimateCost(Operation *op) {
     cost.bytesWritten += tensorBytes(result);
     cost.activationBytes += tensorBytes(result);
   }
+  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+          shard::AllToAllOp, shard::AllSliceOp, shard::BroadcastOp>(op)) {
+    CollectiveCost moved;
+    moved.kind = op->getName().stripDialect().str();
+    moved.ranks = 1;
+    auto gridName = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    auto grid =
+        gridName
+            ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName)
+            : shard::GridOp();
+    if (grid && axes)
+      for (int16_t axis : axes.asArrayRef())
+        moved.ranks *= grid.getShape()[axis];
+    moved.bytes =
+        isa<shard::AllGatherOp>(op) ? cost.bytesWritten : cost.bytesRead;
+    cost.collective = moved;
+    return cost;
+  }
   // Reshapes are views: no traffic of their own.
   if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
     cost.bytesRead = cost.bytesWritten = 0;
@@ -232,10 +495,23 @@ OpCost cleave::estimateCost(Operation *op) {
     double iterations = 1;
     for (int64_t range : linalgOp.getStaticLoopRanges())
       iterations *= ShapedType::isDynamic(range) ? 1 : range;
-    if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
+    if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op)) {
       cost.flops = 2 * iterations;
-    else if (!isa<linalg::FillOp, linalg::CopyOp, linalg::TransposeOp,
-                  linalg::BroadcastOp>(op))
+      // Loops (batch,) m, n, k, whatever the operands' layouts.
+      SmallVector<int64_t> loops = linalgOp.getStaticLoopRanges();
+      GemmShape shape;
+      size_t first = loops.size() - 3;
+      shape.batch = first ? double(loops[0]) : 1;
+      shape.m = double(loops[first]);
+      shape.n = double(loops[first + 1]);
+      shape.k = double(loops[first + 2]);
+      shape.bits = getElementTypeOrSelf(op->getOperand(0).getType())
+                       .getIntOrFloatBitWidth();
+      shape.batched = isa<linalg::BatchMatmulOp>(op);
+      if (!llvm::any_of(loops, ShapedType::isDynamic))
+        cost.gemm = shape;
+    } else if (!isa<linalg::FillOp, linalg::CopyOp, linalg::TransposeOp,
+                    linalg::BroadcastOp>(op))
       cost.flops = iterations * bodyOps(linalgOp);
   }
   return cost;

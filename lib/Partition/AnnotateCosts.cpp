@@ -31,7 +31,7 @@ struct AnnotateCostsPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto parsed = cleave::MachineModel::parse(machine);
+    auto parsed = cleave::MachineModel::fromOption(machine);
     if (!parsed) {
       func.emitError() << llvm::toString(parsed.takeError());
       return signalPassFailure();

@@ -10,10 +10,12 @@
 #include "cleave/Support/Attributes.h"
 
 #include "cleave/CostModel/CostModel.h"
+#include "cleave/CostModel/CostProfile.h"
 #include "cleave/CostModel/StagePartition.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
+#include "cleave/Sharding/Grid.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
@@ -72,7 +74,7 @@ struct AnnotateStagesPass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    auto machineModel = cleave::MachineModel::parse(machine);
+    auto machineModel = cleave::MachineModel::fromOption(machine);
     if (!machineModel) {
       emitError(func.getLoc()) << llvm::toString(machineModel.takeError());
       return signalPassFailure();
@@ -84,75 +86,19 @@ struct AnnotateStagesPass
              func.getArgAttr(arg.getArgNumber(), cleave::kParamAttrName);
     };
     sinkParameterWork(block, isParam);
-    // Constants and the like belong to no stage: every stage that uses one
-    // makes its own (pipeline-form-stages copies them).
-    SmallVector<Operation *> ops;
-    for (Operation &op : block.without_terminator())
-      if (!cleave::isFreeToRecompute(&op))
-        ops.push_back(&op);
-    llvm::DenseMap<Operation *, size_t> position;
-    for (auto [i, op] : llvm::enumerate(ops))
-      position[op] = i;
-
-    // Cuts fixed by the user: on an op, or by ONNX node (cleave-compile's
-    // `stages:` hints and pipeline_stage fields); a stage starts at the
-    // node's first op.
-    llvm::DenseSet<size_t> fixedAt;
-    if (auto starts =
-            func->getAttrOfType<ArrayAttr>(cleave::kStageStartsAttrName))
-      for (auto node : starts.getAsRange<StringAttr>()) {
-        auto it = llvm::find_if(ops, [&](Operation *op) {
-          return cleave::onnxNodeName(op->getLoc()) == node.getValue();
-        });
-        if (it == ops.end()) {
-          emitError(func.getLoc())
-              << "the pipeline cut fixed at ONNX node '" << node.getValue()
-              << "' has no op of that node left to start a stage";
-          return signalPassFailure();
-        }
-        fixedAt.insert(it - ops.begin());
-      }
-
-    cleave::StageProblem problem;
-    problem.memoryLimit =
-        deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory;
-    problem.cutBytes.assign(ops.size() + 1, 0);
-    problem.cutSeconds.assign(ops.size() + 1, 0);
-    // Parameters, numbered; a stage holds each one its ops read.
-    llvm::DenseMap<Value, size_t> paramIndex;
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      cleave::OpCost cost = cleave::estimateCost(op);
-      problem.seconds.push_back(machineModel->seconds(cost));
-      std::vector<size_t> params;
-      op->walk([&](Operation *nested) {
-        for (Value operand : nested->getOperands()) {
-          if (!isParam(operand))
-            continue;
-          auto [it, inserted] =
-              paramIndex.try_emplace(operand, problem.paramBytes.size());
-          if (inserted)
-            problem.paramBytes.push_back(double(cleave::storageBytes(operand)));
-          params.push_back(it->second);
-        }
-      });
-      problem.params.push_back(std::move(params));
-      if ((op->hasAttr(cleave::kStageStartAttrName) || fixedAt.contains(i)) &&
-          i > 0)
-        problem.fixedCuts.push_back(i);
-      // A result live from op i to its last user crosses every cut between.
-      for (Value result : op->getResults()) {
-        size_t last = i;
-        for (Operation *user : result.getUsers())
-          if (Operation *top = block.findAncestorOpInBlock(*user);
-              top && position.count(top))
-            last = std::max(last, position[top]);
-        double bytes = double(cleave::storageBytes(result));
-        for (size_t c = i + 1; c <= last; ++c) {
-          problem.cutBytes[c] += bytes;
-          problem.cutSeconds[c] += machineModel->transferSeconds(bytes);
-        }
-      }
-    }
+    FailureOr<cleave::CostProfile> profile = cleave::profileFunction(func);
+    if (failed(profile))
+      return signalPassFailure();
+    const std::vector<Operation *> &ops = profile->ops;
+    // The machine as this program's ranks see it (CPU ranks share cores).
+    int64_t ranks = 1;
+    if (shard::GridOp grid = cleave::lookupGrid(func))
+      for (int64_t size : grid.getShape())
+        ranks *= size;
+    cleave::MachineModel ranked = machineModel->forRanks(ranks);
+    cleave::StageProblem problem = profile->problem(
+        ranked, 1,
+        deviceMemory > 0 ? double(deviceMemory) : machineModel->deviceMemory);
 
     auto plan = cleave::partitionStages(problem, stages);
     if (!plan) {

@@ -337,7 +337,7 @@ def CleaveAnnotateStages : Pass<"cleave-annotate-stages", "mlir::func::FuncOp"> 
     Option<"stages", "stages", "unsigned", /*default=*/"1",
            "How many stages">,
     Option<"machine", "machine", "std::string", /*default=*/"\"\"",
-           "The machine: peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">,
+           "The machine: a machine file (JSON from cleave-calibrate, or key: value lines) or peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">,
     Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
            "Bytes of parameters one stage may hold (0: the machine's memory)">
   ];
@@ -365,7 +365,7 @@ def CleaveAnnotateCosts : Pass<"cleave-annotate-costs", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"machine", "machine", "std::string", /*default=*/"\"\"",
-           "The machine: peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">
+           "The machine: a machine file (JSON from cleave-calibrate, or key: value lines) or peak=..,mem-bw=..,link-bw=..,latency=..,memory=..">
   ];
 }
 
