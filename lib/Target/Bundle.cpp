@@ -812,11 +812,25 @@ static LogicalResult writePrograms(BundleProgram &main, BundleProgram *prefill,
   std::string plan = planReport(signature, options);
   if (generation)
     plan += generationReport(*generation, signature);
+  if (!options.planSearch.empty())
+    plan += "\n" + options.planSearch;
   if (failed(writeText(staging + "/plan.txt", plan)))
     return failure();
-  if (!options.reportPath.empty() &&
-      failed(writeText(options.reportPath, plan)))
-    return failure();
+  if (!options.reportPath.empty()) {
+    // A .json report holds the plan's text and the search's table as data.
+    std::string report = plan;
+    if (llvm::StringRef(options.reportPath).ends_with(".json")) {
+      llvm::json::Object object{{"plan", plan}};
+      if (options.planSearchJson)
+        object["search"] = *options.planSearchJson;
+      report.clear();
+      llvm::raw_string_ostream(report)
+          << llvm::formatv("{0:2}", llvm::json::Value(std::move(object)))
+          << "\n";
+    }
+    if (failed(writeText(options.reportPath, report)))
+      return failure();
+  }
 
   // Swap the finished bundle into place.
   if (fs::exists(outDir))

@@ -9,6 +9,7 @@
 
 #include "cleave/Compiler/Compilation.h"
 #include "cleave/Compiler/Generation.h"
+#include "cleave/Compiler/PlanSearch.h"
 #include "cleave/CostModel/CostModel.h"
 #include "cleave/Import/OnnxImporter.h"
 #include "cleave/Pipelines/Phases.h"
@@ -20,6 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -67,8 +69,36 @@ cl::opt<std::string> meshOption(
     cl::desc("Device mesh: named axes whose sizes multiply to the rank count, "
              "e.g. tp=4, dp=2,tp=2 or pp=2,tp=2; a 'pp' axis cuts the model "
              "into that many pipeline stages, balanced by the cost model "
-             "(default: the model's cleave.mesh metadata, else one rank)"),
-    cl::value_desc("AXIS=N[,AXIS=N]"), cl::cat(category));
+             "(default: the model's cleave.mesh metadata, else one rank); "
+             "'auto' (with --devices) searches every layout of the devices "
+             "with the cost model, compiles the best and writes the ranked "
+             "table into plan.txt"),
+    cl::value_desc("AXIS=N[,AXIS=N]|auto"), cl::cat(category));
+cl::opt<int64_t>
+    devicesOption("devices",
+                  cl::desc("With --mesh auto: the devices (ranks) to plan for"),
+                  cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<unsigned> planIndex(
+    "plan-index",
+    cl::desc("With --mesh auto: compile the layout ranked K in the search's "
+             "table (default 1, the best; a best layout that does not "
+             "compile gives way to the next two)"),
+    cl::value_desc("K"), cl::init(1), cl::cat(category));
+cl::list<int64_t> fallbackDevices(
+    "fallback-devices",
+    cl::desc("With --mesh auto: also compile the best plan for each of these "
+             "device counts into the bundle's plans/K (its own weight "
+             "files), run by cleave-run BUNDLE --ranks K; plan.txt gives "
+             "each plan's predicted throughput"),
+    cl::value_desc("K,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<std::string> objectiveOption(
+    "objective",
+    cl::desc("With --mesh auto: 'latency' (default: the least time for one "
+             "run at the model's batch) or 'throughput' (the most samples a "
+             "second; runs go one after another, so for one program both "
+             "choose alike and differ in what the table reports first)"),
+    cl::value_desc("latency|throughput"), cl::init("latency"),
+    cl::cat(category));
 cl::opt<std::string> shardHints(
     "shard-hints",
     cl::desc("YAML file mapping tensor names or globs to one mesh axis (or "
@@ -95,11 +125,13 @@ cl::opt<unsigned> microbatches(
     cl::value_desc("M"), cl::init(1), cl::cat(category));
 cl::opt<std::string> machineOption(
     "machine",
-    cl::desc(
-        "The machine the cost model predicts for, which balances the "
-        "pipeline stages: peak=..,mem-bw=..,link-bw=..,latency=..,memory=.. "
-        "(FLOP/s, B/s, B/s, s, B; any subset) or a file of key: value lines"),
-    cl::value_desc("SPEC|FILE"), cl::cat(category));
+    cl::desc("The machine the cost model predicts for, which balances the "
+             "pipeline stages and prices --mesh auto's layouts: "
+             "peak=..,mem-bw=..,link-bw=..,latency=..,memory=.. (FLOP/s, B/s, "
+             "B/s, s, B; any subset), a file of key: value lines, a JSON file "
+             "(cleave-calibrate -o machine.json), or a shipped spec by name "
+             "(a100-nvlink-ib, h100-nvlink-ib)"),
+    cl::value_desc("SPEC|FILE|NAME"), cl::cat(category));
 cl::opt<double> deviceMemory(
     "device-memory",
     cl::desc("Bytes of parameters one pipeline stage may hold on a rank "
@@ -238,12 +270,186 @@ bool splitAssignment(StringRef option, StringRef text, StringRef &name,
   return true;
 }
 
+/// A shipped machine spec: share/cleave/machines/NAME.json beside bin/.
+std::string shippedMachine(const char *argv0, StringRef name) {
+  std::string exe = sys::fs::getMainExecutable(argv0, (void *)&shippedMachine);
+  SmallString<256> path(sys::path::parent_path(sys::path::parent_path(exe)));
+  sys::path::append(path, "share", "cleave", "machines", name + ".json");
+  return std::string(path);
+}
+
+/// The names of the shipped machine specs.
+std::vector<std::string> shippedMachineNames(const char *argv0) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  std::string any = shippedMachine(argv0, "x");
+  StringRef folder = sys::path::parent_path(any);
+  for (sys::fs::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec))
+    if (sys::path::extension(it->path()) == ".json")
+      names.push_back(sys::path::stem(it->path()).str());
+  llvm::sort(names);
+  return names;
+}
+
 /// The runtime library that bundles link: lib/libcleave_rt.a beside bin/.
 std::string runtimeLibrary(const char *argv0) {
   std::string exe = sys::fs::getMainExecutable(argv0, (void *)&runtimeLibrary);
   SmallString<256> path(sys::path::parent_path(sys::path::parent_path(exe)));
   sys::path::append(path, "lib", "libcleave_rt.a");
   return std::string(path);
+}
+
+/// Compiles the layout ranked `planIndex` of `result` (a best layout the
+/// compiler then refuses gives way to the next two), with the search's
+/// table and `appendix` in plan.txt and `appendixJson` in a JSON report.
+/// Returns the layout compiled.
+std::optional<PlanCandidate>
+compileRanked(mlir::MLIRContext &context, const CompilationOptions &compilation,
+              const PlanSearchResult &result, bool quiet,
+              const std::string &appendix, llvm::json::Object appendixJson) {
+  size_t first = planIndex - 1;
+  size_t tries = planIndex.getNumOccurrences() ? 1 : 3;
+  std::string table = result.table();
+  if (!quiet)
+    errs() << table;
+  if (result.ranked.empty()) {
+    fail("no layout of " + Twine(result.devices) +
+         " devices fits this model on this machine (reasons above)");
+    return std::nullopt;
+  }
+  if (first >= result.ranked.size()) {
+    fail("--plan-index " + Twine(planIndex) + ": the search ranked " +
+         Twine(result.ranked.size()) + " feasible layouts");
+    return std::nullopt;
+  }
+  std::string tried;
+  for (size_t i = first; i < result.ranked.size() && i < first + tries; ++i) {
+    const PlanCandidate &plan = result.ranked[i];
+    if (!quiet)
+      errs() << "cleave-compile: compiling layout " << i + 1 << ": "
+             << plan.layout() << "\n";
+    CompilationOptions options = planCompilation(compilation, plan, result);
+    options.bundle.planSearch =
+        table + tried + "compiled: layout " + std::to_string(i + 1) + ", " +
+        plan.layout() + " (--mesh " +
+        (plan.mesh().empty() ? std::string("none") : plan.mesh()) +
+        (plan.microbatches > 1
+             ? " --microbatches " + std::to_string(plan.microbatches)
+             : std::string()) +
+        ")\n" + appendix;
+    llvm::json::Value json = result.json();
+    llvm::json::Object *object = json.getAsObject();
+    object->try_emplace("compiled", int64_t(i + 1));
+    for (auto &[key, value] : appendixJson)
+      object->try_emplace(key, value);
+    options.bundle.planSearchJson = std::move(json);
+    Compilation run(context, std::move(options));
+    auto progress = [&](const PhaseInfo &info, double seconds) {
+      if (!quiet)
+        errs() << format("cleave-compile: %-10s %8.3f s\n",
+                         info.name.str().c_str(), seconds);
+    };
+    if (succeeded(run.run(progress)))
+      return plan;
+    WithColor::warning(errs(), "cleave-compile")
+        << "layout " << i + 1 << " (" << plan.layout()
+        << ") did not compile (above); trying the next\n";
+    tried += "layout " + std::to_string(i + 1) + " (" + plan.layout() +
+             ") did not compile\n";
+  }
+  fail(tries == 1 ? "the layout asked for did not compile (above)"
+                  : "none of the best layouts compiled (above)");
+  return std::nullopt;
+}
+
+/// --mesh auto: the plans for each --fallback-devices count, compiled into
+/// a folder beside the bundle, then the plan for --devices, then the
+/// fallback plans moved into its plans/ (nothing is left half-written).
+bool compileAuto(mlir::MLIRContext &context,
+                 const CompilationOptions &compilation,
+                 const SearchOptions &search, ArrayRef<int64_t> fallbacks,
+                 bool quiet) {
+  auto main = searchPlans(context, compilation, search);
+  if (failed(main))
+    return false;
+  std::string outDir = compilation.bundle.outDir;
+  std::string staging = outDir + ".plans-tmp";
+  (void)sys::fs::remove_directories(staging);
+  auto cleanup = llvm::make_scope_exit(
+      [&] { (void)sys::fs::remove_directories(staging); });
+  double mainSeconds =
+      main->ranked.empty()
+          ? 0
+          : main->ranked[std::min<size_t>(planIndex - 1,
+                                          main->ranked.size() - 1)]
+                .seconds;
+  std::string appendix;
+  llvm::json::Array fallbackJson;
+  for (int64_t devices : fallbacks) {
+    SearchOptions fewer = search;
+    fewer.devices = devices;
+    if (!quiet)
+      errs() << "cleave-compile: the plan for " << devices
+             << " devices (--fallback-devices)\n";
+    auto result = searchPlans(context, compilation, fewer);
+    if (failed(result))
+      return false;
+    CompilationOptions options = compilation;
+    SmallString<256> folder(staging);
+    sys::path::append(folder, "plans", std::to_string(devices));
+    if (std::error_code ec =
+            sys::fs::create_directories(sys::path::parent_path(folder)))
+      return fail("cannot create '" + folder + "': " + ec.message()), false;
+    options.bundle.outDir = std::string(folder);
+    options.bundle.reportPath.clear();
+    std::optional<PlanCandidate> plan =
+        compileRanked(context, options, *result, quiet, "", {});
+    if (!plan) {
+      fail("no plan for " + Twine(devices) +
+           " devices (--fallback-devices); nothing was written");
+      return false;
+    }
+    std::string share =
+        mainSeconds > 0
+            ? formatv(", {0:f0}% of the {1}-device plan's throughput",
+                      100 * mainSeconds / plan->seconds, search.devices)
+                  .str()
+            : std::string();
+    appendix += formatv("  {0} devices: {1}, predicted {2:f2} ms a run, "
+                        "{3:f1} samples/s{4} (plans/{0})\n",
+                        devices, plan->layout(), plan->seconds * 1e3,
+                        plan->samplesPerSecond, share)
+                    .str();
+    fallbackJson.push_back(
+        llvm::json::Object{{"devices", devices},
+                           {"mesh", plan->mesh()},
+                           {"microbatches", plan->microbatches},
+                           {"predicted_seconds", plan->seconds},
+                           {"samples_per_second", plan->samplesPerSecond},
+                           {"folder", "plans/" + std::to_string(devices)}});
+  }
+  if (!appendix.empty())
+    appendix = "fallback plans (cleave-run BUNDLE --ranks K runs plans/K):\n" +
+               appendix;
+  llvm::json::Object extra;
+  if (!fallbacks.empty())
+    extra["fallbacks"] = std::move(fallbackJson);
+  if (!compileRanked(context, compilation, *main, quiet, appendix,
+                     std::move(extra)))
+    return false;
+  if (fallbacks.empty())
+    return true;
+  SmallString<256> from(staging), to(outDir);
+  sys::path::append(from, "plans");
+  sys::path::append(to, "plans");
+  if (std::error_code ec = sys::fs::rename(from, to)) {
+    (void)sys::fs::remove_directories(outDir);
+    fail("cannot move the fallback plans into '" + outDir +
+         "': " + ec.message());
+    return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -363,13 +569,51 @@ int main(int argc, char **argv) {
   if (!shardPreset.empty() && shardPreset != "megatron")
     return fail("unknown --shard-preset '" + shardPreset +
                 "' (presets: megatron)");
+  bool autoMesh = meshOption == "auto";
+  if (autoMesh) {
+    if (devicesOption < 1)
+      return fail("--mesh auto needs the devices to plan for: pass --devices "
+                  "N");
+    if (!shardHints.empty() || !shardPreset.empty())
+      return fail("--mesh auto chooses the mesh and splits with the megatron "
+                  "preset; --shard-hints and --shard-preset go with a mesh "
+                  "you give");
+    if (microbatches.getNumOccurrences())
+      return fail("--mesh auto chooses the microbatches; drop --microbatches");
+    if (generate)
+      return fail("--mesh auto does not plan generation bundles yet (the "
+                  "search prices one program; a decoder's prefill and step "
+                  "share weights); give --mesh for --generate");
+    if (*last != Phase::Bundle)
+      return fail("--mesh auto writes a bundle; it cannot stop at "
+                  "--compile-to '" +
+                  compileTo + "'");
+    if (planIndex < 1)
+      return fail("--plan-index counts from 1");
+    for (int64_t k : fallbackDevices)
+      if (k < 1 || k == devicesOption)
+        return fail("--fallback-devices " + Twine(k) +
+                    ": a fallback plan is for another count of 1 or more "
+                    "devices than --devices " +
+                    Twine(int64_t(devicesOption)));
+  } else if (devicesOption.getNumOccurrences() ||
+             planIndex.getNumOccurrences() || !fallbackDevices.empty()) {
+    return fail("--devices, --plan-index and --fallback-devices go with "
+                "--mesh auto");
+  }
+  if (objectiveOption != "latency" && objectiveOption != "throughput")
+    return fail("--objective must be 'latency' or 'throughput', not '" +
+                objectiveOption + "'");
+  if (objectiveOption.getNumOccurrences() && !autoMesh)
+    return fail("--objective goes with --mesh auto");
   if (!shardHints.empty() && meshOption.empty())
     return fail("--shard-hints needs a mesh: pass --mesh, e.g. --mesh tp=2 "
                 "or --mesh pp=2");
   if (!shardPreset.empty() && meshOption.empty())
     return fail("--shard-preset needs a mesh: pass --mesh, e.g. --mesh tp=2");
   ShardingRequest sharding;
-  sharding.mesh = meshOption;
+  if (!autoMesh)
+    sharding.mesh = meshOption;
   sharding.preset = shardPreset;
   if (!shardHints.empty()) {
     auto parsed = parseHintFile(shardHints);
@@ -413,15 +657,20 @@ int main(int argc, char **argv) {
   }
   pipelineOptions.microbatches = microbatches;
   pipelineOptions.deviceMemory = deviceMemory;
-  {
-    // A file of key: value lines, or the keys inline (empty: the defaults).
-    auto machine = sys::fs::exists(machineOption)
-                       ? MachineModel::load(machineOption)
-                       : MachineModel::parse(machineOption);
-    if (!machine)
-      return fail("--machine: " + toString(machine.takeError()));
-    pipelineOptions.machine = machine->spec();
-  }
+  // A file, a shipped spec's name, or the keys inline (empty: defaults).
+  std::string machineText = machineOption;
+  if (!machineText.empty() && !sys::fs::exists(machineText) &&
+      StringRef(machineText).find('=') == StringRef::npos)
+    machineText = shippedMachine(argv[0], machineText);
+  if (!machineText.empty() && !sys::fs::exists(machineText) &&
+      StringRef(machineText).find('=') == StringRef::npos)
+    return fail("--machine '" + machineOption +
+                "' is no file, no KEY=VALUE list and no shipped spec (" +
+                join(shippedMachineNames(argv[0]), ", ") + ")");
+  auto machine = MachineModel::fromOption(machineText);
+  if (!machine)
+    return fail("--machine: " + toString(machine.takeError()));
+  pipelineOptions.machine = machineText;
 
   CompilationOptions compilation;
   compilation.modelPath = modelPath;
@@ -477,6 +726,26 @@ int main(int argc, char **argv) {
       promptLength.getNumOccurrences())
     return fail("--max-seq, --max-batch and --prompt-length go with "
                 "--generate");
+
+  if (autoMesh) {
+    std::vector<int64_t> fallbacks(fallbackDevices.begin(),
+                                   fallbackDevices.end());
+    llvm::sort(fallbacks);
+    fallbacks.erase(std::unique(fallbacks.begin(), fallbacks.end()),
+                    fallbacks.end());
+    SearchOptions search;
+    search.devices = devicesOption;
+    search.deviceMemory = deviceMemory;
+    search.objective = objectiveOption == "throughput" ? Objective::Throughput
+                                                       : Objective::Latency;
+    search.machine = *machine;
+    auto say = [&](StringRef line) {
+      if (!quiet)
+        errs() << "cleave-compile: plan search: " << line << "\n";
+    };
+    search.progress = say;
+    return compileAuto(context, compilation, search, fallbacks, quiet) ? 0 : 1;
+  }
 
   Compilation run(context, std::move(compilation));
   auto progress = [&](const PhaseInfo &info, double seconds) {

@@ -74,8 +74,9 @@ Runs a bundle written by cleave-compile.
                          timed by CUDA events on its stream
   --threads N            threads per rank (default: CLEAVE_NUM_THREADS, else
                          the cores divided among the ranks)
-  --ranks N              the rank count you expect; refused before start if
-                         the bundle was compiled for another
+  --ranks N              the rank count you expect; a bundle compiled with
+                         --fallback-devices runs its plan for N (plans/N);
+                         refused before start if the bundle has neither
   --timeout SECONDS      a collective that waits longer ends the job, naming
                          the ranks that did not reach it (default: 600 s,
                          and once a run has completed, 20 times the longest
@@ -540,6 +541,23 @@ int main(int argc, char **argv) {
     return argc < 2 ? 1 : 0;
   }
   std::string bundle = argv[1];
+  // A bundle with plans for fewer devices (cleave-compile
+  // --fallback-devices) runs the one for --ranks K from plans/K.
+  for (int i = 2; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    std::string count = arg.consume_front("--ranks=")      ? arg.str()
+                        : arg == "--ranks" && i + 1 < argc ? argv[i + 1]
+                                                           : "";
+    llvm::SmallString<256> fallback(bundle);
+    llvm::sys::path::append(fallback, "plans", count, "manifest.json");
+    if (!count.empty() && llvm::sys::fs::exists(fallback)) {
+      llvm::SmallString<256> plan(bundle);
+      llvm::sys::path::append(plan, "plans", count);
+      llvm::errs() << "cleave-run: running the bundle's plan for " << count
+                   << " ranks (" << plan << ")\n";
+      bundle = std::string(plan);
+    }
+  }
   llvm::SmallString<256> manifestPath(bundle);
   llvm::sys::path::append(manifestPath, "manifest.json");
   auto text = llvm::MemoryBuffer::getFile(manifestPath);
@@ -650,7 +668,10 @@ int main(int argc, char **argv) {
     return fail("the bundle was compiled for " + llvm::Twine(*ranks) +
                 " ranks" + (mesh.empty() ? "" : " (mesh " + mesh + ")") +
                 ", not " + llvm::Twine(*expectedRanks) +
-                "; recompile with another --mesh to change it");
+                ", and holds no plan for " + llvm::Twine(*expectedRanks) +
+                " (plans/" + llvm::Twine(*expectedRanks) +
+                "); recompile with another --mesh, or with --mesh auto "
+                "--fallback-devices, to change it");
 
   llvm::SmallString<256> program(bundle);
   llvm::sys::path::append(program, "program");

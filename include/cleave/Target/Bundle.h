@@ -18,6 +18,9 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
 
 #include <string>
 #include <vector>
@@ -154,6 +157,10 @@ struct BundleOptions {
   std::string gpuArch;
   /// GEMM operand type (--precision).
   Precision precision = Precision::F32;
+  /// With --mesh auto: the plan search's table, appended to plan.txt, and
+  /// its JSON, which a --report ending in .json holds beside the plan.
+  std::string planSearch;
+  std::optional<llvm::json::Value> planSearchJson;
 };
 
 /// The human-readable plan: mesh, every parameter's sharding and bytes per
