@@ -24,6 +24,41 @@
 using namespace mlir;
 using namespace cleave;
 
+SmallVector<Type> cleave::outputTypes(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return {};
+  return SmallVector<Type>(main.getFunctionType().getResults());
+}
+
+LogicalResult cleave::checkOutputsWhole(ModuleOp module, ArrayRef<Type> before,
+                                        int64_t microbatches) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return success();
+  ArrayRef<Type> after = main.getFunctionType().getResults();
+  for (auto [i, original] : llvm::enumerate(before)) {
+    Type type = original;
+    if (auto tensor = dyn_cast<RankedTensorType>(type);
+        tensor && microbatches > 1 && tensor.getRank() > 0) {
+      SmallVector<int64_t> shape(tensor.getShape());
+      shape[0] *= microbatches;
+      type = tensor.clone(shape);
+    }
+    if (i >= after.size() || after[i] == type ||
+        main.getResultAttr(i, kSplitIOAttrName))
+      continue;
+    auto name = main.getResultAttrOfType<StringAttr>(i, kOutputAttrName);
+    return emitError(main.getLoc())
+           << "the partition returns graph output '"
+           << (name ? name.getValue() : StringRef("?")) << "' as " << after[i]
+           << " on each rank, not the model's " << type
+           << ": it is not gathered whole; refusing to build a program that "
+              "returns part of it";
+  }
+  return success();
+}
+
 LogicalResult cleave::writeModule(ModuleOp module, llvm::StringRef path) {
   std::string error;
   auto file = openOutputFile(path, &error);
@@ -151,7 +186,15 @@ LogicalResult Compilation::runPhase(Phase phase) {
     pipeline.stageAxis = decision->stageAxis;
     return success();
   }
-  case Phase::Partition:
+  case Phase::Partition: {
+    SmallVector<Type> before = outputTypes(*moduleOp);
+    PassManager pm(&context);
+    if (failed(buildPhasePipeline(phase, pm, options.pipeline)) ||
+        failed(pm.run(*moduleOp)))
+      return emitError(moduleOp->getLoc())
+             << "phase '" << phaseName(phase) << "' failed (see above)";
+    return checkOutputsWhole(*moduleOp, before, options.pipeline.microbatches);
+  }
   case Phase::Fuse:
   case Phase::Bufferize:
   case Phase::Lower: {

@@ -69,6 +69,7 @@ void cleave::buildPartitionPipeline(OpPassManager &pm,
     // Partition crashes on values without a sharding and on arguments with
     // two: both fixed between propagation and partition.
     fpm.addPass(createCleaveReplicateUnreached());
+    fpm.addPass(createCleaveUnsplitStepwise());
     fpm.addPass(createCleavePinArgumentShardings());
     // Marks what partition makes rank-local, before it does; the offsets
     // are added after it.

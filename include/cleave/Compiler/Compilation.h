@@ -73,6 +73,19 @@ private:
   ModelSignature signature;
 };
 
+/// The types @main returns, to compare after the partition phase.
+llvm::SmallVector<mlir::Type> outputTypes(mlir::ModuleOp module);
+
+/// Checks that each output of @main still has the type it had before the
+/// partition phase (`before`): each rank returns the whole output unless
+/// the output may stay split (cleave.split_io), with `microbatches` times
+/// the first dimension where the pipeline joins microbatches. A partition
+/// that leaves one split returns a part of the answer; this refuses it,
+/// naming the output.
+mlir::LogicalResult checkOutputsWhole(mlir::ModuleOp module,
+                                      llvm::ArrayRef<mlir::Type> before,
+                                      int64_t microbatches = 1);
+
 /// Writes `module` to `path` (`-` for standard output) atomically: a failed
 /// write leaves nothing behind.
 mlir::LogicalResult writeModule(mlir::ModuleOp module, llvm::StringRef path);

@@ -174,6 +174,35 @@ def CleaveReplicateUnreached
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def CleaveUnsplitStepwise
+    : Pass<"cleave-unsplit-stepwise", "mlir::func::FuncOp"> {
+  let summary = "Gather a value split along several dimensions one dimension "
+                "at a time";
+  let description = [{
+    Runs between `sharding-propagation` and `shard-partition`, which, asked
+    to make whole a value split along several dimensions (a batch split
+    over `dp` and an LM head's vocabulary over `tp`, returned whole),
+    gathers it along one of them only and leaves the rest split: the
+    program then returned a quarter of the logits. Each such unsplit gets
+    one intermediate sharding per further dimension, so that partition
+    does one gather at a time:
+
+    ```mlir
+    %a = shard.shard %r to [[dp], [], [tp]]
+    %b = shard.shard %a to [[]] annotate_for_users
+    // becomes
+    %a = shard.shard %r to [[dp], [], [tp]]
+    %m = shard.shard %a to [[dp], [], []] annotate_for_users
+    %n = shard.shard %m to [[dp], [], []]
+    %b = shard.shard %n to [[]] annotate_for_users
+    ```
+
+    Only where each wanted dimension's axes begin the made one's (a pure
+    unsplit).
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def CleavePinArgumentShardings
     : Pass<"cleave-pin-argument-shardings", "mlir::func::FuncOp"> {
   let summary = "Give every tensor argument one sharding and record it";
