@@ -253,9 +253,11 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
     }
   }
   if (error.empty() && warning.empty()) {
+    SmallVector<Type> before = outputTypes(*trial.module);
     PassManager pm(&context);
     buildPartitionPipeline(pm, pipeline);
-    (void)pm.run(*trial.module);
+    if (succeeded(pm.run(*trial.module)))
+      (void)checkOutputsWhole(*trial.module, before);
   }
   if (!error.empty() || !warning.empty()) {
     trial.rejected = !error.empty() ? error : warning;
@@ -293,7 +295,14 @@ void price(PlanCandidate &c, const Trial &trial, const MachineModel &machine,
   // tp x pp consecutive ranks, which leave a node when they outnumber it.
   bool crossNodes =
       machine.nodeDevices > 0 && c.tp * c.pp > machine.nodeDevices;
-  StageProblem problem = profile.problem(machine, factor, limit, crossNodes);
+  c.bubble =
+      c.pp > 1 ? double(c.pp - 1) / double(c.microbatches + c.pp - 1) : 0;
+  // Ranks that share cores are slowed by the time-scale fitted with every
+  // rank busy; a stage waiting in the pipeline's fill or drain sleeps and
+  // leaves its share to the others, so only the busy share is slowed.
+  MachineModel busy = machine;
+  busy.computeScale = 1 + (machine.computeScale - 1) * (1 - c.bubble);
+  StageProblem problem = profile.problem(busy, factor, limit, crossNodes);
   auto plan = partitionStages(problem, size_t(c.pp));
   if (!plan) {
     c.rejected = llvm::toString(plan.takeError());
@@ -310,8 +319,6 @@ void price(PlanCandidate &c, const Trial &trial, const MachineModel &machine,
           cost.collective->bytes * factor * runs;
   for (double bytes : plan->cutBytes)
     c.bytesByKind["send_recv"] += bytes * runs;
-  c.bubble =
-      c.pp > 1 ? double(c.pp - 1) / double(c.microbatches + c.pp - 1) : 0;
 }
 
 } // namespace

@@ -107,7 +107,7 @@ double MachineModel::seconds(const OpCost &cost) const {
     return collectiveSeconds(cost.collective->kind, cost.collective->ranks,
                              cost.collective->bytes);
   double rate = cost.gemm ? gemmFlops(*cost.gemm) : peakFlops;
-  return std::max(cost.flops / rate, memory);
+  return computeScale * std::max(cost.flops / rate, memory);
 }
 
 double MachineModel::transferSeconds(double bytes, bool acrossNodes) const {
@@ -142,6 +142,7 @@ MachineModel MachineModel::forRanks(int64_t ranks) const {
     if (f.ranks == chosen) {
       m.peakFlops = f.peakFlops;
       m.memoryBandwidth = f.memoryBandwidth;
+      m.computeScale = f.timeScale;
     }
   int64_t gemmRanks = -1;
   for (const GemmRate &r : gemmRates)
@@ -328,6 +329,10 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
       return machineError("machine file '" + path +
                           "': a 'shared' entry's figures must be positive");
     f.peakFlops = *peak, f.memoryBandwidth = *bw;
+    f.timeScale = o->getNumber("time-scale").value_or(1.0);
+    if (!(f.timeScale > 0))
+      return machineError("machine file '" + path +
+                          "': a 'shared' entry's time-scale must be positive");
     m.shared.push_back(f);
   }
   return m;

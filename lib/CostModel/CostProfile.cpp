@@ -5,8 +5,67 @@
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
 using namespace mlir;
 using namespace cleave;
+
+namespace {
+
+/// Ops whose result the fuse and lower phases do not write to memory when
+/// every reader takes it in its own loops: elementwise generics (fused into
+/// their readers), broadcasts, and fills (a reader's initial value).
+bool fusesIntoReaders(Operation *op) {
+  if (isa<linalg::FillOp, linalg::BroadcastOp>(op))
+    return true;
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  return generic && generic.getNumLoops() == generic.getNumParallelLoops() &&
+         generic->getNumResults() == 1;
+}
+
+/// Readers that take such a value in their loops: generics and reductions
+/// (fusion), and GEMMs for a fill of their result (they write it).
+bool takesFused(Operation *producer, OpOperand &use) {
+  Operation *reader = use.getOwner();
+  if (isa<linalg::GenericOp, linalg::ReduceOp>(reader))
+    return true;
+  auto gemm = dyn_cast<linalg::LinalgOp>(reader);
+  return isa<linalg::FillOp>(producer) &&
+         isa_and_nonnull<linalg::MatmulOp, linalg::BatchMatmulOp>(reader) &&
+         gemm.isDpsInit(&use);
+}
+
+/// Takes out of `costs` the memory traffic fusion removes: a value made by
+/// an op that fuses into its readers, all of which take it in their loops,
+/// is neither written nor read; a transpose is a layout its producer writes
+/// or its GEMM reads through (cleave-write-transposed, GEMM operand
+/// transposition), not a copy.
+void removeFusedTraffic(ArrayRef<Operation *> ops, std::vector<OpCost> &costs,
+                        const llvm::DenseMap<Operation *, size_t> &position) {
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (isa<linalg::TransposeOp>(op)) {
+      costs[i].bytesRead = costs[i].bytesWritten = 0;
+      continue;
+    }
+    if (!fusesIntoReaders(op))
+      continue;
+    Value result = op->getResult(0);
+    if (result.use_empty() ||
+        !llvm::all_of(result.getUses(),
+                      [&](OpOperand &use) { return takesFused(op, use); }))
+      continue;
+    double bytes = double(storageBytes(result));
+    costs[i].bytesWritten -= bytes;
+    for (OpOperand &use : result.getUses()) {
+      auto it = position.find(use.getOwner());
+      if (it != position.end())
+        costs[it->second].bytesRead =
+            std::max(0.0, costs[it->second].bytesRead - bytes);
+    }
+  }
+}
+
+} // namespace
 
 FailureOr<CostProfile> cleave::profileFunction(func::FuncOp func) {
   Block &block = func.getBody().front();
@@ -70,6 +129,7 @@ FailureOr<CostProfile> cleave::profileFunction(func::FuncOp func) {
         profile.live.push_back({i, last, double(storageBytes(result))});
     }
   }
+  removeFusedTraffic(profile.ops, profile.costs, position);
   return profile;
 }
 

@@ -88,6 +88,10 @@ struct LinkFit {
 struct SharedFigures {
   int64_t ranks = 0;
   double peakFlops = 0, memoryBandwidth = 0;
+  /// A whole program's measured time over its prediction from the figures
+  /// (cleave-calibrate fits it on a small stack): computing ops' times are
+  /// scaled by it.
+  double timeScale = 1;
 };
 
 /// The machine the predictions are for.
@@ -111,6 +115,9 @@ struct MachineModel {
   std::vector<GemmRate> gemmRates;
   std::vector<LinkFit> links;
   std::vector<SharedFigures> shared;
+  /// Scales every computing op's predicted time (not collectives or
+  /// transfers, which have their own fits); set by forRanks.
+  double computeScale = 1;
 
   /// Predicted seconds for `cost`: a GEMM at its measured rate (else the
   /// peak), a collective by its fit (else a ring over the link), anything
