@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,8 +66,9 @@ def make_model(name, work):
         np.save(file, value)
         args += ["--input", f"{key}={file}"]
     import onnxruntime as ort
-    reference = ort.InferenceSession(path).run(None, inputs)[0]
-    return path, args, reference
+    session = ort.InferenceSession(path)
+    reference = session.run(None, inputs)[0]
+    return path, args, (session.get_outputs()[0].name, reference)
 
 
 def spearman(a, b):
@@ -103,7 +105,7 @@ def main():
 
     summary = []
     for model in args.models.split(","):
-        path, inputs, reference = make_model(model, args.work)
+        path, inputs, (output, reference) = make_model(model, args.work)
         for n in devices:
             folder = os.path.join(args.work, f"{model}-{n}")
             report = folder + "-search.json"
@@ -126,12 +128,12 @@ def main():
             measured = [[] for _ in plans]
             for _ in range(args.rounds):
                 for k, bundle in enumerate(bundles):
-                    out = os.path.join(args.work, "out")
+                    out = os.path.join(args.work, f"out-{model}")
                     text = run([run_tool, bundle, *inputs, "--bench",
                                 str(args.runs), "--output-dir", out])
                     p50 = float(re.search(r"p50 ([0-9.]+) ms", text).group(1))
                     measured[k].append(p50 / 1e3)
-                    got = np.load(os.path.join(out, os.listdir(out)[0]))
+                    got = np.load(os.path.join(out, output + ".npy"))
                     error = float(np.abs(got - reference).max())
                     if error > 1e-3 * max(1.0, float(np.abs(reference).max())):
                         sys.exit(f"bench_plans: {model} plan {k} ({plan['mesh']}) "
@@ -158,6 +160,9 @@ def main():
                   f"{len(plans)}, {100 * gap:.1f}% slower than the best measured",
                   flush=True)
             summary.append((model, n, len(plans), mae, rho, chosen_rank, gap))
+            # Bundles hold a copy of the weights each: free the disk.
+            for bundle in bundles + [folder + "-best"]:
+                shutil.rmtree(bundle, ignore_errors=True)
     print("\nsummary")
     print(f"  {'model':<6} {'devices':>7} {'plans':>5} {'MAE':>6} {'rho':>5} "
           f"{'chosen':>6} {'gap':>6}")

@@ -14,8 +14,13 @@ to another machine; speed does not depend on the values). stack_weights()
 gives the same arrays without ONNX, for other frameworks to run the same model
 (bench/bench_gpu_prefill.py).
 
+With --placeholder the weights are a sparse file of zeros (no disk blocks):
+the graph of a model too large to hold, for plan searches (--shape gpt3:
+GPT-3-175B's d_model 12288, 96 heads, MLP 49152).
+
 Usage: gpt2_stack.py OUT.onnx [--layers N] [--batch B] [--seq S]
-                     [--shape small|medium] [--tile N] [--external]
+                     [--shape tiny|small|medium|gpt3] [--tile N] [--external]
+                     [--placeholder]
 """
 import argparse
 import math
@@ -23,7 +28,7 @@ import math
 import numpy as np
 
 SHAPES = {"tiny": (64, 4, 256), "small": (768, 12, 3072),
-          "medium": (1024, 16, 4096)}
+          "medium": (1024, 16, 4096), "gpt3": (12288, 96, 49152)}
 D, HEADS, FFN = SHAPES["small"]
 
 
@@ -56,16 +61,48 @@ def stack_weights(layers=2, shape="small", seed=0, tile=0):
     return weights
 
 
+class Placeholders:
+    """Float32 initializers whose data is a sparse file of zeros: the graph
+    of a model too large to hold (for plan searches, which read shapes
+    only). `tensor(name, dims)` gives the initializer; `close()` sizes the
+    file (no disk blocks are written)."""
+
+    def __init__(self, data_path):
+        self.path, self.offset = data_path, 0
+
+    def tensor(self, name, dims):
+        from onnx import TensorProto
+        size = 4 * int(np.prod(dims))
+        t = TensorProto()
+        t.name, t.data_type = name, TensorProto.FLOAT
+        t.dims.extend(dims)
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", self.path.split("/")[-1]),
+                           ("offset", str(self.offset)), ("length", str(size))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        self.offset += size
+        return t
+
+    def close(self):
+        with open(self.path, "wb") as f:
+            f.truncate(self.offset)
+
+
 def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0,
-               shape="small", tile=0):
+               shape="small", tile=0, placeholder=False):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     D, HEADS, FFN = SHAPES[shape]
-    weights = stack_weights(layers, shape, seed, tile)
+    weights = {} if placeholder else stack_weights(layers, shape, seed, tile)
+    holder = Placeholders(path + ".data") if placeholder else None
     inits, nodes = [], []
 
     def weight(name, dims, scale=None):
+        if holder:
+            inits.append(holder.tensor(name, dims))
+            return name
         assert list(weights[name].shape) == list(dims)
         inits.append(numpy_helper.from_array(weights[name], name))
         return name
@@ -133,7 +170,10 @@ def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0,
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    if external:
+    if holder:
+        holder.close()
+        onnx.save(model, path)
+    elif external:
         onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
                   location=path.split("/")[-1] + ".data", size_threshold=1024)
     else:
@@ -149,6 +189,8 @@ if __name__ == "__main__":
     parser.add_argument("--external", action="store_true")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
     parser.add_argument("--tile", type=int, default=0)
+    parser.add_argument("--placeholder", action="store_true",
+                        help="weights as a sparse file of zeros (plan searches)")
     args = parser.parse_args()
     make_stack(args.out, args.layers, args.batch, args.seq, args.external,
-               shape=args.shape, tile=args.tile)
+               shape=args.shape, tile=args.tile, placeholder=args.placeholder)

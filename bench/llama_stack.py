@@ -14,26 +14,40 @@ fixed seed. Input `input_ids` [batch, seq] (int64), output `logits`
 Default dimensions: d_model 1024, 16 heads, 4 key/value heads, MLP 2816,
 vocabulary 8000, 8 layers.
 
+With --placeholder the weights are a sparse file of zeros (no disk blocks):
+the graph of a model too large to hold, for plan searches (LLaMA-70B's shape:
+--layers 80 --d-model 8192 --heads 64 --kv-heads 8 --ffn 28672 --vocab 32000).
+
 Usage: llama_stack.py OUT.onnx [--layers N] [--batch B] [--seq S]
                       [--d-model D] [--heads H] [--kv-heads K] [--ffn F]
-                      [--vocab V]
+                      [--vocab V] [--placeholder]
 """
 import argparse
 import math
 
+import os
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_llama(path, layers=8, batch=1, seq=128, d=1024, heads=16, kv_heads=4,
-               ffn=2816, vocab=8000, seed=0):
+               ffn=2816, vocab=8000, seed=0, placeholder=False):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+    from gpt2_stack import Placeholders
 
     rng = np.random.default_rng(seed)
+    holder = Placeholders(path + ".data") if placeholder else None
     inits, nodes = [], []
     head = d // heads
 
     def weight(name, dims, scale=0.02, offset=0.0):
+        if holder:
+            inits.append(holder.tensor(name, dims))
+            return name
         values = (rng.standard_normal(dims) * scale + offset).astype(np.float32)
         inits.append(numpy_helper.from_array(values, name))
         return name
@@ -123,6 +137,8 @@ def make_llama(path, layers=8, batch=1, seq=128, d=1024, heads=16, kv_heads=4,
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
+    if holder:
+        holder.close()
     onnx.save(model, path)
 
 
@@ -137,6 +153,9 @@ if __name__ == "__main__":
     parser.add_argument("--kv-heads", type=int, default=4)
     parser.add_argument("--ffn", type=int, default=2816)
     parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--placeholder", action="store_true",
+                        help="weights as a sparse file of zeros (plan searches)")
     args = parser.parse_args()
     make_llama(args.out, args.layers, args.batch, args.seq, args.d_model,
-               args.heads, args.kv_heads, args.ffn, args.vocab)
+               args.heads, args.kv_heads, args.ffn, args.vocab,
+               placeholder=args.placeholder)

@@ -91,6 +91,11 @@ cl::list<int64_t> fallbackDevices(
              "files), run by cleave-run BUNDLE --ranks K; plan.txt gives "
              "each plan's predicted throughput"),
     cl::value_desc("K,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<bool> searchOnly(
+    "search-only",
+    cl::desc("With --mesh auto: print the ranked table (and write --report) "
+             "without compiling a bundle; no -o needed"),
+    cl::cat(category));
 cl::opt<std::string> objectiveOption(
     "objective",
     cl::desc("With --mesh auto: 'latency' (default: the least time for one "
@@ -363,6 +368,29 @@ compileRanked(mlir::MLIRContext &context, const CompilationOptions &compilation,
   return std::nullopt;
 }
 
+/// --search-only: the table on standard output, and in `reportPath` (as
+/// JSON when it ends in .json).
+bool writeSearch(const PlanSearchResult &result, StringRef reportPath) {
+  std::string table = result.table(/*top=*/25);
+  outs() << table;
+  outs().flush();
+  if (reportPath.empty())
+    return true;
+  std::error_code ec;
+  raw_fd_ostream os(reportPath, ec);
+  if (ec) {
+    fail("cannot write '" + reportPath + "': " + ec.message());
+    return false;
+  }
+  if (reportPath.ends_with(".json"))
+    os << formatv("{0:2}", llvm::json::Value(
+                               llvm::json::Object{{"search", result.json()}}))
+       << "\n";
+  else
+    os << table;
+  return true;
+}
+
 /// --mesh auto: the plans for each --fallback-devices count, compiled into
 /// a folder beside the bundle, then the plan for --devices, then the
 /// fallback plans moved into its plans/ (nothing is left half-written).
@@ -373,6 +401,8 @@ bool compileAuto(mlir::MLIRContext &context,
   auto main = searchPlans(context, compilation, search);
   if (failed(main))
     return false;
+  if (searchOnly)
+    return writeSearch(*main, compilation.bundle.reportPath);
   std::string outDir = compilation.bundle.outDir;
   std::string staging = outDir + ".plans-tmp";
   (void)sys::fs::remove_directories(staging);
@@ -482,7 +512,7 @@ int main(int argc, char **argv) {
   }
   if (modelPath.empty())
     return fail("no model given; usage: cleave-compile MODEL.onnx -o OUT");
-  if (outputPath.empty())
+  if (outputPath.empty() && !searchOnly)
     return fail("no output given: pass -o OUT");
 
   if (gpuAttention != "fused" && gpuAttention != "gemms")
@@ -590,6 +620,8 @@ int main(int argc, char **argv) {
                   compileTo + "'");
     if (planIndex < 1)
       return fail("--plan-index counts from 1");
+    if (searchOnly && !fallbackDevices.empty())
+      return fail("--search-only compiles nothing: drop --fallback-devices");
     for (int64_t k : fallbackDevices)
       if (k < 1 || k == devicesOption)
         return fail("--fallback-devices " + Twine(k) +
@@ -597,9 +629,10 @@ int main(int argc, char **argv) {
                     "devices than --devices " +
                     Twine(int64_t(devicesOption)));
   } else if (devicesOption.getNumOccurrences() ||
-             planIndex.getNumOccurrences() || !fallbackDevices.empty()) {
-    return fail("--devices, --plan-index and --fallback-devices go with "
-                "--mesh auto");
+             planIndex.getNumOccurrences() || !fallbackDevices.empty() ||
+             searchOnly) {
+    return fail("--devices, --plan-index, --fallback-devices and "
+                "--search-only go with --mesh auto");
   }
   if (objectiveOption != "latency" && objectiveOption != "throughput")
     return fail("--objective must be 'latency' or 'throughput', not '" +
