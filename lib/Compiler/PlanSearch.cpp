@@ -363,13 +363,22 @@ FailureOr<PlanSearchResult> cleave::searchPlans(MLIRContext &context,
   for (int64_t tp : divisors(search.devices, search.devices))
     for (int64_t dp : divisors(search.devices / tp, search.devices)) {
       int64_t pp = search.devices / (tp * dp);
-      if (result.batch % dp != 0) {
-        PlanCandidate c;
-        c.dp = dp, c.tp = tp, c.pp = pp;
+      PlanCandidate c;
+      c.dp = dp, c.tp = tp, c.pp = pp;
+      if (result.batch % dp != 0)
         c.rejected = llvm::formatv("the batch of {0} does not split into {1} "
                                    "data-parallel replicas",
                                    result.batch, dp)
                          .str();
+      // Tensor parallelism all-reduces twice a layer: across nodes those
+      // go over the network (Megatron-LM's rule: tp within a node).
+      else if (machine.nodeDevices > 0 && tp > machine.nodeDevices)
+        c.rejected = llvm::formatv("tp={0} spans nodes of {1} devices: its "
+                                   "all-reduces, two a layer, would cross "
+                                   "the network",
+                                   tp, machine.nodeDevices)
+                         .str();
+      if (!c.rejected.empty()) {
         result.rejected.push_back(c);
         continue;
       }

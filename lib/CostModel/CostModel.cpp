@@ -151,6 +151,18 @@ MachineModel MachineModel::forRanks(int64_t ranks) const {
   if (gemmRanks > 0)
     llvm::erase_if(m.gemmRates,
                    [&](const GemmRate &r) { return r.ranks != gemmRanks; });
+  // Each kind and group's fit from the job measured nearest (at or below).
+  std::vector<LinkFit> links;
+  for (const LinkFit &fit : m.links) {
+    auto same = llvm::find_if(links, [&](const LinkFit &kept) {
+      return kept.kind == fit.kind && kept.ranks == fit.ranks;
+    });
+    if (same == links.end())
+      links.push_back(fit);
+    else if (fit.job > 0 && pick(fit.job, same->job))
+      *same = fit;
+  }
+  m.links = std::move(links);
   return m;
 }
 
@@ -304,6 +316,7 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
     LinkFit fit;
     fit.kind = kind->str();
     fit.ranks = o->getInteger("ranks").value_or(2);
+    fit.job = o->getInteger("job").value_or(fit.ranks);
     auto latency = number(*o, "latency", "a 'links' entry");
     auto bandwidth = number(*o, "bandwidth", "a 'links' entry");
     if (!latency || !bandwidth)

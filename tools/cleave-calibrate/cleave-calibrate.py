@@ -16,17 +16,23 @@ have, each with its share of the cores:
     attention's batched GEMMs of two activations) and operand precision: a
     program of independent MatMuls, its batch split over R ranks (dp=R),
     so every rank runs the same GEMMs at once;
-  - the compiled loops' memory bandwidth: an elementwise chain over 16 MiB
-    vectors in the same program ('the rest' of --profile's time);
-  - all_gather (each output gathered whole on every rank, the same program),
-    all_reduce (row-split MatMuls, tp=R) and send/recv (a pipeline of two
-    stages) latency and bandwidth, a least-squares fit of seconds = latency +
-    bytes / bandwidth over sizes from 4 KiB to 8 MiB.
+  - the compiled loops' memory bandwidth: one fused elementwise loop over
+    16 MiB vectors that every rank computes ('the rest' of --profile's
+    time);
+  - all_reduce and all_gather (row- and column-split MatMuls) among each
+    group size g dividing R (dp=R/g, tp=g), and send/recv (two pipeline
+    stages, dp=R/2) latency and bandwidth, a least-squares fit of seconds =
+    latency + bytes / bandwidth over sizes from 4 KiB to 8 MiB, measured
+    with all R ranks running;
+  - where R ranks outnumber the cores, a time-scale: a whole program (a
+    2-layer GPT-2-small-shaped stack, dp=R) measured against its
+    prediction from the figures above (ranks taking turns on cores run
+    slower than per-call timings show); 1 where each rank has a core.
 
 It writes {"name", "peak", "mem-bw", "memory", "memory-shared", "gemm":
-[{bits, m, n, k, batched, flops, ranks}], "links": [{kind, ranks, latency,
-bandwidth}], "shared": [{ranks, peak, mem-bw}]}; docs/cost-model.md
-describes how the cost model uses each.
+[{bits, m, n, k, batched, flops, ranks}], "links": [{kind, ranks, job,
+latency, bandwidth}], "shared": [{ranks, peak, mem-bw, time-scale}]};
+docs/cost-model.md describes how the cost model uses each.
 """
 
 import argparse
@@ -223,7 +229,8 @@ def fit(points):
     return max(float(latency), 0.0), 1.0 / max(float(slope), 1e-30)
 
 
-def link_fits(table, ranks, kinds):
+def link_fits(table, ranks, kinds, job):
+    """Fits of each kind among `ranks` ranks, measured in a job of `job`."""
     fits = []
     for kind in kinds:
         points = [(label_bytes(label), ms / 1e3 / calls)
@@ -232,7 +239,7 @@ def link_fits(table, ranks, kinds):
         if len(points) >= 2:
             latency, bandwidth = fit(points)
             fits.append({"kind": "send_recv" if kind == "send" else kind,
-                         "ranks": ranks, "latency": latency,
+                         "ranks": ranks, "job": job, "latency": latency,
                          "bandwidth": bandwidth, "points": len(points)})
     return fits
 
@@ -266,7 +273,7 @@ def calibrate_ranks(ranks, precisions, runs, work):
                             "batched": kind == "batched",
                             "flops": flops / (ms / 1e3), "ranks": ranks})
         if precision == "f32" and ranks > 1:
-            links += link_fits(table, ranks, ["all_gather"])
+            links += link_fits(table, ranks, ["all_gather"], ranks)
     model = os.path.join(work, "loops.onnx")
     loop_model(model)
     bundle = os.path.join(work, f"loops{ranks}")
@@ -286,34 +293,40 @@ def calibrate_ranks(ranks, precisions, runs, work):
                key=lambda e: e["m"] * e["n"] * e["k"])["flops"]
     shared = {"ranks": ranks, "peak": peak,
               "mem-bw": 4 * 4 * LOOP_FLOATS / (rest / 1e3)}
-    if ranks > 1:
-        model = os.path.join(work, f"link{ranks}.onnx")
-        hints_path = os.path.join(work, f"link{ranks}.yaml")
+    # Collectives among each group size the job can have (a tp=2 group in a
+    # 4-rank job waits on cores the other group uses), and transfers
+    # between two stages, with every rank of the job running.
+    for group in [g for g in range(2, ranks + 1) if ranks % g == 0]:
+        model = os.path.join(work, f"link{group}.onnx")
+        hints_path = os.path.join(work, f"link{group}.yaml")
         with open(hints_path, "w") as f:
-            f.write(link_model(model, ranks))
-        bundle = os.path.join(work, f"link{ranks}")
-        say(f"{ranks} ranks, all_reduce and all_gather: compiling")
-        compile_bundle(model, bundle, ["--mesh", f"tp={ranks}",
-                                       "--shard-hints", hints_path])
+            f.write(link_model(model, group))
+        mesh = f"tp={group}" if group == ranks else f"dp={ranks // group},tp={group}"
+        bundle = os.path.join(work, f"link{ranks}-{group}")
+        say(f"{ranks} ranks, all_reduce and all_gather among {group}: compiling")
+        compile_bundle(model, bundle, ["--mesh", mesh, "--shard-hints",
+                                       hints_path])
         table = profile(bundle, random_inputs(model, work), runs,
                         os.path.join(work, "out"))
-        measured = link_fits(table, ranks, ["all_reduce", "all_gather"])
-        # The tp program's all_gathers replace the dp program's (smaller
-        # sizes, no GEMM beside them).
-        kinds = {f["kind"] for f in measured}
-        links = [f for f in links if f["kind"] not in kinds] + measured
-    if ranks == 2:
+        measured = link_fits(table, group, ["all_reduce", "all_gather"], ranks)
+        # These all_gathers replace the GEMM program's (smaller sizes, no
+        # GEMM beside them).
+        kinds = {(f["kind"], f["ranks"]) for f in measured}
+        links = [f for f in links if (f["kind"], f["ranks"]) not in kinds]
+        links += measured
+    if ranks % 2 == 0:
         model = os.path.join(work, "pipe.onnx")
         hints_path = os.path.join(work, "pipe.yaml")
         with open(hints_path, "w") as f:
             f.write(pipe_model(model))
-        bundle = os.path.join(work, "pipe")
-        say("2 ranks, send/recv between pipeline stages: compiling")
-        compile_bundle(model, bundle, ["--mesh", "pp=2", "--shard-hints",
+        bundle = os.path.join(work, f"pipe{ranks}")
+        mesh = "pp=2" if ranks == 2 else f"dp={ranks // 2},pp=2"
+        say(f"{ranks} ranks, send/recv between pipeline stages: compiling")
+        compile_bundle(model, bundle, ["--mesh", mesh, "--shard-hints",
                                        hints_path])
         table = profile(bundle, random_inputs(model, work), runs,
                         os.path.join(work, "out"))
-        links += link_fits(table, 2, ["send"])
+        links += link_fits(table, 2, ["send"], ranks)
     return entries, links, shared
 
 
@@ -338,10 +351,16 @@ def fit_time_scale(machine_path, ranks, runs, work):
     compile_bundle(model, bundle, ["--mesh", "auto", "--devices", str(ranks),
                                    "--machine", machine_path, "--plan-index",
                                    str(index)])
-    text = run([os.path.join(BIN, "cleave-run"), bundle,
-                *random_inputs(model, work), "--bench", str(max(runs, 5)),
-                "--output-dir", os.path.join(work, "out")])
-    measured = float(re.search(r"p50 ([0-9.]+) ms", text).group(1)) / 1e3
+    inputs = random_inputs(model, work)
+    # The median of three rounds' p50s: one round on a shared host is off
+    # by a tenth now and then.
+    rounds = []
+    for _ in range(3):
+        text = run([os.path.join(BIN, "cleave-run"), bundle, *inputs,
+                    "--bench", str(max(runs, 10)), "--output-dir",
+                    os.path.join(work, "out")])
+        rounds.append(float(re.search(r"p50 ([0-9.]+) ms", text).group(1)))
+    measured = float(np.median(rounds)) / 1e3
     return measured / plan["predicted_seconds"]
 
 
@@ -421,8 +440,13 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="cleave-calibrate-")
     try:
         for figures in shared:
-            say(f"{figures['ranks']} rank(s), a whole program against its "
-                "prediction")
+            # Ranks with a core each run as the micro-measurements price
+            # them; ranks taking turns on cores run slower than those show.
+            if figures["ranks"] <= (os.cpu_count() or 1):
+                figures["time-scale"] = 1.0
+                continue
+            say(f"{figures['ranks']} rank(s) on {os.cpu_count()} cores, a "
+                "whole program against its prediction")
             figures["time-scale"] = fit_time_scale(tmp, figures["ranks"],
                                                    args.runs, work)
     finally:
@@ -435,11 +459,14 @@ def main():
     for figures in shared:
         say(f"{figures['ranks']} rank(s): largest f32 GEMM "
             f"{figures['peak'] / 1e9:.1f} GFLOP/s a rank, loops "
-            f"{figures['mem-bw'] / 1e9:.2f} GB/s a rank; a program took "
-            f"{figures['time-scale']:.2f}x the time predicted from them")
+            f"{figures['mem-bw'] / 1e9:.2f} GB/s a rank" +
+            (f"; a program took {figures['time-scale']:.2f}x the time "
+             "predicted from them" if figures["ranks"] > (os.cpu_count() or 1)
+             else "; a core each"))
     for f in links:
-        say(f"{f['kind']} on {f['ranks']} ranks: {f['latency'] * 1e6:.1f} us "
-            f"+ bytes / {f['bandwidth'] / 1e9:.2f} GB/s")
+        say(f"{f['kind']} among {f['ranks']} of {f['job']} ranks: "
+            f"{f['latency'] * 1e6:.1f} us + bytes / "
+            f"{f['bandwidth'] / 1e9:.2f} GB/s")
     say(f"wrote {args.output}")
 
 

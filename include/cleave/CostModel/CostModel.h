@@ -80,6 +80,9 @@ struct GemmRate {
 struct LinkFit {
   std::string kind;
   int64_t ranks = 0;
+  /// The ranks of the job it was measured in (0: any): on a CPU host the
+  /// other ranks' work slows a group's collectives.
+  int64_t job = 0;
   double latency = 0, bandwidth = 0;
 };
 
