@@ -5,7 +5,10 @@
 // (max(best[k-1][j].seconds, seconds(j, i)), best[k-1][j].cut + cutBytes[j]),
 // seconds(j, i) counting the transfers at both of the stage's cuts,
 // for stages [j, i) within the memory limit and not spanning a fixed cut.
-// O(stages x ops^2) time; ops are the top-level ops of @main (thousands).
+// O(stages x ops^2) time at worst; ops are the top-level ops of @main
+// (thousands). An even plan's largest stage bounds the search: no stage
+// longer than it is extended, which for balanced models leaves about
+// O(stages x ops x ops per stage).
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,6 +102,34 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
   for (size_t j = n; j-- > 0;)
     nextFixed[j] = fixed[j + 1] && j + 1 < n ? j + 1 : nextFixed[j + 1];
 
+  // An upper bound on the best plan's largest stage, from a plan that cuts
+  // the remaining time evenly: a stage that alone takes longer is no part
+  // of the best plan, so the search stops extending one there (exact; it
+  // makes the search about O(stages * ops * ops per stage)). Without it
+  // (fixed cuts, or that plan over the memory) nothing is pruned.
+  double bound = std::numeric_limits<double>::infinity();
+  if (fixedCount == 0) {
+    std::vector<size_t> even = {0};
+    for (size_t s = 0; s < stages; ++s) {
+      size_t at = even.back(), left = stages - s, end = n;
+      if (left > 1) {
+        double share = (time[n] - time[at]) / double(left);
+        end = at + 1;
+        while (end < n - (left - 1) && time[end] - time[at] < share)
+          ++end;
+      }
+      even.push_back(end);
+    }
+    double worst = 0;
+    bool fits = true;
+    for (size_t s = 0; s < stages; ++s) {
+      worst = std::max(worst, stageSeconds(even[s], even[s + 1]));
+      fits &= stageMemory(even[s], even[s + 1]) <= problem.memoryLimit;
+    }
+    if (fits)
+      bound = worst * (1 + 1e-9);
+  }
+
   std::vector<std::vector<Best>> best(stages + 1, std::vector<Best>(n + 1));
   best[0][0].seconds = 0;
   for (size_t k = 1; k <= stages; ++k)
@@ -109,11 +140,15 @@ llvm::Expected<StagePlan> cleave::partitionStages(const StageProblem &problem,
       std::fill(seenAt.begin(), seenAt.end(), SIZE_MAX);
       double bytes = 0;
       for (size_t i = j + 1; i <= std::min(nextFixed[j], n); ++i) {
+        if (time[i] - time[j] > bound)
+          break;
         grow(j, i - 1, bytes);
         if (bytes > problem.memoryLimit)
           break;
         Best candidate;
         candidate.seconds = std::max(before.seconds, stageSeconds(j, i));
+        if (candidate.seconds > bound)
+          continue;
         candidate.cut = before.cut + (j > 0 ? problem.cutBytes[j] : 0);
         candidate.from = j;
         if (candidate.betterThan(best[k][i]))
