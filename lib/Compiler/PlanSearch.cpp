@@ -66,7 +66,7 @@ namespace {
 struct Trial {
   int64_t dp = 1, tp = 1;
   std::string rejected, note;
-  OwningOpRef<ModuleOp> module;
+  OwningOpRef<ModuleOp> module; // dropped once profiled
   CostProfile profile;
   double flops = 0;
 };
@@ -272,6 +272,10 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
   trial.profile = std::move(*profile);
   for (const OpCost &cost : trial.profile.costs)
     trial.flops += cost.flops;
+  // Priced from the profile alone: the IR goes (a large model's trials
+  // would otherwise all stay in memory).
+  trial.profile.ops.clear();
+  trial.module = nullptr;
   return trial;
 }
 
@@ -283,11 +287,9 @@ void price(PlanCandidate &c, const Trial &trial, const MachineModel &machine,
   // share of that.
   double factor = 1.0 / double(c.microbatches);
   c.activationBytes = profile.peakLiveBytes() * factor;
-  c.cacheBytes = search.cacheBytes / double(c.tp * c.pp);
-  double limit = memory - c.activationBytes - c.cacheBytes;
+  double limit = memory - c.activationBytes;
   if (limit <= 0) {
     c.rejected = "activations (" + bytesText(c.activationBytes) +
-                 ") and cache (" + bytesText(c.cacheBytes) +
                  ") take more than a device's " + bytesText(memory);
     return;
   }
@@ -528,8 +530,7 @@ llvm::json::Value PlanSearchResult::json() const {
         {"samples_per_second", c.samplesPerSecond},
         {"memory_per_device",
          llvm::json::Object{{"parameters", c.paramBytes},
-                            {"activations", c.activationBytes},
-                            {"cache", c.cacheBytes}}},
+                            {"activations", c.activationBytes}}},
         {"bytes_per_device_by_kind", std::move(bytes)},
         {"bubble", c.bubble},
         {"mfu", c.mfu},

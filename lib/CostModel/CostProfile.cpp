@@ -144,8 +144,8 @@ StageProblem CostProfile::problem(const MachineModel &machine,
   for (const OpCost &cost : costs)
     problem.seconds.push_back(machine.seconds(
         batchFactor == 1 ? cost : cost.scaledBatch(batchFactor)));
-  problem.cutBytes.assign(ops.size() + 1, 0);
-  problem.cutSeconds.assign(ops.size() + 1, 0);
+  problem.cutBytes.assign(costs.size() + 1, 0);
+  problem.cutSeconds.assign(costs.size() + 1, 0);
   for (const Live &value : live) {
     double bytes = value.bytes * batchFactor;
     double seconds = machine.transferSeconds(bytes, crossNodes);
@@ -158,7 +158,7 @@ StageProblem CostProfile::problem(const MachineModel &machine,
 }
 
 double CostProfile::peakLiveBytes() const {
-  std::vector<double> across(ops.size() + 1, 0);
+  std::vector<double> across(costs.size() + 1, 0);
   for (const Live &value : live)
     for (size_t c = value.from + 1; c <= value.last; ++c)
       across[c] += value.bytes;

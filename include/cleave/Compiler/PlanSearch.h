@@ -43,9 +43,6 @@ struct SearchOptions {
   MachineModel machine;
   /// The most microbatches tried.
   int64_t maxMicrobatches = 16;
-  /// Bytes each device also keeps whatever the layout (a key/value cache
-  /// is added per layout, from `cacheBytes`).
-  double cacheBytes = 0;
   /// Progress lines (null: quiet).
   llvm::function_ref<void(llvm::StringRef)> progress = nullptr;
 };
@@ -61,8 +58,9 @@ struct PlanCandidate {
   /// Predicted seconds of one run at the model's batch, and samples a
   /// second.
   double seconds = 0, samplesPerSecond = 0;
-  /// Bytes on the fullest device: parameters, activations, cache.
-  double paramBytes = 0, activationBytes = 0, cacheBytes = 0;
+  /// Bytes on the fullest device: its stage's parameters, and the most
+  /// activation bytes live at once.
+  double paramBytes = 0, activationBytes = 0;
   /// Bytes one device sends in a run by kind (all_reduce, all_gather,
   /// send_recv, ...), averaged over the devices.
   std::map<std::string, double> bytesByKind;
@@ -77,9 +75,7 @@ struct PlanCandidate {
   std::string mesh() const;
   /// `dp=2 pp=2 tp=2 mb=4`, for tables.
   std::string layout() const;
-  double memoryBytes() const {
-    return paramBytes + activationBytes + cacheBytes;
-  }
+  double memoryBytes() const { return paramBytes + activationBytes; }
 };
 
 struct PlanSearchResult {

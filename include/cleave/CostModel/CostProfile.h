@@ -23,7 +23,8 @@
 namespace cleave {
 
 struct CostProfile {
-  /// The ops a stage may hold, in program order.
+  /// The ops a stage may hold, in program order (pricing reads only the
+  /// rest: a caller may drop these with the IR).
   std::vector<mlir::Operation *> ops;
   std::vector<OpCost> costs;
   /// Per op, the parameters it reads (indices into paramBytes).
