@@ -97,10 +97,10 @@ def main():
                 published = next((p for p in search["ranked"]
                                   if p["tp"] == tp and p["pp"] == pp), None)
                 memory = sum(best["memory_per_device"].values())
-                line = (f"{model:<9} {machine:<15} {n:>5} "
-                        f"dp={best['dp']} tp={best['tp']} pp={best['pp']} "
-                        f"mb={best['microbatches']:<6}"[:26].ljust(26) +
-                        f" {best['predicted_seconds']:>8.3f}s "
+                layout = (f"dp={best['dp']} tp={best['tp']} pp={best['pp']} "
+                          f"mb={best['microbatches']}")
+                line = (f"{model:<9} {machine:<15} {n:>5} {layout:<26} "
+                        f"{best['predicted_seconds']:>8.3f}s "
                         f"{tokens / best['predicted_seconds'] / n:>10.0f} "
                         f"{100 * best['mfu']:>5.1f}% "
                         f"{memory / 2**30:>7.1f}Gi {took:>6.1f}s")
