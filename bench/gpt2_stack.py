@@ -61,6 +61,26 @@ def stack_weights(layers=2, shape="small", seed=0, tile=0):
     return weights
 
 
+class GraphBuilder:
+    """A graph's initializers and nodes as they are written: const() adds an
+    initializer, node() a node named OP_INDEX with one output tINDEX."""
+
+    def __init__(self):
+        self.inits, self.nodes = [], []
+
+    def const(self, name, values, dtype=np.int64):
+        from onnx import numpy_helper
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
+        return name
+
+    def node(self, op, inputs, **attrs):
+        from onnx import helper
+        out = f"t{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, inputs, [out],
+                                           name=f"{op}_{len(self.nodes)}", **attrs))
+        return out
+
+
 class Placeholders:
     """Float32 initializers whose data is a sparse file of zeros: the graph
     of a model too large to hold (for plan searches, which read shapes
@@ -97,7 +117,8 @@ def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0,
     D, HEADS, FFN = SHAPES[shape]
     weights = {} if placeholder else stack_weights(layers, shape, seed, tile)
     holder = Placeholders(path + ".data") if placeholder else None
-    inits, nodes = [], []
+    graph = GraphBuilder()
+    inits, nodes, const, node = graph.inits, graph.nodes, graph.const, graph.node
 
     def weight(name, dims, scale=None):
         if holder:
@@ -106,16 +127,6 @@ def make_stack(path, layers=2, batch=1, seq=128, external=False, seed=0,
         assert list(weights[name].shape) == list(dims)
         inits.append(numpy_helper.from_array(weights[name], name))
         return name
-
-    def const(name, values, dtype=np.int64):
-        inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
-        return name
-
-    def node(op, inputs, **attrs):
-        out = f"t{len(nodes)}"
-        nodes.append(helper.make_node(op, inputs, [out], name=f"{op}_{len(nodes)}",
-                                      **attrs))
-        return out
 
     head = D // HEADS
     mask = np.triu(np.full((seq, seq), -1e9, np.float32), 1)[None, None]

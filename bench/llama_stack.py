@@ -37,11 +37,12 @@ def make_llama(path, layers=8, batch=1, seq=128, d=1024, heads=16, kv_heads=4,
                ffn=2816, vocab=8000, seed=0, placeholder=False):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from gpt2_stack import Placeholders
+    from gpt2_stack import GraphBuilder, Placeholders
 
     rng = np.random.default_rng(seed)
     holder = Placeholders(path + ".data") if placeholder else None
-    inits, nodes = [], []
+    graph = GraphBuilder()
+    inits, nodes, const, node = graph.inits, graph.nodes, graph.const, graph.node
     head = d // heads
 
     def weight(name, dims, scale=0.02, offset=0.0):
@@ -51,16 +52,6 @@ def make_llama(path, layers=8, batch=1, seq=128, d=1024, heads=16, kv_heads=4,
         values = (rng.standard_normal(dims) * scale + offset).astype(np.float32)
         inits.append(numpy_helper.from_array(values, name))
         return name
-
-    def const(name, values, dtype=np.int64):
-        inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
-        return name
-
-    def node(op, inputs, **attrs):
-        out = f"t{len(nodes)}"
-        nodes.append(helper.make_node(op, inputs, [out], name=f"{op}_{len(nodes)}",
-                                      **attrs))
-        return out
 
     two = const("two", 2.0, np.float32)
     eps = const("eps", 1e-6, np.float32)
