@@ -141,7 +141,8 @@ cl::opt<double> deviceMemory(
     "device-memory",
     cl::desc("Bytes of parameters one pipeline stage may hold on a rank "
              "(default: the machine's memory); no partition that fits is an "
-             "error"),
+             "error. With --mesh auto: a device's memory, for its stage's "
+             "parameters and its live activations"),
     cl::value_desc("BYTES"), cl::init(0), cl::cat(category));
 cl::list<std::string> tapNodes(
     "tap",
