@@ -407,8 +407,7 @@ bool compileAuto(mlir::MLIRContext &context,
   std::string outDir = compilation.bundle.outDir;
   std::string staging = outDir + ".plans-tmp";
   (void)sys::fs::remove_directories(staging);
-  auto cleanup = llvm::make_scope_exit(
-      [&] { (void)sys::fs::remove_directories(staging); });
+  llvm::scope_exit cleanup([&] { (void)sys::fs::remove_directories(staging); });
   double mainSeconds =
       main->ranked.empty()
           ? 0
