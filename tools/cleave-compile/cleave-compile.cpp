@@ -276,11 +276,18 @@ bool splitAssignment(StringRef option, StringRef text, StringRef &name,
   return true;
 }
 
-/// A shipped machine spec: share/cleave/machines/NAME.json beside bin/.
-std::string shippedMachine(const char *argv0, StringRef name) {
-  std::string exe = sys::fs::getMainExecutable(argv0, (void *)&shippedMachine);
+/// Where the shipped machine specs are: share/cleave/machines beside bin/.
+std::string shippedMachines(const char *argv0) {
+  std::string exe = sys::fs::getMainExecutable(argv0, (void *)&shippedMachines);
   SmallString<256> path(sys::path::parent_path(sys::path::parent_path(exe)));
-  sys::path::append(path, "share", "cleave", "machines", name + ".json");
+  sys::path::append(path, "share", "cleave", "machines");
+  return std::string(path);
+}
+
+/// A shipped machine spec: NAME.json in shippedMachines.
+std::string shippedMachine(const char *argv0, StringRef name) {
+  SmallString<256> path(shippedMachines(argv0));
+  sys::path::append(path, name + ".json");
   return std::string(path);
 }
 
@@ -288,10 +295,8 @@ std::string shippedMachine(const char *argv0, StringRef name) {
 std::vector<std::string> shippedMachineNames(const char *argv0) {
   std::vector<std::string> names;
   std::error_code ec;
-  std::string any = shippedMachine(argv0, "x");
-  StringRef folder = sys::path::parent_path(any);
-  for (sys::fs::directory_iterator it(folder, ec), end; !ec && it != end;
-       it.increment(ec))
+  for (sys::fs::directory_iterator it(shippedMachines(argv0), ec), end;
+       !ec && it != end; it.increment(ec))
     if (sys::path::extension(it->path()) == ".json")
       names.push_back(sys::path::stem(it->path()).str());
   llvm::sort(names);
@@ -306,16 +311,21 @@ std::string runtimeLibrary(const char *argv0) {
   return std::string(path);
 }
 
-/// Compiles the layout ranked `planIndex` of `result` (a best layout the
-/// compiler then refuses gives way to the next two), with the search's
-/// table and `appendix` in plan.txt and `appendixJson` in a JSON report.
-/// Returns the layout compiled.
+/// Prints a phase's time, as cleave-compile's progress.
+void printPhase(const PhaseInfo &info, double seconds) {
+  errs() << format("cleave-compile: %-10s %8.3f s\n", info.name.str().c_str(),
+                   seconds);
+}
+
+/// Compiles the layout ranked `first` (from 0) of `result`, and where it
+/// does not compile the next ones, `tries` in all; plan.txt gets the
+/// search's table and `appendix`, a JSON report `appendixJson`. Returns
+/// the layout compiled.
 std::optional<PlanCandidate>
 compileRanked(mlir::MLIRContext &context, const CompilationOptions &compilation,
-              const PlanSearchResult &result, bool quiet,
-              const std::string &appendix, llvm::json::Object appendixJson) {
-  size_t first = planIndex - 1;
-  size_t tries = planIndex.getNumOccurrences() ? 1 : 3;
+              const PlanSearchResult &result, size_t first, size_t tries,
+              bool quiet, const std::string &appendix,
+              llvm::json::Object appendixJson) {
   std::string table = result.table();
   if (!quiet)
     errs() << table;
@@ -325,7 +335,7 @@ compileRanked(mlir::MLIRContext &context, const CompilationOptions &compilation,
     return std::nullopt;
   }
   if (first >= result.ranked.size()) {
-    fail("--plan-index " + Twine(planIndex) + ": the search ranked " +
+    fail("--plan-index " + Twine(first + 1) + ": the search ranked " +
          Twine(result.ranked.size()) + " feasible layouts");
     return std::nullopt;
   }
@@ -351,12 +361,8 @@ compileRanked(mlir::MLIRContext &context, const CompilationOptions &compilation,
       object->try_emplace(key, value);
     options.bundle.planSearchJson = std::move(json);
     Compilation run(context, std::move(options));
-    auto progress = [&](const PhaseInfo &info, double seconds) {
-      if (!quiet)
-        errs() << format("cleave-compile: %-10s %8.3f s\n",
-                         info.name.str().c_str(), seconds);
-    };
-    if (succeeded(run.run(progress)))
+    if (succeeded(run.run(quiet ? Compilation::PhaseCallback()
+                                : Compilation::PhaseCallback(printPhase))))
       return plan;
     WithColor::warning(errs(), "cleave-compile")
         << "layout " << i + 1 << " (" << plan.layout()
@@ -433,8 +439,8 @@ bool compileAuto(mlir::MLIRContext &context,
       return fail("cannot create '" + folder + "': " + ec.message()), false;
     options.bundle.outDir = std::string(folder);
     options.bundle.reportPath.clear();
-    std::optional<PlanCandidate> plan =
-        compileRanked(context, options, *result, quiet, "", {});
+    std::optional<PlanCandidate> plan = compileRanked(
+        context, options, *result, /*first=*/0, /*tries=*/3, quiet, "", {});
     if (!plan) {
       fail("no plan for " + Twine(devices) +
            " devices (--fallback-devices); nothing was written");
@@ -465,7 +471,10 @@ bool compileAuto(mlir::MLIRContext &context,
   llvm::json::Object extra;
   if (!fallbacks.empty())
     extra["fallbacks"] = std::move(fallbackJson);
-  if (!compileRanked(context, compilation, *main, quiet, appendix,
+  // --plan-index chooses the main plan (and alone, no fallback on a
+  // failure); the fallback plans are each count's best.
+  if (!compileRanked(context, compilation, *main, planIndex - 1,
+                     planIndex.getNumOccurrences() ? 1 : 3, quiet, appendix,
                      std::move(extra)))
     return false;
   if (fallbacks.empty())
@@ -781,12 +790,8 @@ int main(int argc, char **argv) {
   }
 
   Compilation run(context, std::move(compilation));
-  auto progress = [&](const PhaseInfo &info, double seconds) {
-    if (!quiet)
-      errs() << format("cleave-compile: %-10s %8.3f s\n",
-                       info.name.str().c_str(), seconds);
-  };
-  if (failed(run.run(progress)))
+  if (failed(run.run(quiet ? Compilation::PhaseCallback()
+                           : Compilation::PhaseCallback(printPhase))))
     return 1;
   if (summary) {
     printModuleSummary(run.module(), outs());
