@@ -25,6 +25,7 @@
 #include "cleave/CostModel/StagePartition.h"
 #include "cleave/Partition/Passes.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Sharding/Plan.h"
 #include "cleave/Support/Attributes.h"
 #include "cleave/Support/Dtype.h"
 #include "cleave/Support/OnnxNode.h"
@@ -68,7 +69,9 @@ struct Trial {
   std::string rejected, note;
   OwningOpRef<ModuleOp> module; // dropped once profiled
   CostProfile profile;
-  double flops = 0;
+  /// The model's FLOPs and the most activation bytes live at once, as
+  /// profiled (one replica, the whole batch).
+  double flops = 0, peakLiveBytes = 0;
 };
 
 std::vector<int64_t> divisors(int64_t n, int64_t limit) {
@@ -131,28 +134,16 @@ BlockArgument weightOf(func::FuncOp main, Value v) {
 /// What the megatron preset left whole on every one of `tp` ranks in the
 /// annotated `module`: GEMMs by a weight (attention or MLP blocks whose
 /// heads, key/value heads or quantization blocks `tp` does not divide) in
-/// `blocks`, and the vocabulary (the embedding table with the most rows,
-/// and the LM head of as many columns) in `vocabulary`.
-void wholeWeights(ModuleOp module, int64_t tp, std::string &blocks,
-                  std::string &vocabulary) {
+/// `blocks`, and the vocabulary (its `lookups`, found before the
+/// annotation, or an LM head of as many columns) in `vocabulary`.
+void wholeWeights(ModuleOp module, int64_t tp,
+                  ArrayRef<std::pair<BlockArgument, Operation *>> lookups,
+                  std::string &blocks, std::string &vocabulary) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
-  // The vocabulary: the 2-D table looked up with the most rows.
-  BlockArgument table;
-  Operation *lookup = nullptr;
-  main.walk([&](tensor::ExtractOp extract) {
-    BlockArgument arg = parameterArgument(main, extract.getTensor());
-    auto generic = extract->getParentOfType<linalg::GenericOp>();
-    if (!arg || !generic ||
-        cast<RankedTensorType>(arg.getType()).getRank() != 2)
-      return;
-    if (!table || cast<RankedTensorType>(arg.getType()).getDimSize(0) >
-                      cast<RankedTensorType>(table.getType()).getDimSize(0)) {
-      table = arg;
-      lookup = generic;
-    }
-  });
-  int64_t rows =
-      table ? cast<RankedTensorType>(table.getType()).getDimSize(0) : -1;
+  int64_t rows = lookups.empty()
+                     ? -1
+                     : cast<RankedTensorType>(lookups.front().first.getType())
+                           .getDimSize(0);
   auto describe = [&](BlockArgument arg, Operation *user) {
     auto type = cast<RankedTensorType>(arg.getType());
     std::string shape =
@@ -165,10 +156,11 @@ void wholeWeights(ModuleOp module, int64_t tp, std::string &blocks,
             " at ONNX node '" + onnxNodeName(user->getLoc()) + "'")
         .str();
   };
+  bool vocabularyWhole = llvm::any_of(
+      lookups, [](auto &lookup) { return !annotatedSplit(lookup.first); });
   SmallVector<std::string> whole;
   size_t more = 0;
   llvm::DenseSet<BlockArgument> seen;
-  bool vocabularyWhole = table && !annotatedSplit(table);
   main.walk([&](linalg::MatmulOp matmul) {
     BlockArgument weight = weightOf(main, matmul->getOperand(1));
     if (!weight || annotatedSplit(weight) || !seen.insert(weight).second)
@@ -195,12 +187,13 @@ void wholeWeights(ModuleOp module, int64_t tp, std::string &blocks,
                                 : std::string())
                  .str();
   if (vocabularyWhole)
-    vocabulary = llvm::formatv("the vocabulary of {0} rows (at ONNX node "
-                               "'{1}') stays whole on every rank: {2} ranks "
-                               "do not divide it (Megatron-LM pads it to a "
-                               "multiple)",
-                               rows, onnxNodeName(lookup->getLoc()), tp)
-                     .str();
+    vocabulary =
+        llvm::formatv("the vocabulary of {0} rows (at ONNX node "
+                      "'{1}') stays whole on every rank: {2} ranks "
+                      "do not divide it (Megatron-LM pads it to a "
+                      "multiple)",
+                      rows, onnxNodeName(lookups.front().second->getLoc()), tp)
+            .str();
 }
 
 /// Runs the sharding step and the partition phase (without the stage cut
@@ -233,6 +226,9 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
   PlanCandidate layout;
   layout.dp = dp;
   layout.tp = tp;
+  // Found before the annotation, which reads tables through shard ops.
+  auto lookups =
+      vocabularyLookups(trial.module->lookupSymbol<func::FuncOp>("main"));
   if (dp * tp > 1) {
     ShardingRequest request = planSharding(layout, search);
     FailureOr<ShardingDecision> decision =
@@ -245,7 +241,7 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
       // A block left whole defeats the split (Megatron-LM refuses such a
       // degree); a whole vocabulary is only noted.
       std::string blocks;
-      wholeWeights(*trial.module, tp, blocks, trial.note);
+      wholeWeights(*trial.module, tp, lookups, blocks, trial.note);
       if (!blocks.empty()) {
         trial.rejected = blocks;
         return trial;
@@ -272,6 +268,7 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
   trial.profile = std::move(*profile);
   for (const OpCost &cost : trial.profile.costs)
     trial.flops += cost.flops;
+  trial.peakLiveBytes = trial.profile.peakLiveBytes();
   // Priced from the profile alone: the IR goes (a large model's trials
   // would otherwise all stay in memory).
   trial.profile.ops.clear();
@@ -281,12 +278,12 @@ Trial runTrial(MLIRContext &context, ModuleOp imported,
 
 /// Prices `candidate` (its dp, tp, pp and microbatches set) from `trial`.
 void price(PlanCandidate &c, const Trial &trial, const MachineModel &machine,
-           const SearchOptions &search, double memory) {
+           double memory) {
   const CostProfile &profile = trial.profile;
   // The trial holds one replica's share of the batch; a microbatch is a
   // share of that.
   double factor = 1.0 / double(c.microbatches);
-  c.activationBytes = profile.peakLiveBytes() * factor;
+  c.activationBytes = trial.peakLiveBytes * factor;
   double limit = memory - c.activationBytes;
   if (limit <= 0) {
     c.rejected = "activations (" + bytesText(c.activationBytes) +
@@ -415,7 +412,7 @@ FailureOr<PlanSearchResult> cleave::searchPlans(MLIRContext &context,
     for (int64_t m : counts) {
       PlanCandidate priced = c;
       priced.microbatches = m;
-      price(priced, trial, machine, search, memory);
+      price(priced, trial, machine, memory);
       if (!priced.rejected.empty()) {
         result.rejected.push_back(priced);
         continue;

@@ -623,6 +623,38 @@ private:
 
 } // namespace
 
+SmallVector<std::pair<BlockArgument, Operation *>>
+cleave::vocabularyLookups(func::FuncOp main) {
+  // Only the table with the most rows, as Megatron-LM does: splitting a
+  // table of token types (2 rows) or positions saves little memory for the
+  // same all-reduce.
+  int64_t mostRows = 0;
+  SmallVector<std::pair<BlockArgument, Operation *>> lookups;
+  main.walk([&](tensor::ExtractOp extract) {
+    BlockArgument table = parameterArgument(main, extract.getTensor());
+    auto generic = extract->getParentOfType<linalg::GenericOp>();
+    if (!table || !generic)
+      return;
+    auto type = cast<RankedTensorType>(table.getType());
+    bool columnsWhole =
+        llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
+          return v.getDefiningOp<linalg::IndexOp>() != nullptr;
+        });
+    bool constantRows = llvm::all_of(generic.getDpsInputs(), [](Value v) {
+      return matchPattern(v, m_Constant());
+    });
+    if (type.getRank() != 2 || !columnsWhole || constantRows)
+      return;
+    mostRows = std::max(mostRows, type.getDimSize(0));
+    lookups.push_back({table, generic});
+  });
+  llvm::erase_if(lookups, [&](auto &lookup) {
+    return cast<RankedTensorType>(lookup.first.getType()).getDimSize(0) !=
+           mostRows;
+  });
+  return lookups;
+}
+
 std::vector<ValueSharding>
 cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
                           StringRef axisName, ArrayRef<ValueSharding> given) {
@@ -760,40 +792,15 @@ cleave::megatronShardings(ModuleOp module, const MeshSpec &mesh,
     axes[dim].push_back(static_cast<int16_t>(*axis));
     shardings.push_back({value, axes, std::move(origin)});
   };
-  // The token embedding, looked up row by row inside a generic: split by
-  // vocabulary when the axis divides it (cleave-localize-gathers then masks
-  // the lookups and sums them over the axis, one all-reduce a run). Only the
-  // table with the most rows, as Megatron-LM does: splitting a table of
-  // token types (2 rows) or positions saves little memory for the same
-  // all-reduce. A table read only at constant rows (T5's relative position
-  // bias, buckets x heads) is no vocabulary: it stays whole.
-  int64_t mostRows = 0;
-  SmallVector<std::pair<BlockArgument, linalg::GenericOp>> lookups;
-  main.walk([&](tensor::ExtractOp extract) {
-    BlockArgument table = parameterArgument(main, extract.getTensor());
-    auto generic = extract->getParentOfType<linalg::GenericOp>();
-    if (!table || !generic)
-      return;
-    auto type = cast<RankedTensorType>(table.getType());
-    bool columnsWhole =
-        llvm::all_of(extract.getIndices().drop_front(), [](Value v) {
-          return v.getDefiningOp<linalg::IndexOp>() != nullptr;
-        });
-    bool constantRows = llvm::all_of(generic.getDpsInputs(), [](Value v) {
-      return matchPattern(v, m_Constant());
-    });
-    if (type.getRank() != 2 || !columnsWhole || constantRows)
-      return;
-    mostRows = std::max(mostRows, type.getDimSize(0));
-    lookups.push_back({table, generic});
-  });
-  for (auto [table, generic] : lookups) {
-    int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
-    if (rows != mostRows || rows % shards != 0)
+  // The token embedding (vocabularyLookups): split by vocabulary when the
+  // axis divides it (cleave-localize-gathers then masks the lookups and
+  // sums them over the axis, one all-reduce a run).
+  for (auto [table, lookup] : vocabularyLookups(main)) {
+    if (cast<RankedTensorType>(table.getType()).getDimSize(0) % shards != 0)
       continue;
     split(table, 2, 0,
           "preset megatron: vocabulary-parallel embedding at ONNX node '" +
-              nodeName(generic) + "'");
+              nodeName(lookup) + "'");
   }
   // A matmul's weight split along dimension `dim` of its right operand,
   // on the parameter itself where it is stored transposed.

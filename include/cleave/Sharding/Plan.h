@@ -70,6 +70,14 @@ std::optional<MeshSpec> meshOf(mlir::ModuleOp module);
 /// key/value head) is first given one GEMM a part (unfuseProjection), unless
 /// `given` (the shardings of hints and of the model's own fields, which the
 /// preset yields to) names its parameters.
+/// The vocabulary of @main as the megatron preset sees it: the lookups
+/// (a generic reading a 2-D parameter row by row, whole columns) of the
+/// table with the most rows, as Megatron-LM splits only the token
+/// embedding. A table read only at constant rows (T5's relative position
+/// bias) is no vocabulary. Empty when there is none.
+llvm::SmallVector<std::pair<mlir::BlockArgument, mlir::Operation *>>
+vocabularyLookups(mlir::func::FuncOp main);
+
 std::vector<ValueSharding>
 megatronShardings(mlir::ModuleOp module, const MeshSpec &mesh,
                   llvm::StringRef axis, llvm::ArrayRef<ValueSharding> given);
