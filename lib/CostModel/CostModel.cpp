@@ -79,7 +79,8 @@ double MachineModel::gemmFlops(const GemmShape &shape) const {
 
 double MachineModel::collectiveSeconds(llvm::StringRef kind, int64_t ranks,
                                        double bytes) const {
-  if (ranks <= 1 || bytes <= 0)
+  // An all_slice only takes each rank's part of what it holds.
+  if (ranks <= 1 || bytes <= 0 || kind == "all_slice")
     return 0;
   const LinkFit *nearest = nullptr;
   for (const LinkFit &fit : links)
@@ -96,16 +97,14 @@ double MachineModel::collectiveSeconds(llvm::StringRef kind, int64_t ranks,
   double steps = double(ranks - 1), share = steps / double(ranks);
   if (kind == "all_reduce")
     return 2 * (steps * latency + share * bytes / bandwidth);
-  if (kind == "all_slice")
-    return 0;
   return steps * latency + share * bytes / bandwidth;
 }
 
 double MachineModel::seconds(const OpCost &cost) const {
-  double memory = (cost.bytesRead + cost.bytesWritten) / memoryBandwidth;
   if (cost.collective)
     return collectiveSeconds(cost.collective->kind, cost.collective->ranks,
                              cost.collective->bytes);
+  double memory = (cost.bytesRead + cost.bytesWritten) / memoryBandwidth;
   double rate = cost.gemm ? gemmFlops(*cost.gemm) : peakFlops;
   return computeScale * std::max(cost.flops / rate, memory);
 }
@@ -113,9 +112,11 @@ double MachineModel::seconds(const OpCost &cost) const {
 double MachineModel::transferSeconds(double bytes, bool acrossNodes) const {
   if (bytes <= 0)
     return 0;
-  for (const LinkFit &fit : links)
-    if (fit.kind == "send_recv" && !acrossNodes)
-      return fit.latency + bytes / fit.bandwidth;
+  // Measured transfers are between ranks of one host.
+  if (!acrossNodes)
+    for (const LinkFit &fit : links)
+      if (fit.kind == "send_recv")
+        return fit.latency + bytes / fit.bandwidth;
   if (acrossNodes && netBandwidth > 0)
     return (netLatency > 0 ? netLatency : linkLatency) + bytes / netBandwidth;
   return linkLatency + bytes / linkBandwidth;
@@ -246,14 +247,18 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
   if (!root)
     return machineError("machine file '" + path + "': not a JSON object");
   MachineModel m;
+  // A table entry's number `key`, non-negative; the first one missing or
+  // negative is the file's error.
+  std::string missing;
   auto number = [&](const llvm::json::Object &o, llvm::StringRef key,
-                    llvm::StringRef where) -> llvm::Expected<double> {
-    const llvm::json::Value *v = o.get(key);
-    std::optional<double> value = v ? v->getAsNumber() : std::nullopt;
-    if (!value || !(*value >= 0))
-      return machineError("machine file '" + path + "': " + where +
-                          " needs a number '" + key + "'");
-    return *value;
+                    llvm::StringRef where) {
+    std::optional<double> value = o.getNumber(key);
+    if ((!value || *value < 0) && missing.empty())
+      missing = (where + " needs a number '" + key + "'").str();
+    return value.value_or(0);
+  };
+  auto entryError = [&] {
+    return machineError("machine file '" + path + "': " + missing);
   };
   for (const auto &[key, value] : *root) {
     if (key == "name") {
@@ -287,18 +292,13 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
                           "': a 'gemm' entry is "
                           "not an object");
     GemmRate rate;
-    auto bits = number(*o, "bits", "a 'gemm' entry");
-    auto gm = number(*o, "m", "a 'gemm' entry");
-    auto gn = number(*o, "n", "a 'gemm' entry");
-    auto gk = number(*o, "k", "a 'gemm' entry");
-    auto flops = number(*o, "flops", "a 'gemm' entry");
-    if (!bits || !gm || !gn || !gk || !flops)
-      return llvm::joinErrors(
-          llvm::joinErrors(llvm::joinErrors(bits.takeError(), gm.takeError()),
-                           llvm::joinErrors(gn.takeError(), gk.takeError())),
-          flops.takeError());
-    rate.bits = unsigned(*bits);
-    rate.m = *gm, rate.n = *gn, rate.k = *gk, rate.flopsPerSecond = *flops;
+    rate.bits = unsigned(number(*o, "bits", "a 'gemm' entry"));
+    rate.m = number(*o, "m", "a 'gemm' entry");
+    rate.n = number(*o, "n", "a 'gemm' entry");
+    rate.k = number(*o, "k", "a 'gemm' entry");
+    rate.flopsPerSecond = number(*o, "flops", "a 'gemm' entry");
+    if (!missing.empty())
+      return entryError();
     rate.ranks = o->getInteger("ranks").value_or(0);
     rate.batched = o->getBoolean("batched").value_or(false);
     if (rate.flopsPerSecond <= 0)
@@ -317,14 +317,13 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
     fit.kind = kind->str();
     fit.ranks = o->getInteger("ranks").value_or(2);
     fit.job = o->getInteger("job").value_or(fit.ranks);
-    auto latency = number(*o, "latency", "a 'links' entry");
-    auto bandwidth = number(*o, "bandwidth", "a 'links' entry");
-    if (!latency || !bandwidth)
-      return llvm::joinErrors(latency.takeError(), bandwidth.takeError());
-    if (*bandwidth <= 0)
+    fit.latency = number(*o, "latency", "a 'links' entry");
+    fit.bandwidth = number(*o, "bandwidth", "a 'links' entry");
+    if (!missing.empty())
+      return entryError();
+    if (fit.bandwidth <= 0)
       return machineError("machine file '" + path +
                           "': a 'links' entry's bandwidth must be positive");
-    fit.latency = *latency, fit.bandwidth = *bandwidth;
     m.links.push_back(fit);
   }
   for (const llvm::json::Value &entry : *table("shared")) {
@@ -334,14 +333,13 @@ static llvm::Expected<MachineModel> loadJson(llvm::StringRef text,
                           "': a 'shared' entry is not an object");
     SharedFigures f;
     f.ranks = o->getInteger("ranks").value_or(1);
-    auto peak = number(*o, "peak", "a 'shared' entry");
-    auto bw = number(*o, "mem-bw", "a 'shared' entry");
-    if (!peak || !bw)
-      return llvm::joinErrors(peak.takeError(), bw.takeError());
-    if (*peak <= 0 || *bw <= 0)
+    f.peakFlops = number(*o, "peak", "a 'shared' entry");
+    f.memoryBandwidth = number(*o, "mem-bw", "a 'shared' entry");
+    if (!missing.empty())
+      return entryError();
+    if (f.peakFlops <= 0 || f.memoryBandwidth <= 0)
       return machineError("machine file '" + path +
                           "': a 'shared' entry's figures must be positive");
-    f.peakFlops = *peak, f.memoryBandwidth = *bw;
     f.timeScale = o->getNumber("time-scale").value_or(1.0);
     if (!(f.timeScale > 0))
       return machineError("machine file '" + path +
@@ -492,8 +490,7 @@ OpCost cleave::estimateCost(Operation *op) {
             ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName)
             : shard::GridOp();
     if (grid && axes)
-      for (int16_t axis : axes.asArrayRef())
-        moved.ranks *= grid.getShape()[axis];
+      moved.ranks = shard::collectiveProcessGroupSize(axes.asArrayRef(), grid);
     moved.bytes =
         isa<shard::AllGatherOp>(op) ? cost.bytesWritten : cost.bytesRead;
     cost.collective = moved;
