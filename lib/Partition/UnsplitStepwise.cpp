@@ -45,17 +45,17 @@ struct UnsplitStepwisePass
     func::FuncOp func = getOperation();
     if (func.isExternal() || !cleave::lookupGrid(func))
       return;
+    // Users' annotations of a producer's: the reshardings partition does.
     SmallVector<shard::ShardOp> wanted;
     func.walk([&](shard::ShardOp op) {
-      if (op.getAnnotateForUsers() &&
-          op.getSrc().getDefiningOp<shard::ShardOp>())
+      auto producer = op.getSrc().getDefiningOp<shard::ShardOp>();
+      if (op.getAnnotateForUsers() && producer &&
+          !producer.getAnnotateForUsers())
         wanted.push_back(op);
     });
     OpBuilder b(&getContext());
     for (shard::ShardOp users : wanted) {
       auto producer = users.getSrc().getDefiningOp<shard::ShardOp>();
-      if (producer.getAnnotateForUsers())
-        continue;
       auto from = splitAxesOf(producer.getSharding());
       auto to = splitAxesOf(users.getSharding());
       if (!from || !to)
