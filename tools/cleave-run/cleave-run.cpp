@@ -543,14 +543,20 @@ int main(int argc, char **argv) {
   std::string bundle = argv[1];
   // A bundle with plans for fewer devices (cleave-compile
   // --fallback-devices) runs the one for --ranks K from plans/K.
+  // (Only a count names a plan: --ranks is checked again below.)
   for (int i = 2; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
-    std::string count = arg.consume_front("--ranks=")      ? arg.str()
-                        : arg == "--ranks" && i + 1 < argc ? argv[i + 1]
-                                                           : "";
+    llvm::StringRef given = arg.consume_front("--ranks=") ? arg
+                            : arg == "--ranks" && i + 1 < argc
+                                ? llvm::StringRef(argv[i + 1])
+                                : llvm::StringRef();
+    unsigned n = 0;
+    if (given.getAsInteger(10, n) || n == 0)
+      continue;
+    std::string count = std::to_string(n);
     llvm::SmallString<256> fallback(bundle);
     llvm::sys::path::append(fallback, "plans", count, "manifest.json");
-    if (!count.empty() && llvm::sys::fs::exists(fallback)) {
+    if (llvm::sys::fs::exists(fallback)) {
       llvm::SmallString<256> plan(bundle);
       llvm::sys::path::append(plan, "plans", count);
       llvm::errs() << "cleave-run: running the bundle's plan for " << count
