@@ -186,24 +186,20 @@ LogicalResult Compilation::runPhase(Phase phase) {
     pipeline.stageAxis = decision->stageAxis;
     return success();
   }
-  case Phase::Partition: {
-    SmallVector<Type> before = outputTypes(*moduleOp);
+  case Phase::Partition:
+  case Phase::Fuse:
+  case Phase::Bufferize:
+  case Phase::Lower: {
+    // The partition must return every output whole: compared after it.
+    SmallVector<Type> before;
+    if (phase == Phase::Partition)
+      before = outputTypes(*moduleOp);
     PassManager pm(&context);
     if (failed(buildPhasePipeline(phase, pm, options.pipeline)) ||
         failed(pm.run(*moduleOp)))
       return emitError(moduleOp->getLoc())
              << "phase '" << phaseName(phase) << "' failed (see above)";
     return checkOutputsWhole(*moduleOp, before, options.pipeline.microbatches);
-  }
-  case Phase::Fuse:
-  case Phase::Bufferize:
-  case Phase::Lower: {
-    PassManager pm(&context);
-    if (failed(buildPhasePipeline(phase, pm, options.pipeline)) ||
-        failed(pm.run(*moduleOp)))
-      return emitError(moduleOp->getLoc())
-             << "phase '" << phaseName(phase) << "' failed (see above)";
-    return success();
   }
   case Phase::Bundle:
     return writeBundle(*moduleOp, signature, options.bundle);
