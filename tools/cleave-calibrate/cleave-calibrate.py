@@ -266,7 +266,9 @@ def calibrate_ranks(ranks, precisions, runs, work):
                           if l.startswith("GEMM ") and f" {m}x{n}x{k}" in l
                           and ("GEMMs)" in l) == (kind == "batched")), None)
             if label is None:
-                continue
+                sys.exit(f"cleave-calibrate: the {precision} program's "
+                         f"profile has no line for its {kind} GEMM "
+                         f"{m}x{n}x{k}: the figures would be incomplete")
             ms, calls = table[label]
             flops = 2.0 * m * n * k * batch * calls
             entries.append({"bits": bits, "m": m * batch, "n": n, "k": k,
